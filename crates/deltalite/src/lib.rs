@@ -1,0 +1,53 @@
+//! `deltalite`: streaming, partition-level upsert into Delta Lake tables.
+//!
+//! delta-rs (`deltalake`) is the storage and protocol layer; this crate replaces how an
+//! upsert is executed. Memory is bounded by the source batch and the knobs in
+//! [`Knobs`], never by the table. Every call is one atomic Delta commit.
+//!
+//! Module map:
+//! - [`table`]: the long-lived [`DeltaLiteTable`] handle (open, reload, files, history).
+//! - [`write`]: create, append, overwrite, append a Parquet file as it is.
+//! - `upsert`: one call end to end (plan → write → commit → re-plan on conflict).
+//! - `source`: conform the batch, split by partition, dedup, key index.
+//! - `target`: the snapshot's files and log-statistics pruning.
+//! - `probe`: exact key probe with row-group statistics and bloom filters.
+//! - `rewrite`: streaming rewrite of one file.
+//! - `outcome`: the per-row match decision (cursor rule, omitted columns).
+//! - `commit`: one commit, with the engine's own partition-level conflict rule.
+//! - `budget`: per-call and process-global budgets.
+//! - `conform`, `keys`, `partition`, `read`, `writer`, `features`, `metrics`: helpers.
+//! - [`error`], [`options`], [`stats`]: the public types.
+
+pub mod budget;
+mod commit;
+mod conform;
+pub mod error;
+mod features;
+mod footer_stats;
+mod keys;
+mod metrics;
+pub mod options;
+mod outcome;
+mod partition;
+mod probe;
+mod read;
+mod rewrite;
+mod source;
+pub mod stats;
+pub mod table;
+mod target;
+mod upsert;
+pub mod write;
+mod writer;
+
+pub use error::{DeltaLiteError, ErrorKind, Result};
+pub use options::{
+    AppTransaction, Knobs, OmittedColumns, OnDuplicate, PreCommitHook, PruneStrategy, UpsertOptions,
+};
+pub use stats::{PhaseTimings, UpsertStats};
+pub use table::{ActiveFile, DeltaLiteTable};
+
+/// Re-exports so that callers use the same Arrow and delta-rs versions as the engine.
+pub use deltalake;
+pub use deltalake::arrow;
+pub use deltalake::parquet;

@@ -1,0 +1,222 @@
+//! Per-call knobs of an upsert, with the seed API's defaults, and the process-wide
+//! defaults read from the environment.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::error::{DeltaLiteError, Result};
+
+/// What to do with two source rows that share a key (and no cursor decides).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnDuplicate {
+    /// Refuse the batch (the seed's behaviour).
+    #[default]
+    Error,
+    /// The last row in batch order wins.
+    Last,
+}
+
+impl std::str::FromStr for OnDuplicate {
+    type Err = DeltaLiteError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "error" => Ok(Self::Error),
+            "last" => Ok(Self::Last),
+            other => Err(DeltaLiteError::invalid(format!(
+                "on_duplicate must be \"error\" or \"last\", got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// How a winning match treats table columns the batch does not carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OmittedColumns {
+    /// The stored row is replaced whole; omitted columns become NULL (Python default).
+    #[default]
+    Null,
+    /// Omitted columns keep their stored values (HTTP `/upsert`).
+    Keep,
+}
+
+impl std::str::FromStr for OmittedColumns {
+    type Err = DeltaLiteError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "null" => Ok(Self::Null),
+            "keep" => Ok(Self::Keep),
+            other => Err(DeltaLiteError::invalid(format!(
+                "omitted_columns must be \"null\" or \"keep\", got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// Which target files are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PruneStrategy {
+    /// Log statistics, then an exact key probe; files without a match are carried over.
+    #[default]
+    Probe,
+    /// Every file of every touched partition is rewritten.
+    None,
+}
+
+impl PruneStrategy {
+    /// Label used in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PruneStrategy::Probe => "probe",
+            PruneStrategy::None => "none",
+        }
+    }
+}
+
+impl std::str::FromStr for PruneStrategy {
+    type Err = DeltaLiteError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "probe" => Ok(Self::Probe),
+            "none" => Ok(Self::None),
+            other => Err(DeltaLiteError::invalid(format!(
+                "prune_strategy must be \"probe\" or \"none\", got {other:?}"
+            ))),
+        }
+    }
+}
+
+const MIB: usize = 1024 * 1024;
+
+/// Resource knobs of one call. Defaults are the seed API's.
+#[derive(Debug, Clone)]
+pub struct Knobs {
+    /// Partitions merged concurrently.
+    pub max_parallel_partitions: usize,
+    /// Files read (probed or rewritten) concurrently within the call.
+    pub max_parallel_files: usize,
+    /// Bytes of row groups held in memory by readers and writers of this call.
+    pub max_buffered_bytes: usize,
+    /// How target files are selected.
+    pub prune_strategy: PruneStrategy,
+    /// Concurrent key probes.
+    pub probe_concurrency: usize,
+    /// Rows per decoded batch when streaming target files.
+    pub read_batch_size: usize,
+    /// Output file size target; `None` means the table's `delta.targetFileSize`, else 100 MiB.
+    pub target_file_size: Option<u64>,
+    /// Oversized-source guard in bytes; `0` disables.
+    pub max_source_bytes: usize,
+    /// Objects at least this large are uploaded in parts; `0` disables multipart.
+    pub multipart_threshold: usize,
+    /// Size of one multipart part.
+    pub multipart_part_size: usize,
+    /// Commit attempts after the first before giving up with a conflict error.
+    pub commit_max_retries: usize,
+}
+
+impl Default for Knobs {
+    fn default() -> Self {
+        let env = crate::budget::EnvDefaults::get();
+        Self {
+            max_parallel_partitions: 2,
+            max_parallel_files: 4,
+            max_buffered_bytes: 64 * MIB,
+            prune_strategy: PruneStrategy::Probe,
+            probe_concurrency: 8,
+            read_batch_size: 8192,
+            target_file_size: None,
+            max_source_bytes: env.max_source_bytes,
+            multipart_threshold: env.multipart_threshold,
+            multipart_part_size: env.multipart_part_size,
+            commit_max_retries: 15,
+        }
+    }
+}
+
+impl Knobs {
+    /// Reject values that would make the call hang or misbehave.
+    pub fn validate(&self) -> Result<()> {
+        let positive = [
+            ("max_parallel_partitions", self.max_parallel_partitions),
+            ("max_parallel_files", self.max_parallel_files),
+            ("max_buffered_bytes", self.max_buffered_bytes),
+            ("probe_concurrency", self.probe_concurrency),
+            ("read_batch_size", self.read_batch_size),
+            ("multipart_part_size", self.multipart_part_size),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(DeltaLiteError::invalid(format!("{name} must be positive")));
+            }
+        }
+        if self.target_file_size == Some(0) {
+            return Err(DeltaLiteError::invalid("target_file_size must be positive"));
+        }
+        Ok(())
+    }
+}
+
+/// A callback run after all files are written and before the commit. Returning an
+/// error aborts the call: the written files are deleted and the table is untouched.
+/// Used for fault injection in tests and for vetoes (e.g. a server shutting down).
+pub type PreCommitHook = Arc<dyn Fn() -> Result<()> + Send + Sync>;
+
+/// An application transaction (`txn` action) recorded in the same commit, used for
+/// idempotent retries: a caller records `(app_id, version)` and can later ask whether it
+/// has been committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppTransaction {
+    /// Application id, e.g. an idempotency key namespace.
+    pub app_id: String,
+    /// Monotonic version for that application.
+    pub version: i64,
+}
+
+/// Everything an upsert needs besides the data.
+#[derive(Clone, Default)]
+pub struct UpsertOptions {
+    /// Key columns; a row's identity is the key tuple within its partition.
+    pub primary_keys: Vec<String>,
+    /// Partition columns the caller expects; checked against the table when given.
+    pub partition_key: Option<Vec<String>>,
+    /// Cursor columns; empty means no cursor.
+    pub cursor_fields: Vec<String>,
+    /// In-batch duplicate handling without a cursor.
+    pub on_duplicate: OnDuplicate,
+    /// Treatment of columns the batch does not carry.
+    pub omitted_columns: OmittedColumns,
+    /// Resource knobs.
+    pub knobs: Knobs,
+    /// Extra key/values recorded in the commit info.
+    pub commit_metadata: HashMap<String, serde_json::Value>,
+    /// Optional `txn` action recorded in the commit.
+    pub app_transaction: Option<AppTransaction>,
+    /// Runs between the writes and the commit.
+    pub pre_commit_hook: Option<PreCommitHook>,
+}
+
+impl std::fmt::Debug for UpsertOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpsertOptions")
+            .field("primary_keys", &self.primary_keys)
+            .field("partition_key", &self.partition_key)
+            .field("cursor_fields", &self.cursor_fields)
+            .field("on_duplicate", &self.on_duplicate)
+            .field("omitted_columns", &self.omitted_columns)
+            .field("knobs", &self.knobs)
+            .field("commit_metadata", &self.commit_metadata)
+            .field("app_transaction", &self.app_transaction)
+            .field("pre_commit_hook", &self.pre_commit_hook.is_some())
+            .finish()
+    }
+}
+
+impl UpsertOptions {
+    /// Options with the given keys and every other setting at its default.
+    pub fn new<S: Into<String>>(primary_keys: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            primary_keys: primary_keys.into_iter().map(Into::into).collect(),
+            ..Default::default()
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! The per-row decision of an upsert: does a stored row match a source row, and if so,
+//! does the source row replace it (the cursor rule), leave it as it is, or lose?
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use arrow::array::ArrayRef;
+use arrow::row::Rows;
+
+use crate::error::Result;
+use crate::keys::TupleEncoder;
+use crate::source::SourcePartition;
+
+/// What happened to a source row. Ordered so that the strongest outcome wins when a key
+/// is stored more than once: an update anywhere means the row was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub(crate) enum Outcome {
+    /// Not matched (yet): will be inserted.
+    Pending = 0,
+    /// Matched a stored row with a newer-or-equal cursor: dropped.
+    Lost = 1,
+    /// Matched, and the match changes nothing (`keep` with a key-only batch).
+    Unchanged = 2,
+    /// Matched and replaced (part of) the stored row.
+    Updated = 3,
+}
+
+impl Outcome {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => Outcome::Lost,
+            2 => Outcome::Unchanged,
+            3 => Outcome::Updated,
+            _ => Outcome::Pending,
+        }
+    }
+}
+
+/// Outcomes of one partition's source rows, shared by the tasks working on its files.
+pub(crate) struct Outcomes(Vec<AtomicU8>);
+
+impl Outcomes {
+    pub(crate) fn new(rows: usize) -> Self {
+        Self((0..rows).map(|_| AtomicU8::new(0)).collect())
+    }
+
+    pub(crate) fn record(&self, row: u32, outcome: Outcome) {
+        self.0[row as usize].fetch_max(outcome as u8, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self, row: usize) -> Outcome {
+        Outcome::from_u8(self.0[row].load(Ordering::Relaxed))
+    }
+}
+
+/// Encoded keys and cursors of a batch of stored rows.
+pub(crate) struct StoredKeys {
+    keys: Rows,
+    null_key: Vec<bool>,
+    cursors: Option<Rows>,
+}
+
+/// Decides matches between stored rows and a partition's source rows.
+pub(crate) struct Decider {
+    keys: TupleEncoder,
+    cursors: Option<TupleEncoder>,
+    match_changes_row: bool,
+}
+
+impl Decider {
+    pub(crate) fn new(
+        keys: TupleEncoder,
+        cursors: Option<TupleEncoder>,
+        match_changes_row: bool,
+    ) -> Self {
+        Self {
+            keys,
+            cursors,
+            match_changes_row,
+        }
+    }
+
+    /// Encode a batch of stored rows (columns laid out by data-schema position).
+    pub(crate) fn encode(&self, columns: &[ArrayRef], rows: usize) -> Result<StoredKeys> {
+        Ok(StoredKeys {
+            keys: self.keys.encode(columns)?,
+            null_key: self.keys.any_null(columns, rows),
+            cursors: match &self.cursors {
+                Some(c) if !c.is_empty() => Some(c.encode(columns)?),
+                _ => None,
+            },
+        })
+    }
+
+    /// The source row that stored row `row` matches and what happens to it.
+    pub(crate) fn decide(
+        &self,
+        part: &SourcePartition,
+        stored: &StoredKeys,
+        row: usize,
+    ) -> Option<(u32, Outcome)> {
+        if stored.null_key[row] {
+            return None;
+        }
+        let source_row = part.lookup(stored.keys.row(row).as_ref())?;
+        let wins = match &self.cursors {
+            None => true,
+            Some(_) => match (&stored.cursors, &part.cursors) {
+                (Some(stored_c), Some(source_c)) => {
+                    source_c.row(source_row as usize) > stored_c.row(row)
+                }
+                // A cursor made only of partition columns: always equal, never newer.
+                _ => false,
+            },
+        };
+        let outcome = match (wins, self.match_changes_row) {
+            (false, _) => Outcome::Lost,
+            (true, true) => Outcome::Updated,
+            (true, false) => Outcome::Unchanged,
+        };
+        Some((source_row, outcome))
+    }
+}

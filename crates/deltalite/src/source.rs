@@ -1,0 +1,311 @@
+//! The source side of an upsert: conform the batch to the table, split it by partition,
+//! resolve in-batch duplicates and build the key index. Everything that is held in memory
+//! for the whole call lives here, and it is sized by the source alone.
+
+use std::collections::HashMap;
+
+use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
+use arrow::compute::{concat_batches, take_record_batch};
+use arrow::datatypes::SchemaRef;
+use arrow::row::Rows;
+use delta_kernel::expressions::Scalar;
+use deltalake::kernel::scalars::ScalarExt;
+use indexmap::IndexMap;
+
+use crate::conform::{conform_source, without_columns};
+use crate::error::{DeltaLiteError, Result};
+use crate::keys::TupleEncoder;
+use crate::options::{OmittedColumns, OnDuplicate, UpsertOptions};
+use crate::partition::PartitionKey;
+
+/// Column roles resolved against the table.
+pub(crate) struct Layout {
+    /// Full table schema (Arrow).
+    pub table_schema: SchemaRef,
+    /// Table schema without partition columns: the layout of data files.
+    pub data_schema: SchemaRef,
+    /// Partition columns in table order.
+    pub partition_columns: Vec<String>,
+    /// Key columns that are not partition columns, as indices into `data_schema`.
+    pub key_columns: Vec<usize>,
+    /// Cursor columns that are not partition columns, as indices into `data_schema`.
+    pub cursor_columns: Vec<usize>,
+    /// Whether a cursor was requested at all (even one made only of partition columns).
+    pub has_cursor: bool,
+}
+
+impl Layout {
+    pub(crate) fn key_encoder(&self) -> Result<TupleEncoder> {
+        self.encoder(&self.key_columns)
+    }
+
+    pub(crate) fn cursor_encoder(&self) -> Result<TupleEncoder> {
+        self.encoder(&self.cursor_columns)
+    }
+
+    fn encoder(&self, columns: &[usize]) -> Result<TupleEncoder> {
+        let types = columns
+            .iter()
+            .map(|&i| self.data_schema.field(i).data_type().clone())
+            .collect();
+        TupleEncoder::new(columns.to_vec(), types)
+    }
+
+    /// Resolve the caller's column names against the table.
+    pub(crate) fn resolve(
+        table_schema: SchemaRef,
+        partition_columns: Vec<String>,
+        options: &UpsertOptions,
+    ) -> Result<Self> {
+        if options.primary_keys.is_empty() {
+            return Err(DeltaLiteError::invalid(
+                "primary_keys must name at least one column",
+            ));
+        }
+        if let Some(expected) = &options.partition_key {
+            let mut expected = expected.clone();
+            let mut actual = partition_columns.clone();
+            expected.sort();
+            actual.sort();
+            if expected != actual {
+                return Err(DeltaLiteError::schema(format!(
+                    "partition_key {:?} does not match the table's partition columns {:?}",
+                    options.partition_key.as_deref().unwrap_or_default(),
+                    partition_columns
+                )));
+            }
+        }
+        let data_schema = without_columns(&table_schema, &partition_columns);
+        let resolve = |names: &[String], what: &str| -> Result<Vec<usize>> {
+            let mut out = Vec::new();
+            for name in names {
+                if table_schema.index_of(name).is_err() {
+                    return Err(DeltaLiteError::schema(format!(
+                        "{what} column {name:?} is not in the table"
+                    )));
+                }
+                if partition_columns.contains(name) {
+                    // Constant within a partition, and identity is per partition anyway.
+                    continue;
+                }
+                out.push(data_schema.index_of(name)?);
+            }
+            Ok(out)
+        };
+        let key_columns = resolve(&options.primary_keys, "primary key")?;
+        let cursor_columns = resolve(&options.cursor_fields, "cursor")?;
+        Ok(Self {
+            table_schema,
+            data_schema,
+            partition_columns,
+            key_columns,
+            cursor_columns,
+            has_cursor: !options.cursor_fields.is_empty(),
+        })
+    }
+}
+
+/// One partition's share of the source, deduplicated and indexed.
+pub(crate) struct SourcePartition {
+    /// The partition, typed and serialized.
+    pub key: PartitionKey,
+    /// Winning rows in batch order, in the data schema.
+    pub batch: RecordBatch,
+    /// Rows whose key has a NULL: never matched, always inserted.
+    pub null_key: Vec<bool>,
+    /// Encoded cursor of each row, when a cursor is in use.
+    pub cursors: Option<Rows>,
+    /// Key bytes -> row of `batch`, over non-NULL keys.
+    pub index: HashMap<Box<[u8]>, u32>,
+}
+
+impl SourcePartition {
+    /// The row that `key` (encoded) matches, if any.
+    pub(crate) fn lookup(&self, key: &[u8]) -> Option<u32> {
+        self.index.get(key).copied()
+    }
+}
+
+/// The whole prepared source.
+pub(crate) struct PreparedSource {
+    pub partitions: Vec<SourcePartition>,
+    /// Which data-schema columns the caller's batch carried.
+    pub carried: Vec<bool>,
+    /// Whether a winning match changes the stored row at all. False for
+    /// `omitted_columns = keep` with a batch of key (and partition) columns only.
+    pub match_changes_row: bool,
+    pub source_rows: usize,
+    pub null_pk_rows: usize,
+    pub duplicates_resolved: usize,
+}
+
+/// Conform, split, deduplicate and index the source.
+pub(crate) fn prepare(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    layout: &Layout,
+    options: &UpsertOptions,
+) -> Result<PreparedSource> {
+    let combined = concat_batches(schema, batches)?;
+    let source_rows = combined.num_rows();
+    for name in options.primary_keys.iter().chain(&layout.partition_columns) {
+        if schema.index_of(name).is_err() {
+            return Err(DeltaLiteError::schema(format!(
+                "the batch must carry column {name:?} (primary key or partition column)"
+            )));
+        }
+    }
+    let conformed = conform_source(&combined, &layout.table_schema)?;
+    drop(combined);
+    let full = conformed.batch;
+
+    // Split by partition, keeping first-seen order of partitions and batch order of rows.
+    let groups = crate::partition::group_rows(&full, &layout.partition_columns)?;
+    let data_indices: Vec<usize> = layout
+        .data_schema
+        .fields()
+        .iter()
+        .map(|f| layout.table_schema.index_of(f.name()))
+        .collect::<std::result::Result<_, _>>()?;
+    let data_full = full.project(&data_indices)?;
+    let carried: Vec<bool> = data_indices.iter().map(|&i| conformed.carried[i]).collect();
+    let payload_carried = carried
+        .iter()
+        .enumerate()
+        .any(|(i, &c)| c && !layout.key_columns.contains(&i));
+    let match_changes_row = options.omitted_columns == OmittedColumns::Null || payload_carried;
+
+    let key_enc = layout.key_encoder()?;
+    let cursor_enc = layout.cursor_encoder()?;
+    let mut partitions = Vec::with_capacity(groups.len());
+    let mut null_pk_rows = 0;
+    let mut duplicates_resolved = 0;
+    for (key, rows) in groups {
+        let indices = UInt32Array::from(rows);
+        let part_batch = take_record_batch(&data_full, &indices)?;
+        let columns: Vec<ArrayRef> = part_batch.columns().to_vec();
+        let keys = key_enc.encode(&columns)?;
+        let null_key = key_enc.any_null(&columns, part_batch.num_rows());
+        let cursors = if layout.has_cursor {
+            Some(cursor_enc.encode(&columns)?)
+        } else {
+            None
+        };
+
+        // Winner per key: with a cursor the greatest cursor (ties: later row); without,
+        // the later row when duplicates are allowed.
+        let mut winner: HashMap<&[u8], u32> = HashMap::with_capacity(part_batch.num_rows());
+        let mut duplicates = 0usize;
+        for row in 0..part_batch.num_rows() {
+            if null_key[row] {
+                continue;
+            }
+            let k = keys.row(row);
+            match winner.get_mut(k.as_ref()) {
+                None => {
+                    winner.insert(keys.row(row).data(), row as u32);
+                }
+                Some(current) => {
+                    duplicates += 1;
+                    let replace = match &cursors {
+                        Some(c) => c.row(row) >= c.row(*current as usize),
+                        None => true,
+                    };
+                    if replace {
+                        *current = row as u32;
+                    }
+                }
+            }
+        }
+        if duplicates > 0 && cursors.is_none() && options.on_duplicate == OnDuplicate::Error {
+            return Err(DeltaLiteError::DuplicateKeys {
+                partition: key.label(),
+                count: duplicates,
+            });
+        }
+        duplicates_resolved += duplicates;
+
+        // Keep winners and NULL-key rows, in batch order.
+        let mut keep: Vec<u32> = winner.values().copied().collect();
+        keep.extend(
+            null_key
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n)
+                .map(|(i, _)| i as u32),
+        );
+        keep.sort_unstable();
+        let nulls_here = null_key.iter().filter(|n| **n).count();
+        null_pk_rows += nulls_here;
+        drop(winner);
+
+        let (batch, keys, null_key, cursors) = if keep.len() == part_batch.num_rows() {
+            (part_batch, keys, null_key, cursors)
+        } else {
+            let batch = take_record_batch(&part_batch, &UInt32Array::from(keep))?;
+            let columns: Vec<ArrayRef> = batch.columns().to_vec();
+            let keys = key_enc.encode(&columns)?;
+            let null_key = key_enc.any_null(&columns, batch.num_rows());
+            let cursors = match cursors {
+                Some(_) => Some(cursor_enc.encode(&columns)?),
+                None => None,
+            };
+            (batch, keys, null_key, cursors)
+        };
+        let mut index = HashMap::with_capacity(batch.num_rows());
+        for row in 0..batch.num_rows() {
+            if !null_key[row] {
+                index.insert(Box::<[u8]>::from(keys.row(row).as_ref()), row as u32);
+            }
+        }
+        partitions.push(SourcePartition {
+            key,
+            batch,
+            null_key,
+            cursors,
+            index,
+        });
+    }
+    Ok(PreparedSource {
+        partitions,
+        carried,
+        match_changes_row,
+        source_rows,
+        null_pk_rows,
+        duplicates_resolved,
+    })
+}
+
+/// Typed partition values of one row, as the writer wants them.
+pub(crate) fn scalar_values(
+    batch: &RecordBatch,
+    partition_columns: &[String],
+    row: usize,
+) -> Result<IndexMap<String, Scalar>> {
+    let mut out = IndexMap::new();
+    for name in partition_columns {
+        let col = batch.column(batch.schema().index_of(name)?);
+        let scalar = Scalar::from_array(col.as_ref(), row).ok_or_else(|| {
+            DeltaLiteError::schema(format!(
+                "partition column {name:?} has type {} which cannot be a partition value",
+                col.data_type()
+            ))
+        })?;
+        out.insert(name.clone(), scalar);
+    }
+    Ok(out)
+}
+
+/// Size in memory of the caller's batches, for the source guard.
+pub(crate) fn source_bytes(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(|b| b.get_array_memory_size()).sum()
+}
+
+/// Check the source guard.
+pub(crate) fn check_source_size(batches: &[RecordBatch], limit: usize) -> Result<()> {
+    let actual = source_bytes(batches);
+    if limit > 0 && actual > limit {
+        return Err(DeltaLiteError::SourceTooLarge { actual, limit });
+    }
+    Ok(())
+}

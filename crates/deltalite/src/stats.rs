@@ -1,0 +1,55 @@
+//! What an upsert did, returned to the caller.
+
+use std::time::Duration;
+
+/// Result of one upsert call.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UpsertStats {
+    /// Table version the call committed (the current version when nothing changed).
+    pub version: u64,
+    /// Partitions the batch touched.
+    pub partitions_touched: usize,
+    /// Data files written.
+    pub files_added: usize,
+    /// Data files replaced by rewrites.
+    pub files_removed: usize,
+    /// Files of the touched partitions left as they were.
+    pub files_carried_over: usize,
+    /// Files whose key columns were read by the exact probe.
+    pub files_probed: usize,
+    /// Stored rows replaced (or matched with no change, for key-only `keep` batches).
+    pub rows_updated: usize,
+    /// Source rows inserted.
+    pub rows_inserted: usize,
+    /// Stored rows copied unchanged into rewritten files.
+    pub rows_copied: usize,
+    /// Rows in the caller's batch.
+    pub source_rows: usize,
+    /// Source rows with a NULL in a key column (always inserted).
+    pub null_pk_rows: usize,
+    /// Source rows dropped because a stored row had a newer-or-equal cursor.
+    pub rows_dropped_by_cursor: usize,
+    /// Source rows discarded as in-batch duplicates.
+    pub duplicates_resolved: usize,
+    /// Commit attempts that lost a race and were rebased or re-planned.
+    pub commit_retries: usize,
+    /// Times the whole upsert was re-planned against a newer snapshot.
+    pub replans: usize,
+    /// Wall time per phase.
+    pub timings: PhaseTimings,
+}
+
+/// Wall time of each phase of the last (successful) attempt, plus the total.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PhaseTimings {
+    /// Conforming, splitting, deduplicating and indexing the source.
+    pub prepare: Duration,
+    /// Statistics pruning and the exact probe.
+    pub prune: Duration,
+    /// Rewriting matched files and writing inserts.
+    pub write: Duration,
+    /// Committing (including rebases).
+    pub commit: Duration,
+    /// The whole call.
+    pub total: Duration,
+}

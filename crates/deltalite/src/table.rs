@@ -1,0 +1,227 @@
+//! The long-lived table handle: open once, reload incrementally, upsert many times.
+
+use std::collections::HashMap;
+use std::sync::Once;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
+use futures::TryStreamExt;
+use url::Url;
+
+use crate::error::{DeltaLiteError, Result};
+use crate::options::UpsertOptions;
+use crate::partition::normalize_raw;
+use crate::stats::UpsertStats;
+
+/// An active data file of the current version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveFile {
+    /// Path relative to the table root.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Partition values (canonical serialization; `None` for NULL).
+    pub partition_values: Vec<(String, Option<String>)>,
+    /// Row count from the log statistics, when recorded.
+    pub num_records: Option<usize>,
+}
+
+/// Register object-store schemes (S3) once per process.
+pub(crate) fn register_stores() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| deltalake::aws::register_handlers(None));
+}
+
+/// Turn a user's location (local path or URI) into a table URL.
+pub fn table_url(uri: &str) -> Result<Url> {
+    register_stores();
+    if uri.contains("://") {
+        return Url::parse(uri)
+            .map_err(|e| DeltaLiteError::invalid(format!("invalid table URI {uri:?}: {e}")));
+    }
+    let path = std::path::Path::new(uri);
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| DeltaLiteError::Other(e.to_string()))?
+            .join(path)
+    };
+    Url::from_directory_path(&absolute)
+        .map_err(|_| DeltaLiteError::invalid(format!("invalid table path {uri:?}")))
+}
+
+fn not_found(uri: &str, err: DeltaTableError) -> DeltaLiteError {
+    match err {
+        DeltaTableError::NotATable(_) | DeltaTableError::InvalidTableLocation(_) => {
+            DeltaLiteError::TableNotFound(uri.to_string())
+        }
+        other => other.into(),
+    }
+}
+
+/// A Delta table opened for upserts.
+pub struct DeltaLiteTable {
+    uri: String,
+    table: DeltaTable,
+}
+
+impl std::fmt::Debug for DeltaLiteTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeltaLiteTable")
+            .field("uri", &self.uri)
+            .field("version", &self.table.version())
+            .finish()
+    }
+}
+
+impl DeltaLiteTable {
+    /// Open an existing table. `storage_options` takes the same keys as the `deltalake`
+    /// Python package (`AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, ...).
+    pub async fn open(uri: &str, storage_options: HashMap<String, String>) -> Result<Self> {
+        let url = table_url(uri)?;
+        if url.scheme() == "file"
+            && let Ok(path) = url.to_file_path()
+            && !path.join("_delta_log").is_dir()
+        {
+            return Err(DeltaLiteError::TableNotFound(uri.to_string()));
+        }
+        let mut table = DeltaTableBuilder::from_url(url)
+            .map_err(|e| not_found(uri, e))?
+            .with_storage_options(storage_options)
+            .build()
+            .map_err(|e| not_found(uri, e))?;
+        table.load().await.map_err(|e| not_found(uri, e))?;
+        Ok(Self {
+            uri: uri.to_string(),
+            table,
+        })
+    }
+
+    /// Whether a Delta table exists at `uri`.
+    pub async fn is_deltatable(
+        uri: &str,
+        storage_options: HashMap<String, String>,
+    ) -> Result<bool> {
+        match Self::open(uri, storage_options).await {
+            Ok(_) => Ok(true),
+            Err(DeltaLiteError::TableNotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) fn from_delta(uri: &str, table: DeltaTable) -> Self {
+        Self {
+            uri: uri.to_string(),
+            table,
+        }
+    }
+
+    /// The URI the table was opened with.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The underlying delta-rs table (for callers that need protocol-level access).
+    pub fn delta_table(&self) -> &DeltaTable {
+        &self.table
+    }
+
+    pub(crate) fn delta_table_mut(&mut self) -> &mut DeltaTable {
+        &mut self.table
+    }
+
+    /// Version of the loaded snapshot.
+    pub fn version(&self) -> u64 {
+        self.table.version().unwrap_or(0)
+    }
+
+    /// Apply commits made since the last load (incremental: no full log replay).
+    pub async fn reload(&mut self) -> Result<()> {
+        self.table.update_incremental(None).await?;
+        Ok(())
+    }
+
+    /// Arrow schema of the table.
+    pub fn schema(&self) -> Result<SchemaRef> {
+        Ok(self.table.snapshot()?.snapshot().arrow_schema())
+    }
+
+    /// Partition columns in table order.
+    pub fn partition_columns(&self) -> Result<Vec<String>> {
+        Ok(self
+            .table
+            .snapshot()?
+            .metadata()
+            .partition_columns()
+            .to_vec())
+    }
+
+    /// Active files of the loaded version.
+    pub fn files(&self) -> Result<Vec<ActiveFile>> {
+        let state = self.table.snapshot()?;
+        let partition_columns = state.metadata().partition_columns().to_vec();
+        let schema = state.schema();
+        state
+            .log_data()
+            .iter()
+            .map(|view| {
+                let values = normalize_raw(
+                    &view.partition_values_map(),
+                    &partition_columns,
+                    schema.as_ref(),
+                )?;
+                Ok(ActiveFile {
+                    path: view.path().to_string(),
+                    size: view.size().max(0) as u64,
+                    partition_values: partition_columns.iter().cloned().zip(values).collect(),
+                    num_records: view.num_records(),
+                })
+            })
+            .collect()
+    }
+
+    /// Full URIs of the active files.
+    pub fn file_uris(&self) -> Result<Vec<String>> {
+        Ok(self.table.get_file_uris()?.collect())
+    }
+
+    /// The latest `limit` commit infos, newest first, each with its `version`.
+    pub async fn history(&self, limit: Option<usize>) -> Result<Vec<serde_json::Value>> {
+        let infos: Vec<_> = self.table.history(limit).try_collect().await?;
+        let latest = self.version();
+        Ok(infos
+            .into_iter()
+            .enumerate()
+            .map(|(i, info)| {
+                let mut value = serde_json::to_value(&info).unwrap_or(serde_json::Value::Null);
+                if let serde_json::Value::Object(map) = &mut value {
+                    map.entry("version").or_insert_with(|| {
+                        serde_json::Value::from(latest.saturating_sub(i as u64))
+                    });
+                }
+                value
+            })
+            .collect())
+    }
+
+    /// Last version recorded for an application transaction id, if any.
+    pub async fn app_transaction_version(&self, app_id: &str) -> Result<Option<i64>> {
+        Ok(self
+            .table
+            .snapshot()?
+            .transaction_version(self.table.log_store().as_ref(), app_id)
+            .await?)
+    }
+
+    /// Insert-or-replace `batches` by key; see the upsert contract.
+    pub async fn upsert(
+        &mut self,
+        schema: &SchemaRef,
+        batches: &[RecordBatch],
+        options: &UpsertOptions,
+    ) -> Result<UpsertStats> {
+        crate::upsert::upsert(&mut self.table, schema, batches, options).await
+    }
+}

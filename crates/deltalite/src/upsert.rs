@@ -1,0 +1,527 @@
+//! The upsert: plan against a snapshot, write, commit once; re-plan on a conflicting race.
+//!
+//! Data flow of one attempt (see ARCHITECTURE.md):
+//! source → `source::prepare` (conform, split by partition, dedup, key index)
+//!        → per partition: `target::stats_may_match` → `probe::probe_file`
+//!        → `rewrite::rewrite_file` for files the source changes, inserts for the rest
+//!        → `commit::commit` (one Delta commit for every partition).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{RecordBatch, UInt32Array};
+use arrow::compute::take_record_batch;
+use arrow::datatypes::SchemaRef;
+use deltalake::DeltaTable;
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::{Action, Add, Remove, Transaction};
+use deltalake::protocol::{DeltaOperation, MergePredicate};
+use deltalake::table::config::TablePropertiesExt;
+use futures::stream::{self, StreamExt, TryStreamExt};
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use crate::budget::CallBudget;
+use crate::commit::{Committed, ReadSet, commit};
+use crate::error::{DeltaLiteError, Result};
+use crate::features::check_supported;
+use crate::options::{Knobs, OmittedColumns, PruneStrategy, UpsertOptions};
+use crate::outcome::{Decider, Outcome, Outcomes};
+use crate::probe::probe_file;
+use crate::rewrite::{RewriteContext, abort, rewrite_file};
+use crate::source::{Layout, SourcePartition, check_source_size, prepare};
+use crate::stats::{PhaseTimings, UpsertStats};
+use crate::target::{TargetFile, active_files, check_file_supported, stats_may_match};
+use crate::writer::{WriterFactory, WriterSettings};
+
+const MIB: usize = 1024 * 1024;
+
+/// Run an upsert of `batches` (all of `schema`) into `table`.
+pub(crate) async fn upsert(
+    table: &mut DeltaTable,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    options: &UpsertOptions,
+) -> Result<UpsertStats> {
+    let started = Instant::now();
+    let result = run(table, schema, batches, options, started).await;
+    crate::metrics::record(&result, options.knobs.prune_strategy, started.elapsed());
+    result
+}
+
+async fn run(
+    table: &mut DeltaTable,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    options: &UpsertOptions,
+    started: Instant,
+) -> Result<UpsertStats> {
+    options.knobs.validate()?;
+    check_source_size(batches, options.knobs.max_source_bytes)?;
+    let mut retries_left = options.knobs.commit_max_retries;
+    let mut retries_used = 0;
+    let mut replans = 0;
+    loop {
+        let planned = match plan_and_write(table, schema, batches, options).await? {
+            Attempt::AlreadyApplied(mut stats) => {
+                stats.timings.total = started.elapsed();
+                return Ok(stats);
+            }
+            Attempt::Written(w) => w,
+        };
+        let Written {
+            actions,
+            mut stats,
+            read_set,
+            predicate,
+        } = planned;
+        if actions.is_empty() && options.app_transaction.is_none() {
+            // Every source row lost to the cursor rule or changed nothing: no commit.
+            stats.version = table.version().unwrap_or(0);
+            stats.timings.total = started.elapsed();
+            return Ok(stats);
+        }
+        if let Some(hook) = &options.pre_commit_hook
+            && let Err(e) = hook()
+        {
+            delete_written(table, &actions).await;
+            return Err(e);
+        }
+        let commit_started = Instant::now();
+        let outcome = commit(
+            table,
+            actions.clone(),
+            merge_operation(predicate, options),
+            commit_properties(options),
+            &read_set,
+            &mut retries_left,
+            &mut retries_used,
+        )
+        .await;
+        match outcome {
+            Ok(Committed::Version(version)) => {
+                stats.version = version;
+                stats.commit_retries = retries_used;
+                stats.replans = replans;
+                stats.timings.commit = commit_started.elapsed();
+                stats.timings.total = started.elapsed();
+                return Ok(stats);
+            }
+            Ok(Committed::Replan) => {
+                delete_written(table, &actions).await;
+                replans += 1;
+            }
+            Err(e @ DeltaLiteError::CommitConflict(_)) => {
+                delete_written(table, &actions).await;
+                return Err(e);
+            }
+            // Unknown outcome (e.g. the store failed mid-commit): the files may be
+            // referenced, so they are left for vacuum.
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Best-effort removal of files written by an attempt that will not be committed.
+async fn delete_written(table: &DeltaTable, actions: &[Action]) {
+    let store = table.object_store();
+    for action in actions {
+        if let Action::Add(add) = action {
+            let path = object_store::path::Path::from(add.path.as_str());
+            if let Err(e) = store.delete(&path).await {
+                tracing::warn!(path = %add.path, error = %e, "could not delete an uncommitted file");
+            }
+        }
+    }
+}
+
+fn commit_properties(options: &UpsertOptions) -> CommitProperties {
+    let mut props = CommitProperties::default().with_metadata(
+        options
+            .commit_metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
+    if let Some(txn) = &options.app_transaction {
+        props = props.with_application_transaction(Transaction::new(&txn.app_id, txn.version));
+    }
+    props
+}
+
+fn merge_operation(predicate: Option<String>, options: &UpsertOptions) -> DeltaOperation {
+    let on = options
+        .primary_keys
+        .iter()
+        .map(|k| format!("target.`{k}` = source.`{k}`"))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    let matched = if options.cursor_fields.is_empty() {
+        None
+    } else {
+        Some(format!(
+            "source.({}) > target.({})",
+            options.cursor_fields.join(", "),
+            options.cursor_fields.join(", ")
+        ))
+    };
+    DeltaOperation::Merge {
+        predicate,
+        merge_predicate: Some(on),
+        matched_predicates: vec![MergePredicate {
+            action_type: "update".to_string(),
+            predicate: matched,
+        }],
+        not_matched_predicates: vec![MergePredicate {
+            action_type: "insert".to_string(),
+            predicate: None,
+        }],
+        not_matched_by_source_predicates: vec![],
+    }
+}
+
+enum Attempt {
+    AlreadyApplied(UpsertStats),
+    Written(Written),
+}
+
+struct Written {
+    actions: Vec<Action>,
+    stats: UpsertStats,
+    read_set: ReadSet,
+    predicate: Option<String>,
+}
+
+/// State shared by every task of one attempt.
+struct Shared {
+    store: Arc<dyn ObjectStore>,
+    layout: Layout,
+    decider: Decider,
+    carried: Vec<bool>,
+    omitted: OmittedColumns,
+    knobs: Knobs,
+    writers: WriterFactory,
+    budget: CallBudget,
+}
+
+#[derive(Default)]
+struct PartitionResult {
+    adds: Vec<Add>,
+    removes: Vec<Remove>,
+    probed: usize,
+    carried_over: usize,
+    updated: usize,
+    inserted: usize,
+    copied: usize,
+    lost: usize,
+    prune_time: Duration,
+}
+
+async fn plan_and_write(
+    table: &DeltaTable,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    options: &UpsertOptions,
+) -> Result<Attempt> {
+    let state = table.snapshot()?;
+    check_supported(state)?;
+    if let Some(txn) = &options.app_transaction {
+        let applied = state
+            .transaction_version(table.log_store().as_ref(), &txn.app_id)
+            .await?;
+        if applied.is_some_and(|v| v >= txn.version) {
+            return Ok(Attempt::AlreadyApplied(UpsertStats {
+                version: state.version(),
+                source_rows: batches.iter().map(|b| b.num_rows()).sum(),
+                ..Default::default()
+            }));
+        }
+    }
+    let prepare_started = Instant::now();
+    let layout = Layout::resolve(
+        state.snapshot().arrow_schema(),
+        state.metadata().partition_columns().to_vec(),
+        options,
+    )?;
+    let source = prepare(schema, batches, &layout, options)?;
+    let prepare_time = prepare_started.elapsed();
+
+    let knobs = options.knobs.clone();
+    let target_file_size = knobs
+        .target_file_size
+        .unwrap_or_else(|| state.table_config().target_file_size().get());
+    let row_group_bytes = (knobs.max_buffered_bytes
+        / (knobs.max_parallel_files + knobs.max_parallel_partitions))
+        .clamp(MIB, 64 * MIB);
+    let bloom_columns = layout
+        .key_columns
+        .iter()
+        .map(|&k| layout.data_schema.field(k).name().clone())
+        .collect();
+    let writers = WriterFactory::new(
+        table.object_store(),
+        WriterSettings {
+            data_schema: Arc::clone(&layout.data_schema),
+            bloom_columns,
+            target_file_size,
+            row_group_bytes,
+            write_batch_size: knobs.read_batch_size,
+            upload_concurrency: knobs.max_parallel_files,
+            num_indexed_cols: state.table_config().num_indexed_cols(),
+            stats_columns: state
+                .table_config()
+                .data_skipping_stats_columns
+                .as_ref()
+                .map(|cols| cols.iter().map(|c| c.to_string()).collect()),
+        },
+    );
+    let decider = Decider::new(
+        layout.key_encoder()?,
+        layout
+            .has_cursor
+            .then(|| layout.cursor_encoder())
+            .transpose()?,
+        source.match_changes_row,
+    );
+
+    // Files of the touched partitions.
+    let mut by_partition: HashMap<Vec<Option<String>>, Vec<TargetFile>> = HashMap::new();
+    let touched: HashSet<Vec<Option<String>>> = source
+        .partitions
+        .iter()
+        .map(|p| p.key.serialized.clone())
+        .collect();
+    for file in active_files(state)? {
+        if touched.contains(&file.partition) {
+            check_file_supported(&file)?;
+            by_partition
+                .entry(file.partition.clone())
+                .or_default()
+                .push(file);
+        }
+    }
+
+    let shared = Arc::new(Shared {
+        store: table.object_store(),
+        decider,
+        carried: source.carried.clone(),
+        omitted: options.omitted_columns,
+        budget: CallBudget::new(
+            knobs.max_parallel_partitions,
+            knobs.max_parallel_files,
+            knobs.max_buffered_bytes,
+        ),
+        knobs,
+        writers,
+        layout,
+    });
+    let write_started = Instant::now();
+    let jobs: Vec<_> = source
+        .partitions
+        .into_iter()
+        .map(|part| {
+            let files = by_partition
+                .remove(&part.key.serialized)
+                .unwrap_or_default();
+            (Arc::new(part), files)
+        })
+        .collect();
+    let partitions_touched = jobs.len();
+    let predicate = if shared.layout.partition_columns.is_empty() {
+        None
+    } else {
+        Some(
+            jobs.iter()
+                .map(|(p, _)| format!("({})", p.key.predicate()))
+                .collect::<Vec<_>>()
+                .join(" OR "),
+        )
+    };
+    let results: Vec<PartitionResult> = stream::iter(jobs.into_iter().map(|(part, files)| {
+        let shared = Arc::clone(&shared);
+        async move {
+            let task = tokio::spawn(async move {
+                let _slot = shared.budget.partition().await;
+                process_partition(shared, part, files).await
+            });
+            task.await
+                .map_err(|e| DeltaLiteError::Other(format!("partition task failed: {e}")))?
+        }
+    }))
+    .buffer_unordered(shared.knobs.max_parallel_partitions)
+    .collect::<Vec<_>>()
+    .await
+    .into_iter()
+    .collect::<Result<_>>()
+    .inspect_err(|_| {
+        // Files of partitions that succeeded are orphans now; vacuum reclaims them.
+    })?;
+    let write_time = write_started.elapsed();
+
+    let mut actions = Vec::new();
+    let mut stats = UpsertStats {
+        partitions_touched,
+        source_rows: source.source_rows,
+        null_pk_rows: source.null_pk_rows,
+        duplicates_resolved: source.duplicates_resolved,
+        ..Default::default()
+    };
+    let mut prune_time = Duration::ZERO;
+    for r in results {
+        stats.files_added += r.adds.len();
+        stats.files_removed += r.removes.len();
+        stats.files_carried_over += r.carried_over;
+        stats.files_probed += r.probed;
+        stats.rows_updated += r.updated;
+        stats.rows_inserted += r.inserted;
+        stats.rows_copied += r.copied;
+        stats.rows_dropped_by_cursor += r.lost;
+        prune_time = prune_time.max(r.prune_time);
+        actions.extend(r.removes.into_iter().map(Action::Remove));
+        actions.extend(r.adds.into_iter().map(Action::Add));
+    }
+    stats.timings = PhaseTimings {
+        prepare: prepare_time,
+        prune: prune_time,
+        write: write_time.saturating_sub(prune_time),
+        ..Default::default()
+    };
+    let read_set = ReadSet {
+        partitions: (!shared.layout.partition_columns.is_empty()).then_some(touched),
+        app_ids: options
+            .app_transaction
+            .iter()
+            .map(|t| t.app_id.clone())
+            .collect(),
+    };
+    Ok(Attempt::Written(Written {
+        actions,
+        stats,
+        read_set,
+        predicate,
+    }))
+}
+
+/// Probe, rewrite and insert for one partition.
+async fn process_partition(
+    shared: Arc<Shared>,
+    part: Arc<SourcePartition>,
+    files: Vec<TargetFile>,
+) -> Result<PartitionResult> {
+    let mut result = PartitionResult::default();
+    let outcomes = Arc::new(Outcomes::new(part.batch.num_rows()));
+    let prune_started = Instant::now();
+    let total_files = files.len();
+    let to_rewrite: Vec<TargetFile> = match shared.knobs.prune_strategy {
+        PruneStrategy::None => files,
+        PruneStrategy::Probe => {
+            let mut candidates = Vec::new();
+            for file in files {
+                if stats_may_match(&file, &part, &shared.layout)? {
+                    candidates.push(file);
+                }
+            }
+            result.probed = candidates.len();
+            let probe_concurrency = shared.knobs.probe_concurrency;
+            let probed: Vec<(TargetFile, bool)> =
+                stream::iter(candidates.into_iter().map(|file| {
+                    let shared = Arc::clone(&shared);
+                    let part = Arc::clone(&part);
+                    let outcomes = Arc::clone(&outcomes);
+                    async move {
+                        let task = tokio::spawn(async move {
+                            let _slot = shared.budget.file((file.size as usize).min(4 * MIB)).await;
+                            let found = probe_file(
+                                Arc::clone(&shared.store),
+                                &file,
+                                &part,
+                                &shared.layout,
+                                &shared.decider,
+                                shared.knobs.read_batch_size,
+                            )
+                            .await?;
+                            for (row, outcome) in &found.outcomes {
+                                outcomes.record(*row, *outcome);
+                            }
+                            Ok::<_, DeltaLiteError>((file, found.rewrite))
+                        });
+                        task.await
+                            .map_err(|e| DeltaLiteError::Other(format!("probe task failed: {e}")))?
+                    }
+                }))
+                .buffer_unordered(probe_concurrency)
+                .try_collect()
+                .await?;
+            probed
+                .into_iter()
+                .filter_map(|(file, rewrite)| rewrite.then_some(file))
+                .collect()
+        }
+    };
+    result.prune_time = prune_started.elapsed();
+    result.carried_over = total_files - to_rewrite.len();
+
+    let rewritten: Vec<(Vec<Add>, crate::rewrite::RewriteCounts, Remove)> =
+        stream::iter(to_rewrite.into_iter().map(|file| {
+            let shared = Arc::clone(&shared);
+            let part = Arc::clone(&part);
+            let outcomes = Arc::clone(&outcomes);
+            async move {
+                let task = tokio::spawn(async move {
+                    let read_bytes = (file.size as usize).min(shared.writers.writer_bytes());
+                    let _slot = shared
+                        .budget
+                        .file(read_bytes + shared.writers.writer_bytes())
+                        .await;
+                    let ctx = RewriteContext {
+                        store: &shared.store,
+                        layout: &shared.layout,
+                        part: &part,
+                        decider: &shared.decider,
+                        outcomes: &outcomes,
+                        carried: &shared.carried,
+                        omitted: shared.omitted,
+                        read_batch_size: shared.knobs.read_batch_size,
+                        writers: &shared.writers,
+                    };
+                    let (adds, counts) = rewrite_file(&ctx, &file).await?;
+                    Ok::<_, DeltaLiteError>((adds, counts, file.remove))
+                });
+                task.await
+                    .map_err(|e| DeltaLiteError::Other(format!("rewrite task failed: {e}")))?
+            }
+        }))
+        .buffer_unordered(shared.knobs.max_parallel_files)
+        .try_collect()
+        .await?;
+    for (adds, counts, remove) in rewritten {
+        result.adds.extend(adds);
+        result.removes.push(remove);
+        result.copied += counts.copied;
+    }
+
+    // Everything not matched is inserted; NULL keys always are.
+    let mut inserts = Vec::new();
+    for row in 0..part.batch.num_rows() {
+        match outcomes.get(row) {
+            Outcome::Pending => inserts.push(row as u32),
+            Outcome::Lost => result.lost += 1,
+            Outcome::Updated | Outcome::Unchanged => result.updated += 1,
+        }
+    }
+    result.inserted = inserts.len();
+    if !inserts.is_empty() {
+        let _slot = shared.budget.file(shared.writers.writer_bytes()).await;
+        let batch = if inserts.len() == part.batch.num_rows() {
+            part.batch.clone()
+        } else {
+            take_record_batch(&part.batch, &UInt32Array::from(inserts))?
+        };
+        let mut writer = shared.writers.partition_writer(&part.key)?;
+        if let Err(e) = writer.write(&batch).await {
+            abort(writer).await;
+            return Err(e.into());
+        }
+        result.adds.extend(writer.close().await?);
+    }
+    Ok(result)
+}

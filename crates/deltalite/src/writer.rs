@@ -1,0 +1,94 @@
+//! Output files: delta-rs's streaming `PartitionWriter` (multipart uploads as row groups
+//! complete, Add actions with statistics), configured from the call's knobs.
+
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use delta_kernel::table_properties::DataSkippingNumIndexedCols;
+use deltalake::datafile::writer::{PartitionWriter, PartitionWriterConfig};
+use deltalake::logstore::ObjectStoreRef;
+use deltalake::parquet::basic::Compression;
+use deltalake::parquet::file::properties::WriterProperties;
+use deltalake::parquet::schema::types::ColumnPath;
+
+use crate::error::Result;
+use crate::partition::PartitionKey;
+
+const MIB: usize = 1024 * 1024;
+
+/// Builds writers that all share one configuration.
+pub(crate) struct WriterFactory {
+    store: ObjectStoreRef,
+    data_schema: SchemaRef,
+    properties: WriterProperties,
+    target_file_size: NonZeroU64,
+    write_batch_size: usize,
+    upload_concurrency: usize,
+    num_indexed_cols: DataSkippingNumIndexedCols,
+    stats_columns: Option<Vec<String>>,
+    row_group_bytes: usize,
+}
+
+/// What the factory needs to know.
+pub(crate) struct WriterSettings {
+    pub data_schema: SchemaRef,
+    /// Columns that get a bloom filter (the key columns), so later probes can skip.
+    pub bloom_columns: Vec<String>,
+    pub target_file_size: u64,
+    /// Bytes a writer may hold in its open row group.
+    pub row_group_bytes: usize,
+    pub write_batch_size: usize,
+    pub upload_concurrency: usize,
+    pub num_indexed_cols: DataSkippingNumIndexedCols,
+    pub stats_columns: Option<Vec<String>>,
+}
+
+impl WriterFactory {
+    pub(crate) fn new(store: ObjectStoreRef, settings: WriterSettings) -> Self {
+        let row_group_bytes = settings.row_group_bytes.max(MIB);
+        let mut props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_bytes(Some(row_group_bytes))
+            .set_write_batch_size(settings.write_batch_size.min(8192));
+        for name in &settings.bloom_columns {
+            props = props.set_column_bloom_filter_enabled(ColumnPath::from(name.as_str()), true);
+        }
+        Self {
+            store,
+            data_schema: settings.data_schema,
+            properties: props.build(),
+            target_file_size: NonZeroU64::new(settings.target_file_size.max(1))
+                .unwrap_or(NonZeroU64::MIN),
+            write_batch_size: settings.write_batch_size,
+            upload_concurrency: settings.upload_concurrency.max(1),
+            num_indexed_cols: settings.num_indexed_cols,
+            stats_columns: settings.stats_columns,
+            row_group_bytes,
+        }
+    }
+
+    /// Bytes one open writer may hold (its row group), for budgeting.
+    pub(crate) fn writer_bytes(&self) -> usize {
+        self.row_group_bytes
+    }
+
+    /// A new writer for one partition.
+    pub(crate) fn partition_writer(&self, partition: &PartitionKey) -> Result<PartitionWriter> {
+        let config = PartitionWriterConfig::try_new(
+            Arc::clone(&self.data_schema),
+            partition.values.clone(),
+            Some(self.properties.clone()),
+            Some(self.target_file_size),
+            Some(self.write_batch_size),
+            Some(self.upload_concurrency),
+            None,
+        )?;
+        Ok(PartitionWriter::try_with_config(
+            Arc::clone(&self.store),
+            config,
+            self.num_indexed_cols,
+            self.stats_columns.clone(),
+        )?)
+    }
+}
