@@ -1,0 +1,177 @@
+//! Concurrent writers on one table: disjoint commits rebase, overlapping ones re-plan,
+//! and the result is always some serial order of the committed calls.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use common::*;
+use deltalite::arrow::array::{ArrayRef, Int64Array, RecordBatch};
+use deltalite::arrow::datatypes::{DataType, Field, Schema};
+use deltalite::{DeltaLiteTable, ErrorKind, UpsertOptions};
+
+fn schema() -> Schema {
+    Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("day", DataType::Utf8, true),
+        Field::new("val", DataType::Utf8, true),
+    ])
+}
+
+fn rows_batch(ids: &[i64], day: &str, val: &str) -> RecordBatch {
+    batch(vec![
+        ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
+        ("day", strings(&vec![Some(day); ids.len()])),
+        ("val", strings(&vec![Some(val); ids.len()])),
+    ])
+}
+
+async fn twin_handles(uri: &str) -> (DeltaLiteTable, DeltaLiteTable) {
+    let _ = create(uri, &schema(), &["day"]).await;
+    let a = DeltaLiteTable::open(uri, HashMap::new()).await.unwrap();
+    let b = DeltaLiteTable::open(uri, HashMap::new()).await.unwrap();
+    (a, b)
+}
+
+#[tokio::test]
+async fn a_stale_writer_to_the_same_partition_replans_instead_of_duplicating() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let (mut a, mut b) = twin_handles(&uri).await;
+    upsert(
+        &mut a,
+        &rows_batch(&[5], "d1", "from-a"),
+        &UpsertOptions::new(["id"]),
+    )
+    .await
+    .unwrap();
+    let s = upsert(
+        &mut b,
+        &rows_batch(&[5], "d1", "from-b"),
+        &UpsertOptions::new(["id"]),
+    )
+    .await
+    .unwrap();
+    assert_eq!((s.commit_retries, s.replans), (1, 1), "{s:?}");
+    assert_eq!(
+        (s.rows_updated, s.rows_inserted),
+        (1, 0),
+        "re-planned against A's row: {s:?}"
+    );
+    assert_eq!(rows(&uri).await, vec![vec!["5", "d1", "from-b"]]);
+}
+
+#[tokio::test]
+async fn a_stale_writer_to_another_partition_rebases_without_replanning() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let (mut a, mut b) = twin_handles(&uri).await;
+    upsert(
+        &mut a,
+        &rows_batch(&[1], "d1", "a"),
+        &UpsertOptions::new(["id"]),
+    )
+    .await
+    .unwrap();
+    let s = upsert(
+        &mut b,
+        &rows_batch(&[1], "d2", "b"),
+        &UpsertOptions::new(["id"]),
+    )
+    .await
+    .unwrap();
+    assert_eq!((s.commit_retries, s.replans, s.version), (1, 0, 2), "{s:?}");
+    assert_eq!(
+        rows(&uri).await,
+        vec![vec!["1", "d1", "a"], vec!["1", "d2", "b"]]
+    );
+}
+
+#[tokio::test]
+async fn exhausted_retries_raise_a_conflict_and_leave_no_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let (mut a, mut b) = twin_handles(&uri).await;
+    upsert(
+        &mut a,
+        &rows_batch(&[1], "d1", "a"),
+        &UpsertOptions::new(["id"]),
+    )
+    .await
+    .unwrap();
+    let files_of_a = std::fs::read_dir(dir.path().join("t/day=d1"))
+        .unwrap()
+        .count();
+    let mut o = UpsertOptions::new(["id"]);
+    o.knobs.commit_max_retries = 0;
+    let err = upsert(&mut b, &rows_batch(&[2], "d1", "b"), &o)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::CommitConflict, "{err}");
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("t/day=d1"))
+            .unwrap()
+            .count(),
+        files_of_a
+    );
+    assert_eq!(rows(&uri).await, vec![vec!["1", "d1", "a"]]);
+}
+
+/// Every call writes every key with its own tag. Serializability then means: no key is
+/// duplicated and all rows of a partition carry the tag of the last commit that touched
+/// that partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_concurrent_writers_end_in_a_serial_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let _ = create(&uri, &schema(), &["day"]).await;
+    let keys: Vec<i64> = (0..20).collect();
+    let mut tasks = Vec::new();
+    for writer in 0..6 {
+        let uri = uri.clone();
+        let keys = keys.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut t = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+            let mut versions = Vec::new();
+            for round in 0..3 {
+                let day = if (writer + round) % 2 == 0 {
+                    "d1"
+                } else {
+                    "d2"
+                };
+                let tag = format!("w{writer}r{round}");
+                let mut o = UpsertOptions::new(["id"]);
+                o.knobs.commit_max_retries = 100;
+                let s = upsert(&mut t, &rows_batch(&keys, day, &tag), &o)
+                    .await
+                    .unwrap();
+                versions.push((s.version, day.to_string(), tag));
+            }
+            versions
+        }));
+    }
+    let mut commits = Vec::new();
+    for t in tasks {
+        commits.extend(t.await.unwrap());
+    }
+    commits.sort();
+    let versions: Vec<u64> = commits.iter().map(|c| c.0).collect();
+    let mut dedup = versions.clone();
+    dedup.dedup();
+    assert_eq!(versions, dedup, "every call has its own version");
+    let got = rows(&uri).await;
+    for day in ["d1", "d2"] {
+        let last_tag = &commits.iter().rev().find(|c| c.1 == day).unwrap().2;
+        let in_day: Vec<_> = got.iter().filter(|r| r[1] == day).collect();
+        assert_eq!(
+            in_day.len(),
+            keys.len(),
+            "no lost or duplicated keys in {day}"
+        );
+        assert!(
+            in_day.iter().all(|r| &r[2] == last_tag),
+            "{day}: {in_day:?} vs {last_tag}"
+        );
+    }
+}
