@@ -1,0 +1,232 @@
+//! Engine benchmark (not a test): tables of N million rows in 4 partitions (~60 bytes of
+//! random payload per row, written in 1M-row appends), then one 20,000-row upsert per
+//! table (half uniform updates, half inserts), each step in a fresh process so that peak
+//! RSS (VmHWM) belongs to that step alone.
+//!
+//! `engine-bench run --sizes 1,4,16 --dir /tmp/deltalite-bench` prints one line per size.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use deltalite::arrow::array::{ArrayRef, BinaryArray, Int64Array, RecordBatch, StringArray};
+use deltalite::arrow::datatypes::{DataType, Field, Schema};
+use deltalite::write::WriteOptions;
+use deltalite::{DeltaLiteTable, UpsertOptions};
+use rand::rngs::StdRng;
+use rand::{Rng, RngCore, SeedableRng};
+
+const MILLION: i64 = 1_000_000;
+const PARTITIONS: i64 = 4;
+const PAYLOAD_BYTES: usize = 60;
+const BATCH_ROWS: i64 = 20_000;
+
+#[derive(Parser)]
+#[command(about = "Benchmark deltalite upserts against growing tables")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build (if missing) and upsert once into each table size; print a table.
+    Run {
+        /// Table sizes in millions of rows.
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+        sizes: Vec<i64>,
+        /// Where tables live (reused across runs).
+        #[arg(long, default_value = "/tmp/deltalite-bench")]
+        dir: PathBuf,
+    },
+    /// Build one table of `millions` rows (child step).
+    Build {
+        #[arg(long)]
+        millions: i64,
+        #[arg(long)]
+        table: PathBuf,
+    },
+    /// Upsert one 20,000-row batch (child step); prints a JSON line.
+    Upsert {
+        #[arg(long)]
+        millions: i64,
+        #[arg(long)]
+        table: PathBuf,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+    },
+}
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("part", DataType::Utf8, false),
+        Field::new("payload", DataType::Binary, false),
+    ]))
+}
+
+fn rows(ids: &[i64], rng: &mut StdRng) -> RecordBatch {
+    let parts: Vec<String> = ids.iter().map(|i| format!("p{}", i % PARTITIONS)).collect();
+    let mut payload = vec![0u8; ids.len() * PAYLOAD_BYTES];
+    rng.fill_bytes(&mut payload);
+    let payloads: Vec<&[u8]> = payload.chunks(PAYLOAD_BYTES).collect();
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef,
+            Arc::new(StringArray::from(parts)) as ArrayRef,
+            Arc::new(BinaryArray::from(payloads)) as ArrayRef,
+        ],
+    )
+    .expect("valid batch")
+}
+
+fn peak_rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn uri(p: &Path) -> String {
+    p.to_str().expect("utf-8 path").to_string()
+}
+
+async fn build(millions: i64, table: &Path) -> deltalite::Result<()> {
+    let mut t = DeltaLiteTable::create(
+        &uri(table),
+        HashMap::new(),
+        &schema(),
+        &["part".to_string()],
+        HashMap::new(),
+    )
+    .await?;
+    let mut rng = StdRng::seed_from_u64(1);
+    for m in 0..millions {
+        let ids: Vec<i64> = (m * MILLION..(m + 1) * MILLION).collect();
+        let b = rows(&ids, &mut rng);
+        t.append([Ok(b)], &WriteOptions::default()).await?;
+        eprintln!("built {}M/{}M rows", m + 1, millions);
+    }
+    Ok(())
+}
+
+async fn upsert(millions: i64, table: &Path, seed: u64) -> deltalite::Result<()> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let existing = millions * MILLION;
+    let half = BATCH_ROWS / 2;
+    let mut ids: Vec<i64> = (0..half).map(|_| rng.random_range(0..existing)).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.extend((0..half).map(|i| existing * 10 + seed as i64 * BATCH_ROWS + i));
+    let b = rows(&ids, &mut rng);
+    let started = Instant::now();
+    let mut t = DeltaLiteTable::open(&uri(table), HashMap::new()).await?;
+    let mut o = UpsertOptions::new(["id"]);
+    o.partition_key = Some(vec!["part".into()]);
+    let s = t.upsert(&b.schema(), &[b], &o).await?;
+    let wall = started.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        serde_json::json!({
+            "rows_m": millions, "wall_s": wall, "peak_rss_mb": peak_rss_mb(),
+            "files_probed": s.files_probed, "files_rewritten": s.files_removed,
+            "files_carried_over": s.files_carried_over, "files_added": s.files_added,
+            "rows_updated": s.rows_updated, "rows_inserted": s.rows_inserted,
+            "rows_copied": s.rows_copied,
+        })
+    );
+    Ok(())
+}
+
+fn child(args: &[String]) -> String {
+    let exe = std::env::current_exe().expect("own path");
+    let out = Command::new(exe).args(args).output().expect("spawn child");
+    if !out.status.success() {
+        panic!(
+            "child {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn run(sizes: &[i64], dir: &Path) {
+    std::fs::create_dir_all(dir).expect("bench dir");
+    println!(
+        "{:>6} {:>8} {:>9} {:>7} {:>10} {:>12} {:>6} {:>8} {:>8}",
+        "rows",
+        "wall_s",
+        "peak_MB",
+        "probed",
+        "rewritten",
+        "carried_over",
+        "added",
+        "updated",
+        "inserted"
+    );
+    let mut peaks: Vec<(i64, f64)> = Vec::new();
+    for &m in sizes {
+        let table = dir.join(format!("t{m}m"));
+        if !table.join("_delta_log").is_dir() {
+            eprintln!("building {m}M-row table at {}", table.display());
+            child(&[
+                "build".into(),
+                "--millions".into(),
+                m.to_string(),
+                "--table".into(),
+                uri(&table),
+            ]);
+        }
+        let line = child(&[
+            "upsert".into(),
+            "--millions".into(),
+            m.to_string(),
+            "--table".into(),
+            uri(&table),
+        ]);
+        let v: serde_json::Value = serde_json::from_str(line.trim()).expect("child JSON");
+        let rss = v["peak_rss_mb"].as_f64().unwrap_or(0.0);
+        peaks.push((m, rss));
+        println!(
+            "{:>5}M {:>8.2} {:>9.1} {:>7} {:>10} {:>12} {:>6} {:>8} {:>8}",
+            m,
+            v["wall_s"].as_f64().unwrap_or(0.0),
+            rss,
+            v["files_probed"],
+            v["files_rewritten"],
+            v["files_carried_over"],
+            v["files_added"],
+            v["rows_updated"],
+            v["rows_inserted"]
+        );
+    }
+    if let (Some((m0, r0)), Some((m1, r1))) = (peaks.first(), peaks.last())
+        && *r0 > 0.0
+    {
+        println!("peak RSS at {m1}M rows / at {m0}M rows = {:.2}x", r1 / r0);
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match cli.command {
+        Cmd::Run { sizes, dir } => run(&sizes, &dir),
+        Cmd::Build { millions, table } => rt.block_on(build(millions, &table)).expect("build"),
+        Cmd::Upsert {
+            millions,
+            table,
+            seed,
+        } => rt.block_on(upsert(millions, &table, seed)).expect("upsert"),
+    }
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Everything CI runs, from a fresh clone: formatting, lints, and every test suite.
+# Needs Rust (cargo) and Python 3.11; installs the rest (Python packages into .venv).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+
+echo "== rust: fmt, clippy, tests"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+cargo test --workspace
+
+for part in server python dlt; do
+  if [ -x "scripts/test-$part.sh" ]; then
+    echo "== $part"
+    "scripts/test-$part.sh"
+  fi
+done
