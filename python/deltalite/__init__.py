@@ -1,0 +1,31 @@
+"""Streaming, bounded-memory partition upsert for Delta Lake tables.
+
+The native module does the work; this package re-exports its public names so that
+``import deltalite`` exposes the same API as the seed package.
+"""
+
+from deltalite._deltalite import (
+    DeltaLiteCommitConflictError,
+    DeltaLiteError,
+    DeltaLiteSchemaMismatchError,
+    DeltaLiteSourceTooLargeError,
+    DeltaLiteTable,
+    DeltaLiteTableNotFoundError,
+    DeltaLiteUnsupportedTableError,
+    UpsertStats,
+    WriteStats,
+    __version__,
+)
+
+__all__ = [
+    "DeltaLiteCommitConflictError",
+    "DeltaLiteError",
+    "DeltaLiteSchemaMismatchError",
+    "DeltaLiteSourceTooLargeError",
+    "DeltaLiteTable",
+    "DeltaLiteTableNotFoundError",
+    "DeltaLiteUnsupportedTableError",
+    "UpsertStats",
+    "WriteStats",
+    "__version__",
+]

@@ -1,0 +1,287 @@
+"""The seed API surface: classes, methods, arguments, defaults and stats."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+
+import polars as pl
+import pyarrow as pa
+import pytest
+from conftest import read_delta, rows_of
+from deltalake import DeltaTable
+
+import deltalite
+from deltalite import DeltaLiteTable
+
+SCHEMA = pa.schema(
+    [("id", pa.int64()), ("day", pa.string()), ("val", pa.string())],
+)
+
+
+def make(path: str, partition: bool = True) -> DeltaLiteTable:
+    return DeltaLiteTable.create(path, SCHEMA, partition_by=["day"] if partition else None)
+
+
+def batch(ids, day="2026-01-01", val="x") -> pa.Table:
+    return pa.table(
+        {"id": list(ids), "day": [day] * len(ids), "val": [f"{val}{i}" for i in ids]},
+        schema=SCHEMA,
+    )
+
+
+def test_exports_match_seed():
+    for name in [
+        "DeltaLiteTable",
+        "UpsertStats",
+        "DeltaLiteError",
+        "DeltaLiteCommitConflictError",
+        "DeltaLiteSchemaMismatchError",
+        "DeltaLiteTableNotFoundError",
+        "DeltaLiteUnsupportedTableError",
+        "DeltaLiteSourceTooLargeError",
+    ]:
+        assert hasattr(deltalite, name), name
+    for name in [
+        "DeltaLiteCommitConflictError",
+        "DeltaLiteSchemaMismatchError",
+        "DeltaLiteTableNotFoundError",
+        "DeltaLiteUnsupportedTableError",
+        "DeltaLiteSourceTooLargeError",
+    ]:
+        assert issubclass(getattr(deltalite, name), deltalite.DeltaLiteError)
+    assert issubclass(deltalite.DeltaLiteError, Exception)
+
+
+def test_upsert_signature_defaults():
+    sig = inspect.signature(DeltaLiteTable.upsert)
+    defaults = {k: p.default for k, p in sig.parameters.items()}
+    assert defaults["partition_key"] is None
+    assert defaults["max_parallel_partitions"] == 2
+    assert defaults["max_parallel_files"] == 4
+    assert defaults["max_buffered_bytes"] == 64 * 1024 * 1024
+    assert defaults["prune_strategy"] == "probe"
+    assert defaults["skip_unmatched_files"] is True
+    assert defaults["probe_concurrency"] == 8
+    assert defaults["read_batch_size"] == 8192
+    assert defaults["target_file_size"] is None
+    assert defaults["commit_max_retries"] == 15
+    assert defaults["commit_metadata"] is None
+    assert defaults["cursor_field"] is None
+    assert defaults["on_duplicate"] == "error"
+    assert defaults["omitted_columns"] == "null"
+    # None means the process default (2 GiB / 64 MiB / 16 MiB unless overridden by env).
+    for name in ["max_source_bytes", "multipart_threshold", "multipart_part_size"]:
+        assert name in defaults
+
+
+def test_open_upsert_and_inspect(table_path):
+    make(table_path)
+    table = DeltaLiteTable.open(table_path)
+    assert DeltaLiteTable.is_deltatable(table_path)
+    assert table.version() == 0
+    assert table.partition_columns() == ["day"]
+    assert table.schema_arrow() == SCHEMA
+
+    stats = table.upsert(batch([1, 2, 3]), primary_keys=["id"], partition_key="day")
+    assert isinstance(stats, deltalite.UpsertStats)
+    assert stats.version == 1 == table.version()
+    assert (stats.rows_inserted, stats.rows_updated, stats.source_rows) == (3, 0, 3)
+    assert stats.partitions_touched == 1
+    assert stats.files_added >= 1
+    assert "UpsertStats(version=1" in repr(stats)
+    assert stats.to_dict()["rows_inserted"] == 3
+    assert set(stats.timings) == {"prepare", "prune", "write", "commit", "total"}
+
+    stats = table.upsert(
+        batch([3, 4], val="y"),
+        primary_keys="id",
+        partition_key=["day"],
+        commit_metadata={"source": "test", "n": 1},
+    )
+    assert (stats.rows_inserted, stats.rows_updated, stats.files_removed) == (1, 1, 1)
+    assert stats.version == 2
+    got = {r["id"]: r["val"] for r in read_delta(table_path).to_pylist()}
+    assert got == {1: "x1", 2: "x2", 3: "y3", 4: "y4"}
+
+    history = table.history(1)
+    assert len(history) == 1
+    assert history[0]["version"] == 2
+    assert history[0].get("source") == "test" or "test" in str(history[0])
+    assert len(table.history()) == 3
+
+    uris = table.file_uris()
+    assert uris and all(u.endswith(".parquet") for u in uris)
+    assert sorted(uris) == sorted(DeltaTable(table_path).file_uris())
+
+
+def test_reload_sees_other_writers(table_path):
+    make(table_path)
+    a = DeltaLiteTable.open(table_path)
+    b = DeltaLiteTable.open(table_path)
+    a.upsert(batch([1]), primary_keys=["id"])
+    assert b.version() == 0
+    b.reload()
+    assert b.version() == 1
+
+
+@pytest.mark.parametrize(
+    "kind", ["table", "record_batch", "reader", "polars", "generator_reader", "empty"]
+)
+def test_data_kinds(table_path, kind):
+    make(table_path)
+    table = DeltaLiteTable.open(table_path)
+    data = batch([1, 2])
+    if kind == "record_batch":
+        data = data.to_batches()[0]
+    elif kind == "reader":
+        data = pa.RecordBatchReader.from_batches(SCHEMA, data.to_batches())
+    elif kind == "polars":
+        data = pl.from_arrow(data)
+    elif kind == "generator_reader":
+        data = pa.RecordBatchReader.from_batches(
+            SCHEMA, (b for b in [batch([1]).to_batches()[0], batch([2]).to_batches()[0]])
+        )
+    elif kind == "empty":
+        data = SCHEMA.empty_table()
+    stats = table.upsert(data, primary_keys=["id"], partition_key="day")
+    expected = 0 if kind == "empty" else 2
+    assert stats.rows_inserted == expected
+    assert read_delta(table_path).num_rows == expected
+
+
+def test_duckdb_result(table_path):
+    duckdb = pytest.importorskip("duckdb")
+    make(table_path)
+    table = DeltaLiteTable.open(table_path)
+    rel = duckdb.sql("select 1::bigint as id, '2026-01-01' as day, 'v' as val")
+    assert table.upsert(rel, primary_keys=["id"]).rows_inserted == 1
+
+
+def test_not_arrow_is_type_error(table_path):
+    make(table_path)
+    with pytest.raises(TypeError):
+        DeltaLiteTable.open(table_path).upsert([1, 2], primary_keys=["id"])
+
+
+def test_invalid_knobs_are_value_errors(table_path):
+    make(table_path)
+    table = DeltaLiteTable.open(table_path)
+    with pytest.raises(ValueError):
+        table.upsert(batch([1]), primary_keys=["id"], prune_strategy="bogus")
+    with pytest.raises(ValueError):
+        table.upsert(batch([1]), primary_keys=["id"], on_duplicate="first")
+    with pytest.raises(ValueError):
+        table.upsert(batch([1]), primary_keys=["id"], max_parallel_files=0)
+    with pytest.raises(TypeError):
+        table.upsert(batch([1]), primary_keys=["id"], no_such_knob=1)
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {"skip_unmatched_files": False},
+        {"prune_strategy": "none"},
+        {
+            "max_parallel_partitions": 1,
+            "max_parallel_files": 1,
+            "max_buffered_bytes": 1 << 20,
+            "probe_concurrency": 1,
+            "read_batch_size": 7,
+            "target_file_size": 1 << 20,
+            "max_source_bytes": 0,
+            "multipart_threshold": 0,
+            "multipart_part_size": 5 << 20,
+            "commit_max_retries": 3,
+        },
+    ],
+)
+def test_knobs_do_not_change_results(table_path, knobs):
+    make(table_path)
+    table = DeltaLiteTable.open(table_path)
+    table.upsert(batch(range(50)), primary_keys=["id"])
+    table.upsert(batch(range(25, 75), val="z"), primary_keys=["id"], **knobs)
+    got = {r["id"]: r["val"] for r in read_delta(table_path).to_pylist()}
+    assert got == {i: (f"z{i}" if i >= 25 else f"x{i}") for i in range(75)}
+
+
+def test_skip_unmatched_false_rewrites_all_files(table_path):
+    make(table_path)
+    table = DeltaLiteTable.open(table_path)
+    for i in range(3):
+        table.upsert(batch([i]), primary_keys=["id"])
+    probe = DeltaLiteTable.open(table_path).upsert(batch([0], val="q"), primary_keys=["id"])
+    assert probe.files_removed == 1 and probe.files_carried_over == 2
+    full = table.upsert(batch([0], val="r"), primary_keys=["id"], skip_unmatched_files=False)
+    assert full.files_removed == 3
+
+
+def test_append_overwrite_and_create(table_path):
+    table = make(table_path, partition=False)
+    with pytest.raises(deltalite.DeltaLiteError):
+        make(table_path)
+    stats = table.append(batch([1, 2]))
+    assert isinstance(stats, deltalite.WriteStats)
+    assert (stats.version, stats.rows_written) == (1, 2)
+    # append by name, missing columns are NULL
+    table.append(pa.table({"id": pa.array([3], pa.int64())}))
+    assert rows_of(read_delta(table_path)) == rows_of(
+        pa.table(
+            {
+                "day": ["2026-01-01", "2026-01-01", None],
+                "id": pa.array([1, 2, 3], pa.int64()),
+                "val": ["x1", "x2", None],
+            }
+        )
+    )
+    stats = table.overwrite(batch([9]))
+    assert stats.files_removed == 2
+    assert read_delta(table_path).to_pylist() == [{"id": 9, "day": "2026-01-01", "val": "x9"}]
+
+
+def test_concurrent_threads_upsert(tmp_path):
+    """Threads on their own handles (GIL released) writing disjoint partitions all land."""
+    path = str(tmp_path / "t")
+    make(path)
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            handle = DeltaLiteTable.open(path)
+            for j in range(3):
+                handle.upsert(
+                    batch(range(n * 100 + j * 10, n * 100 + j * 10 + 10), day=f"d{n}"),
+                    primary_keys=["id"],
+                    partition_key="day",
+                )
+        except BaseException as e:  # noqa: BLE001 - surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert read_delta(path).num_rows == 4 * 30
+    assert DeltaLiteTable.open(path).version() == 12
+
+
+def test_shared_handle_across_threads(table_path):
+    """One handle used by many threads: calls serialize, every key lands exactly once."""
+    make(table_path)
+    table = DeltaLiteTable.open(table_path)
+    threads = [
+        threading.Thread(
+            target=table.upsert,
+            args=(batch(range(i * 5, i * 5 + 5)),),
+            kwargs={"primary_keys": "id"},
+        )
+        for i in range(6)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ids = sorted(r["id"] for r in read_delta(table_path).to_pylist())
+    assert ids == list(range(30))

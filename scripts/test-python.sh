@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Build the deltalite Python wheel (debug, abi3) and run its tests and lint.
+# Run from the repository root: scripts/test-python.sh [extra pytest args]
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT="$(pwd)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target/python}"
+export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+PY="$ROOT/.venv/bin/python"
+"$PY" -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+
+WHEELS="$CARGO_TARGET_DIR/wheels"
+rm -rf "$WHEELS"
+# Debug build: CI time matters more than speed here; the bench builds --release.
+(cd python && "$ROOT/.venv/bin/maturin" build --interpreter "$PY" --out "$WHEELS")
+"$PY" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$WHEELS"/deltalite-*.whl
+
+"$ROOT/.venv/bin/ruff" check python
+"$ROOT/.venv/bin/ruff" format --check python
+
+# Run from python/tests so that the installed wheel (not the source tree) is imported.
+cd python/tests
+"$PY" -m pytest -q -p no:cacheprovider "$@" .
