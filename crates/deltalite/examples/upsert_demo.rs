@@ -14,16 +14,27 @@ use deltalite::{DeltaLiteTable, UpsertOptions};
 fn contacts(ids: &[i64], days: &[&str], emails: &[&str], modified: &[i64]) -> RecordBatch {
     RecordBatch::try_from_iter([
         ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
-        ("day", Arc::new(StringArray::from(days.to_vec())) as ArrayRef),
-        ("email", Arc::new(StringArray::from(emails.to_vec())) as ArrayRef),
-        ("modified", Arc::new(Int64Array::from(modified.to_vec())) as ArrayRef),
+        (
+            "day",
+            Arc::new(StringArray::from(days.to_vec())) as ArrayRef,
+        ),
+        (
+            "email",
+            Arc::new(StringArray::from(emails.to_vec())) as ArrayRef,
+        ),
+        (
+            "modified",
+            Arc::new(Int64Array::from(modified.to_vec())) as ArrayRef,
+        ),
     ])
     .expect("valid batch")
 }
 
 #[tokio::main]
 async fn main() -> deltalite::Result<()> {
-    let path = std::env::args().nth(1).unwrap_or_else(|| "./lakehouse/demo".into());
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "./lakehouse/demo".into());
     let _ = std::fs::remove_dir_all(&path);
     let schema = Schema::new(vec![
         Field::new("id", DataType::Int64, true),
@@ -31,9 +42,14 @@ async fn main() -> deltalite::Result<()> {
         Field::new("email", DataType::Utf8, true),
         Field::new("modified", DataType::Int64, true),
     ]);
-    let mut table =
-        DeltaLiteTable::create(&path, HashMap::new(), &schema, &["day".into()], HashMap::new())
-            .await?;
+    let mut table = DeltaLiteTable::create(
+        &path,
+        HashMap::new(),
+        &schema,
+        &["day".into()],
+        HashMap::new(),
+    )
+    .await?;
     let first = contacts(
         &[1, 2, 3],
         &["2026-01-01", "2026-01-01", "2026-01-02"],

@@ -7,6 +7,7 @@
 //! Module map:
 //! - [`table`]: the long-lived [`DeltaLiteTable`] handle (open, reload, files, history).
 //! - [`write`]: create, append, overwrite, append a Parquet file as it is.
+//! - [`compact`]: bin-pack the small files of each partition (one `OPTIMIZE` commit).
 //! - `upsert`: one call end to end (plan → write → commit → re-plan on conflict).
 //! - `source`: conform the batch, split by partition, dedup, key index.
 //! - `target`: the snapshot's files and log-statistics pruning.
@@ -20,6 +21,7 @@
 
 pub mod budget;
 mod commit;
+pub mod compact;
 mod conform;
 pub mod error;
 mod features;

@@ -124,15 +124,11 @@ async fn run(
 
 /// Best-effort removal of files written by an attempt that will not be committed.
 async fn delete_written(table: &DeltaTable, actions: &[Action]) {
-    let store = table.object_store();
-    for action in actions {
-        if let Action::Add(add) = action {
-            let path = object_store::path::Path::from(add.path.as_str());
-            if let Err(e) = store.delete(&path).await {
-                tracing::warn!(path = %add.path, error = %e, "could not delete an uncommitted file");
-            }
-        }
-    }
+    let adds = actions.iter().filter_map(|a| match a {
+        Action::Add(add) => Some(add),
+        _ => None,
+    });
+    delete_adds(&table.object_store(), adds).await;
 }
 
 fn commit_properties(options: &UpsertOptions) -> CommitProperties {
@@ -336,25 +332,22 @@ async fn plan_and_write(
                 .join(" OR "),
         )
     };
-    let results: Vec<PartitionResult> = stream::iter(jobs.into_iter().map(|(part, files)| {
-        let shared = Arc::clone(&shared);
-        async move {
-            let task = tokio::spawn(async move {
-                let _slot = shared.budget.partition().await;
-                process_partition(shared, part, files).await
-            });
-            task.await
-                .map_err(|e| DeltaLiteError::Other(format!("partition task failed: {e}")))?
-        }
-    }))
-    .buffer_unordered(shared.knobs.max_parallel_partitions)
-    .collect::<Vec<_>>()
-    .await
-    .into_iter()
-    .collect::<Result<_>>()
-    .inspect_err(|_| {
-        // Files of partitions that succeeded are orphans now; vacuum reclaims them.
-    })?;
+    let results: Vec<Result<PartitionResult>> =
+        stream::iter(jobs.into_iter().map(|(part, files)| {
+            let shared = Arc::clone(&shared);
+            async move {
+                let task = tokio::spawn(async move {
+                    let _slot = shared.budget.partition().await;
+                    process_partition(shared, part, files).await
+                });
+                task.await
+                    .map_err(|e| DeltaLiteError::Other(format!("partition task failed: {e}")))?
+            }
+        }))
+        .buffer_unordered(shared.knobs.max_parallel_partitions)
+        .collect::<Vec<_>>()
+        .await;
+    let results = all_or_cleanup(&shared.store, results, |r| &r.adds).await?;
     let write_time = write_started.elapsed();
 
     let mut actions = Vec::new();
@@ -460,7 +453,7 @@ async fn process_partition(
     result.prune_time = prune_started.elapsed();
     result.carried_over = total_files - to_rewrite.len();
 
-    let rewritten: Vec<(Vec<Add>, crate::rewrite::RewriteCounts, Remove)> =
+    let rewritten: Vec<Result<(Vec<Add>, crate::rewrite::RewriteCounts, Remove)>> =
         stream::iter(to_rewrite.into_iter().map(|file| {
             let shared = Arc::clone(&shared);
             let part = Arc::clone(&part);
@@ -491,8 +484,9 @@ async fn process_partition(
             }
         }))
         .buffer_unordered(shared.knobs.max_parallel_files)
-        .try_collect()
-        .await?;
+        .collect()
+        .await;
+    let rewritten = all_or_cleanup(&shared.store, rewritten, |r| &r.0).await?;
     for (adds, counts, remove) in rewritten {
         result.adds.extend(adds);
         result.removes.push(remove);
@@ -516,12 +510,55 @@ async fn process_partition(
         } else {
             take_record_batch(&part.batch, &UInt32Array::from(inserts))?
         };
-        let mut writer = shared.writers.partition_writer(&part.key)?;
-        if let Err(e) = writer.write(&batch).await {
-            abort(writer).await;
-            return Err(e.into());
+        let written = async {
+            let mut writer = shared.writers.partition_writer(&part.key)?;
+            if let Err(e) = writer.write(&batch).await {
+                abort(writer).await;
+                return Err(e.into());
+            }
+            Ok::<_, DeltaLiteError>(writer.close().await?)
         }
-        result.adds.extend(writer.close().await?);
+        .await;
+        match written {
+            Ok(adds) => result.adds.extend(adds),
+            Err(e) => {
+                delete_adds(&shared.store, result.adds.iter()).await;
+                return Err(e);
+            }
+        }
     }
     Ok(result)
+}
+
+/// All results, or — if any failed — the first error after deleting the files the
+/// successful ones wrote (nothing of a failed call may stay behind).
+async fn all_or_cleanup<T>(
+    store: &Arc<dyn ObjectStore>,
+    results: Vec<Result<T>>,
+    adds_of: impl Fn(&T) -> &Vec<Add>,
+) -> Result<Vec<T>> {
+    if results.iter().all(|r| r.is_ok()) {
+        return results.into_iter().collect();
+    }
+    let mut first_error = None;
+    let mut written = Vec::new();
+    for r in results {
+        match r {
+            Ok(v) => written.extend(adds_of(&v).iter().cloned()),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    delete_adds(store, written.iter()).await;
+    Err(first_error.unwrap_or_else(|| DeltaLiteError::Other("unreachable".into())))
+}
+
+async fn delete_adds(store: &Arc<dyn ObjectStore>, adds: impl Iterator<Item = &Add>) {
+    for add in adds {
+        let path = object_store::path::Path::from(add.path.as_str());
+        if let Err(e) = store.delete(&path).await {
+            tracing::warn!(path = %add.path, error = %e, "could not delete an uncommitted file");
+        }
+    }
 }

@@ -1002,3 +1002,44 @@ async fn raw_property_table(uri: &str, key: &str, value: &str) -> deltalite::Del
     t.reload().await.unwrap();
     t
 }
+
+#[tokio::test]
+async fn a_failure_in_one_partition_leaves_no_files_from_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let (uri, mut t) = seeded(
+        &dir,
+        vec![
+            (Some(1), Some("d1"), Some("a")),
+            (Some(2), Some("d2"), Some("b")),
+        ],
+    )
+    .await;
+    let version = t.version();
+    // Corrupt d2's only data file: reading it must fail.
+    let d2 = dir.path().join("t/day=d2");
+    let victim = std::fs::read_dir(&d2)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let len = std::fs::metadata(&victim).unwrap().len() as usize;
+    std::fs::write(&victim, vec![b'x'; len]).unwrap();
+    let d1_before = walk(&dir.path().join("t/day=d1"));
+    let b = id_day_val(&vec![
+        (Some(10), Some("d1"), Some("new")),
+        (Some(2), Some("d2"), Some("upd")),
+    ]);
+    let err = upsert(&mut t, &b, &UpsertOptions::new(["id"]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Generic, "{err}");
+    t.reload().await.unwrap();
+    assert_eq!(t.version(), version);
+    assert_eq!(
+        walk(&dir.path().join("t/day=d1")),
+        d1_before,
+        "d1's insert file was removed"
+    );
+    let _ = uri;
+}

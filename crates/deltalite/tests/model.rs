@@ -81,10 +81,36 @@ impl Model {
 
 fn to_batch(rows: &[Row]) -> RecordBatch {
     batch(vec![
-        ("id", Arc::new(Int64Array::from(rows.iter().map(|r| r.id).collect::<Vec<_>>())) as ArrayRef),
-        ("day", strings(&rows.iter().map(|r| Some(r.day.as_str())).collect::<Vec<_>>())),
-        ("cursor", Arc::new(Int64Array::from(rows.iter().map(|r| r.cursor).collect::<Vec<_>>())) as ArrayRef),
-        ("val", strings(&rows.iter().map(|r| Some(r.val.as_str())).collect::<Vec<_>>())),
+        (
+            "id",
+            Arc::new(Int64Array::from(
+                rows.iter().map(|r| r.id).collect::<Vec<_>>(),
+            )) as ArrayRef,
+        ),
+        (
+            "day",
+            strings(
+                &rows
+                    .iter()
+                    .map(|r| Some(r.day.as_str()))
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+        (
+            "cursor",
+            Arc::new(Int64Array::from(
+                rows.iter().map(|r| r.cursor).collect::<Vec<_>>(),
+            )) as ArrayRef,
+        ),
+        (
+            "val",
+            strings(
+                &rows
+                    .iter()
+                    .map(|r| Some(r.val.as_str()))
+                    .collect::<Vec<_>>(),
+            ),
+        ),
     ])
 }
 
@@ -120,7 +146,11 @@ async fn run_sequence(seed: u64, with_cursor: bool) {
         o.knobs.probe_concurrency = rng.random_range(1..4);
         o.knobs.max_buffered_bytes = if rng.random_bool(0.5) { 1 } else { 8 << 20 };
         o.knobs.read_batch_size = rng.random_range(1..50);
-        o.knobs.prune_strategy = if rng.random_bool(0.3) { PruneStrategy::None } else { PruneStrategy::Probe };
+        o.knobs.prune_strategy = if rng.random_bool(0.3) {
+            PruneStrategy::None
+        } else {
+            PruneStrategy::Probe
+        };
         let stats = upsert(&mut table, &to_batch(&source), &o).await.unwrap();
         model.apply(&source, with_cursor);
         assert_eq!(

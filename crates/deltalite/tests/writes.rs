@@ -23,12 +23,16 @@ fn schema() -> Schema {
 fn id_name(ids: &[i64], names: &[&str]) -> RecordBatch {
     batch(vec![
         ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
-        ("name", strings(&names.iter().map(|n| Some(*n)).collect::<Vec<_>>())),
+        (
+            "name",
+            strings(&names.iter().map(|n| Some(*n)).collect::<Vec<_>>()),
+        ),
     ])
 }
 
 fn write_parquet(path: &std::path::Path, b: &RecordBatch) {
-    let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), b.schema(), None).unwrap();
+    let mut w =
+        ArrowWriter::try_new(std::fs::File::create(path).unwrap(), b.schema(), None).unwrap();
     w.write(b).unwrap();
     w.close().unwrap();
 }
@@ -43,16 +47,25 @@ async fn a_matching_parquet_file_is_stored_byte_for_byte_with_footer_stats() {
     // The table's own Arrow schema, so the file matches exactly.
     let b = RecordBatch::try_new(t.schema().unwrap(), b.columns().to_vec()).unwrap();
     write_parquet(&src, &b);
-    let s = t.append_parquet_file(&src, &WriteOptions::default()).await.unwrap();
+    let s = t
+        .append_parquet_file(&src, &WriteOptions::default())
+        .await
+        .unwrap();
     assert!(s.stored_as_is, "{s:?}");
     assert_eq!((s.files_added, s.rows_written), (1, 3));
     let files = t.files().unwrap();
     assert_eq!(files.len(), 1);
     assert_eq!(files[0].num_records, Some(3), "numRecords from the footer");
     let stored = std::fs::read(dir.path().join("t").join(&files[0].path)).unwrap();
-    assert_eq!(stored, std::fs::read(&src).unwrap(), "no decode, no re-encode");
+    assert_eq!(
+        stored,
+        std::fs::read(&src).unwrap(),
+        "no decode, no re-encode"
+    );
     // Footer min/max let the next upsert skip the file without probing it.
-    let s = upsert(&mut t, &id_name(&[99], &["z"]), &UpsertOptions::new(["id"])).await.unwrap();
+    let s = upsert(&mut t, &id_name(&[99], &["z"]), &UpsertOptions::new(["id"]))
+        .await
+        .unwrap();
     assert_eq!((s.files_probed, s.files_carried_over), (0, 1), "{s:?}");
     assert_eq!(rows(&uri).await.len(), 4);
 }
@@ -64,21 +77,36 @@ async fn a_parquet_file_with_another_shape_is_decoded_and_cast() {
     let mut t = create(&uri, &schema(), &[]).await;
     let src = dir.path().join("in.parquet");
     // int32 ids and no name column: widened, and name becomes NULL.
-    let b = batch(vec![("id", Arc::new(deltalite::arrow::array::Int32Array::from(vec![1, 2])) as ArrayRef)]);
+    let b = batch(vec![(
+        "id",
+        Arc::new(deltalite::arrow::array::Int32Array::from(vec![1, 2])) as ArrayRef,
+    )]);
     write_parquet(&src, &b);
-    let s = t.append_parquet_file(&src, &WriteOptions::default()).await.unwrap();
+    let s = t
+        .append_parquet_file(&src, &WriteOptions::default())
+        .await
+        .unwrap();
     assert!(!s.stored_as_is);
     assert_eq!(rows(&uri).await, vec![vec!["1", "NULL"], vec!["2", "NULL"]]);
     // A column the table lacks is refused and nothing is committed.
-    let bad = batch(vec![("other", Arc::new(Int64Array::from(vec![1])) as ArrayRef)]);
+    let bad = batch(vec![(
+        "other",
+        Arc::new(Int64Array::from(vec![1])) as ArrayRef,
+    )]);
     write_parquet(&src, &bad);
     let v = t.version();
-    let err = t.append_parquet_file(&src, &WriteOptions::default()).await.unwrap_err();
+    let err = t
+        .append_parquet_file(&src, &WriteOptions::default())
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::SchemaMismatch);
     assert_eq!(t.version(), v);
     // Not Parquet at all.
     std::fs::write(&src, b"id,name\n1,a\n").unwrap();
-    let err = t.append_parquet_file(&src, &WriteOptions::default()).await.unwrap_err();
+    let err = t
+        .append_parquet_file(&src, &WriteOptions::default())
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::SchemaMismatch, "{err}");
 }
 
@@ -87,17 +115,33 @@ async fn overwrite_replaces_rows_and_schema_and_keeps_history() {
     let dir = tempfile::tempdir().unwrap();
     let uri = tmp_uri(&dir, "t");
     let mut t = create(&uri, &schema(), &[]).await;
-    t.append([Ok(id_name(&[1, 2], &["a", "b"]))], &WriteOptions::default()).await.unwrap();
+    t.append(
+        [Ok(id_name(&[1, 2], &["a", "b"]))],
+        &WriteOptions::default(),
+    )
+    .await
+    .unwrap();
     let wider = batch(vec![
         ("id", Arc::new(Int64Array::from(vec![7])) as ArrayRef),
         ("name", strings(&[Some("g")])),
         ("extra", Arc::new(Int64Array::from(vec![70])) as ArrayRef),
     ]);
-    let s = t.overwrite(&wider.schema(), [Ok(wider.clone())], &WriteOptions::default()).await.unwrap();
+    let s = t
+        .overwrite(
+            &wider.schema(),
+            [Ok(wider.clone())],
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
     assert_eq!((s.files_removed, s.files_added), (1, 1));
     assert_eq!(t.schema().unwrap().fields().len(), 3);
     assert_eq!(rows(&uri).await, vec![vec!["7", "g", "70"]]);
-    assert_eq!(t.history(None).await.unwrap().len(), 3, "create, append, overwrite");
+    assert_eq!(
+        t.history(None).await.unwrap().len(),
+        3,
+        "create, append, overwrite"
+    );
 }
 
 #[tokio::test]
@@ -106,7 +150,10 @@ async fn app_transactions_are_recorded_in_the_same_commit() {
     let uri = tmp_uri(&dir, "t");
     let mut t = create(&uri, &schema(), &[]).await;
     let mut w = WriteOptions::default();
-    w.app_transaction = Some(deltalite::AppTransaction { app_id: "load-1".into(), version: 1 });
+    w.app_transaction = Some(deltalite::AppTransaction {
+        app_id: "load-1".into(),
+        version: 1,
+    });
     t.append([Ok(id_name(&[1], &["a"]))], &w).await.unwrap();
     assert_eq!(t.app_transaction_version("load-1").await.unwrap(), Some(1));
     // An upsert carrying an already-applied transaction is a no-op.
@@ -129,18 +176,25 @@ async fn tables_written_by_delta_rs_with_checkpoints_are_upserted_and_read_back(
     ]);
     let _ = create(&uri, &schema, &["day"]).await;
     // delta-rs's own RecordBatchWriter does the writes, then a checkpoint.
-    let mut dt = deltalite::deltalake::open_table(deltalite::table::table_url(&uri).unwrap()).await.unwrap();
+    let mut dt = deltalite::deltalake::open_table(deltalite::table::table_url(&uri).unwrap())
+        .await
+        .unwrap();
     for round in 0..3i64 {
         let mut writer = RecordBatchWriter::for_table(&dt).unwrap();
         let b = batch(vec![
-            ("id", Arc::new(Int64Array::from(vec![round * 10, round * 10 + 1])) as ArrayRef),
+            (
+                "id",
+                Arc::new(Int64Array::from(vec![round * 10, round * 10 + 1])) as ArrayRef,
+            ),
             ("day", strings(&[Some("d1"), Some("d2")])),
             ("name", strings(&[Some("orig"), Some("orig")])),
         ]);
         writer.write(b).await.unwrap();
         writer.flush_and_commit(&mut dt).await.unwrap();
     }
-    deltalite::deltalake::checkpoints::create_checkpoint(&dt, None).await.unwrap();
+    deltalite::deltalake::checkpoints::create_checkpoint(&dt, None)
+        .await
+        .unwrap();
 
     let mut t = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
     assert_eq!(t.version(), 3);
@@ -149,10 +203,18 @@ async fn tables_written_by_delta_rs_with_checkpoints_are_upserted_and_read_back(
         ("day", strings(&[Some("d1"), Some("d1")])),
         ("name", strings(&[Some("upd"), Some("new")])),
     ]);
-    let s = upsert(&mut t, &b, &UpsertOptions::new(["id"])).await.unwrap();
-    assert_eq!((s.rows_updated, s.rows_inserted, s.files_removed), (1, 1, 1), "{s:?}");
+    let s = upsert(&mut t, &b, &UpsertOptions::new(["id"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        (s.rows_updated, s.rows_inserted, s.files_removed),
+        (1, 1, 1),
+        "{s:?}"
+    );
     // delta-rs reads our commit back.
-    let mut dt = deltalite::deltalake::open_table(deltalite::table::table_url(&uri).unwrap()).await.unwrap();
+    let mut dt = deltalite::deltalake::open_table(deltalite::table::table_url(&uri).unwrap())
+        .await
+        .unwrap();
     dt.load().await.unwrap();
     assert_eq!(dt.version(), Some(4));
     let got = rows(&uri).await;
