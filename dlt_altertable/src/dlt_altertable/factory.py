@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING, Any, Optional
 
+from dlt.common.data_writers.escape import escape_duckdb_literal, escape_postgres_identifier
 from dlt.common.destination import Destination, DestinationCapabilitiesContext
 from dlt.common.normalizers.naming import NamingConvention
 
@@ -47,6 +48,9 @@ class altertable(Destination[AltertableClientConfiguration, "AltertableJobClient
         caps.supported_merge_strategies = ["upsert", "delete-insert", "scd2", "insert-only"]
         caps.loader_parallelism_strategy = "table-sequential"
         caps.sqlglot_dialect = "duckdb"
+        caps.escape_identifier = escape_postgres_identifier
+        caps.escape_literal = escape_duckdb_literal
+        caps.supports_multiple_statements = False
         return caps
 
     @classmethod

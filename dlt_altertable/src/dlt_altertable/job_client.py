@@ -30,6 +30,7 @@ from dlt.common.schema.typing import C_DLT_LOAD_ID, TTableSchema
 from dlt.common.schema.utils import get_columns_names_with_prop
 from dlt.common.storages import ParsedLoadJobFileName
 from dlt.common.storages.load_package import PackageStorage
+from dlt.destinations.sql_client import SqlClientBase, WithSqlClient
 
 from dlt_altertable.configuration import AltertableClientConfiguration
 from dlt_altertable.exceptions import (
@@ -38,6 +39,7 @@ from dlt_altertable.exceptions import (
     UnsupportedMergeConfiguration,
 )
 from dlt_altertable.http import AltertableHttpClient, with_retries
+from dlt_altertable.sql_client import AltertableSqlClient
 from dlt_altertable.types import quote_ident, quote_literal, sql_type
 
 UNSUPPORTED_STRATEGIES = ("delete-insert", "scd2", "insert-only")
@@ -200,7 +202,7 @@ class AltertableLoadJob(RunnableLoadJob):
         return out_path
 
 
-class AltertableJobClient(JobClientBase, WithStateSync):
+class AltertableJobClient(WithSqlClient, JobClientBase, WithStateSync):
     def __init__(
         self,
         schema: Schema,
@@ -211,6 +213,20 @@ class AltertableJobClient(JobClientBase, WithStateSync):
         super().__init__(schema, config, capabilities)
         self.config: AltertableClientConfiguration = config
         self.http = AltertableHttpClient(config)
+        self._sql_client: Optional[AltertableSqlClient] = None
+
+    # ----- dataset access -----
+    @property
+    def sql_client(self) -> SqlClientBase[Any]:
+        if self._sql_client is None:
+            self._sql_client = AltertableSqlClient(
+                self.http, str(self.config.catalog), self.dataset_name, self.capabilities
+            )
+        return self._sql_client
+
+    @property
+    def sql_client_class(self) -> type[SqlClientBase[Any]]:
+        return AltertableSqlClient
 
     # ----- naming -----
     @property
