@@ -5,7 +5,8 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target/python}"
+# The workspace target dir by default, so that CI reuses what `cargo test` compiled.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
 
 if [ ! -x .venv/bin/python ]; then
@@ -14,14 +15,14 @@ fi
 PY="$ROOT/.venv/bin/python"
 "$PY" -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 
-WHEELS="$CARGO_TARGET_DIR/wheels"
+WHEELS="$CARGO_TARGET_DIR/deltalite-wheels"
 rm -rf "$WHEELS"
 # Debug build: CI time matters more than speed here; the bench builds --release.
 (cd python && "$ROOT/.venv/bin/maturin" build --interpreter "$PY" --out "$WHEELS")
 "$PY" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$WHEELS"/deltalite-*.whl
 
-"$ROOT/.venv/bin/ruff" check python
-"$ROOT/.venv/bin/ruff" format --check python
+"$ROOT/.venv/bin/ruff" check python bench/python
+"$ROOT/.venv/bin/ruff" format --check python bench/python
 
 # Run from python/tests so that the installed wheel (not the source tree) is imported.
 cd python/tests

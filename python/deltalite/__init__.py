@@ -5,6 +5,7 @@ The native module does the work; this package re-exports its public names so tha
 """
 
 from deltalite._deltalite import (
+    CompactStats,
     DeltaLiteCommitConflictError,
     DeltaLiteError,
     DeltaLiteSchemaMismatchError,
@@ -18,6 +19,7 @@ from deltalite._deltalite import (
 )
 
 __all__ = [
+    "CompactStats",
     "DeltaLiteCommitConflictError",
     "DeltaLiteError",
     "DeltaLiteSchemaMismatchError",

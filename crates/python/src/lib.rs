@@ -11,6 +11,7 @@ use arrow::datatypes::{Schema, SchemaRef};
 use arrow::ffi_stream::ArrowArrayStreamReader;
 use arrow::pyarrow::{FromPyArrow, ToPyArrow};
 use arrow::record_batch::{RecordBatch, RecordBatchReader};
+use deltalite::compact::{CompactOptions, CompactStats};
 use deltalite::write::{WriteOptions, WriteStats};
 use deltalite::{
     DeltaLiteError as EngineError, ErrorKind, Knobs, OmittedColumns, OnDuplicate, PruneStrategy,
@@ -332,6 +333,43 @@ impl PyWriteStats {
     }
 }
 
+/// What a compaction did.
+#[pyclass(module = "deltalite", name = "CompactStats", frozen, get_all)]
+struct PyCompactStats {
+    version: u64,
+    partitions_compacted: usize,
+    files_removed: usize,
+    files_added: usize,
+    rows_rewritten: u64,
+}
+
+impl From<CompactStats> for PyCompactStats {
+    fn from(s: CompactStats) -> Self {
+        Self {
+            version: s.version,
+            partitions_compacted: s.partitions_compacted,
+            files_removed: s.files_removed,
+            files_added: s.files_added,
+            rows_rewritten: s.rows_rewritten,
+        }
+    }
+}
+
+#[pymethods]
+impl PyCompactStats {
+    fn __repr__(&self) -> String {
+        format!(
+            "CompactStats(version={}, partitions_compacted={}, files_removed={}, \
+             files_added={}, rows_rewritten={})",
+            self.version,
+            self.partitions_compacted,
+            self.files_removed,
+            self.files_added,
+            self.rows_rewritten
+        )
+    }
+}
+
 /// A Delta table opened for upserts.
 ///
 /// Calls on one handle are serialized (the handle tracks one snapshot); use one handle
@@ -588,6 +626,51 @@ impl PyDeltaLiteTable {
         Ok(stats.into())
     }
 
+    /// Bin-pack the small files of each partition into files of about
+    /// `target_file_size` (default: the table's setting), in one `OPTIMIZE` commit.
+    /// `primary_keys` get bloom filters in the new files so later upsert probes stay cheap.
+    #[pyo3(signature = (
+        target_file_size=None,
+        *,
+        primary_keys=None,
+        read_batch_size=8192,
+        max_buffered_bytes=67_108_864,
+        commit_max_retries=15,
+        commit_metadata=None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn compact(
+        &self,
+        py: Python<'_>,
+        target_file_size: Option<u64>,
+        primary_keys: Option<&Bound<'_, PyAny>>,
+        read_batch_size: usize,
+        max_buffered_bytes: usize,
+        commit_max_retries: usize,
+        commit_metadata: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyCompactStats> {
+        if target_file_size == Some(0) || read_batch_size == 0 || max_buffered_bytes == 0 {
+            return Err(PyValueError::new_err(
+                "target_file_size, read_batch_size and max_buffered_bytes must be positive",
+            ));
+        }
+        let options = CompactOptions {
+            target_file_size,
+            read_batch_size,
+            max_buffered_bytes,
+            bloom_filter_columns: match primary_keys {
+                Some(value) if !value.is_none() => str_or_list(value, "primary_keys")?,
+                _ => Vec::new(),
+            },
+            commit_max_retries,
+            commit_metadata: metadata_json(py, commit_metadata)?,
+        };
+        let stats = self.with_table(py, move |table| {
+            block_on(table.compact(&options))?.map_err(to_py)
+        })?;
+        Ok(stats.into())
+    }
+
     /// Version of the loaded snapshot.
     fn version(&self, py: Python<'_>) -> PyResult<u64> {
         self.with_table(py, |table| Ok(table.version()))
@@ -648,6 +731,7 @@ fn _deltalite(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDeltaLiteTable>()?;
     m.add_class::<PyUpsertStats>()?;
     m.add_class::<PyWriteStats>()?;
+    m.add_class::<PyCompactStats>()?;
     m.add("DeltaLiteError", py.get_type::<DeltaLiteError>())?;
     m.add(
         "DeltaLiteCommitConflictError",
