@@ -196,10 +196,7 @@ pub(crate) fn prepare(
         // the later row when duplicates are allowed.
         let mut winner: HashMap<&[u8], u32> = HashMap::with_capacity(part_batch.num_rows());
         let mut duplicates = 0usize;
-        for row in 0..part_batch.num_rows() {
-            if null_key[row] {
-                continue;
-            }
+        for (row, _) in null_key.iter().enumerate().filter(|(_, null)| !**null) {
             let k = keys.row(row);
             match winner.get_mut(k.as_ref()) {
                 None => {
@@ -253,10 +250,8 @@ pub(crate) fn prepare(
             (batch, keys, null_key, cursors)
         };
         let mut index = HashMap::with_capacity(batch.num_rows());
-        for row in 0..batch.num_rows() {
-            if !null_key[row] {
-                index.insert(Box::<[u8]>::from(keys.row(row).as_ref()), row as u32);
-            }
+        for (row, _) in null_key.iter().enumerate().filter(|(_, null)| !**null) {
+            index.insert(Box::<[u8]>::from(keys.row(row).as_ref()), row as u32);
         }
         partitions.push(SourcePartition {
             key,

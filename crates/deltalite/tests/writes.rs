@@ -149,11 +149,13 @@ async fn app_transactions_are_recorded_in_the_same_commit() {
     let dir = tempfile::tempdir().unwrap();
     let uri = tmp_uri(&dir, "t");
     let mut t = create(&uri, &schema(), &[]).await;
-    let mut w = WriteOptions::default();
-    w.app_transaction = Some(deltalite::AppTransaction {
-        app_id: "load-1".into(),
-        version: 1,
-    });
+    let w = WriteOptions {
+        app_transaction: Some(deltalite::AppTransaction {
+            app_id: "load-1".into(),
+            version: 1,
+        }),
+        ..Default::default()
+    };
     t.append([Ok(id_name(&[1], &["a"]))], &w).await.unwrap();
     assert_eq!(t.app_transaction_version("load-1").await.unwrap(), Some(1));
     // An upsert carrying an already-applied transaction is a no-op.
