@@ -1,0 +1,122 @@
+//! `deltalite`: command line of the deltalite lakehouse.
+//!
+//! `deltalite serve` runs the lakehouse HTTP API (Altertable-compatible) over Delta tables.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use deltalite_server::ServerConfig;
+
+/// deltalite: bounded-memory upserts into Delta Lake tables, and a lakehouse HTTP server.
+#[derive(Debug, Parser)]
+#[command(name = "deltalite", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the lakehouse HTTP API (POST /upload, /upsert, /append, /query, ...) over Delta
+    /// tables stored as <data>/<catalog>/<schema>/<table>/.
+    ///
+    /// Every flag has an environment twin (shown in brackets). Example:
+    ///
+    ///   deltalite serve --data ./lakehouse --users alice:secret --catalogs lakehouse
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Data root: a local directory (created if missing) or an object-store URI such as
+    /// s3://bucket/prefix (configure access with --storage-option).
+    #[arg(long, env = "DELTALITE_DATA", default_value = "./lakehouse")]
+    data: String,
+
+    /// Address to listen on; port 0 picks a free port (the bound address is printed as
+    /// `listening on http://ADDR`).
+    #[arg(long, env = "DELTALITE_LISTEN", default_value = "127.0.0.1:15000")]
+    listen: SocketAddr,
+
+    /// Users allowed to connect, as user:password pairs separated by commas. Clients send
+    /// `Authorization: Basic base64(user:password)` (or `Bearer` with the same token).
+    #[arg(long, env = "DELTALITE_USERS", hide_env_values = true)]
+    users: String,
+
+    /// Catalog grants, as user=cat1+cat2 entries separated by commas. A user without an entry
+    /// may use every catalog.
+    #[arg(long, env = "DELTALITE_GRANTS")]
+    grants: Option<String>,
+
+    /// Catalogs that exist (created under the data root at startup), separated by commas.
+    #[arg(long, env = "DELTALITE_CATALOGS", default_value = "lakehouse")]
+    catalogs: String,
+
+    /// Largest accepted request body in bytes; larger bodies get 413.
+    #[arg(long, env = "DELTALITE_MAX_BODY_BYTES", default_value_t = 10 * 1024 * 1024 * 1024)]
+    max_body_bytes: u64,
+
+    /// Wall-clock limit of one /query request, in seconds.
+    #[arg(long, env = "DELTALITE_QUERY_TIMEOUT_SECS", default_value_t = 300)]
+    query_timeout_secs: u64,
+
+    /// Directory for upload spool files (default: the system temp directory).
+    #[arg(long, env = "DELTALITE_SPOOL_DIR")]
+    spool_dir: Option<PathBuf>,
+
+    /// Object-store option KEY=VALUE (e.g. AWS_REGION=us-east-1, AWS_ENDPOINT_URL=...,
+    /// AWS_ALLOW_HTTP=true); repeat the flag, or separate with commas in the env twin.
+    #[arg(
+        long = "storage-option",
+        env = "DELTALITE_STORAGE_OPTIONS",
+        value_delimiter = ','
+    )]
+    storage_options: Vec<String>,
+
+    /// Log filter (tracing's EnvFilter syntax), e.g. info or deltalite_server=debug.
+    #[arg(long, env = "DELTALITE_LOG", default_value = "info")]
+    log: String,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(args),
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
+        .with_writer(std::io::stderr)
+        .init();
+    let mut config = ServerConfig::from_parts(
+        args.data,
+        args.listen,
+        &args.users,
+        args.grants.as_deref(),
+        &args.catalogs,
+    )?;
+    let mut options = HashMap::new();
+    for opt in &args.storage_options {
+        let (k, v) = opt
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("storage option {opt:?} must look like KEY=VALUE"))?;
+        options.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    config.storage_options = options;
+    config.max_body_bytes = args.max_body_bytes;
+    config.query_timeout = Duration::from_secs(args.query_timeout_secs.max(1));
+    config.spool_dir = args.spool_dir;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(deltalite_server::serve(
+        config,
+        deltalite_server::shutdown_signal(),
+    ))?;
+    Ok(())
+}

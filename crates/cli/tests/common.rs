@@ -1,0 +1,200 @@
+//! A real `deltalite serve` process on an ephemeral loopback port, and a small client.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use reqwest::blocking::{Client, Response};
+use serde_json::Value;
+
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+    pub dir: tempfile::TempDir,
+    pub client: Client,
+}
+
+impl Server {
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Users: alice (all catalogs), bob (only `other`).
+    pub fn start_with(extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("lake");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_deltalite"));
+        cmd.args(["serve", "--listen", "127.0.0.1:0"])
+            .arg("--data")
+            .arg(&data)
+            .args([
+                "--users",
+                "alice:secret,bob:pw",
+                "--grants",
+                "bob=other",
+                "--catalogs",
+                "lakehouse,other",
+            ])
+            .args(extra)
+            .env_remove("DELTALITE_USERS")
+            .stdout(Stdio::piped())
+            .stderr(if std::env::var_os("DELTALITE_TEST_LOG").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            });
+        let mut child = cmd.spawn().expect("spawn deltalite serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read listening line");
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        let client = Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .expect("client");
+        Self {
+            child,
+            base,
+            dir,
+            client,
+        }
+    }
+
+    pub fn data(&self) -> std::path::PathBuf {
+        self.dir.path().join("lake")
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub fn post_as(
+        &self,
+        user: (&str, &str),
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+        headers: &[(&str, &str)],
+    ) -> Response {
+        let mut req = self
+            .client
+            .post(self.url(path))
+            .basic_auth(user.0, Some(user.1))
+            .header("content-type", content_type)
+            .body(body);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.send().expect("request")
+    }
+
+    pub fn post(&self, path: &str, content_type: &str, body: impl Into<Vec<u8>>) -> Response {
+        self.post_as(("alice", "secret"), path, content_type, body.into(), &[])
+    }
+
+    /// POST /upload and return (status, body).
+    pub fn upload(
+        &self,
+        query: &str,
+        content_type: &str,
+        body: impl Into<Vec<u8>>,
+    ) -> (u16, String) {
+        let r = self.post(&format!("/upload?{query}"), content_type, body);
+        let status = r.status().as_u16();
+        (status, r.text().unwrap_or_default())
+    }
+
+    pub fn query_json_as(&self, user: (&str, &str), body: Value) -> Vec<Value> {
+        let r = self.post_as(
+            user,
+            "/query",
+            "application/json",
+            body.to_string().into_bytes(),
+            &[],
+        );
+        assert_eq!(r.status().as_u16(), 200);
+        let ct = r
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap_or("").to_string())
+            .unwrap_or_default();
+        assert!(ct.starts_with("application/x-ndjson"), "content-type {ct}");
+        let text = r.text().expect("body");
+        assert!(
+            text.ends_with('\n'),
+            "every line ends with a newline: {text:?}"
+        );
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
+            .collect()
+    }
+
+    /// Run SQL; returns all NDJSON lines.
+    pub fn query(&self, sql: &str) -> Vec<Value> {
+        self.query_json_as(("alice", "secret"), serde_json::json!({ "statement": sql }))
+    }
+
+    /// Run SQL that must succeed; returns the rows.
+    pub fn rows(&self, sql: &str) -> Vec<Vec<Value>> {
+        let lines = self.query(sql);
+        for l in &lines {
+            assert!(l.get("error").is_none(), "{sql}: {l}");
+        }
+        lines[2..]
+            .iter()
+            .map(|l| l.as_array().expect("row array").clone())
+            .collect()
+    }
+
+    /// Run SQL that must fail; returns the error message.
+    pub fn error(&self, sql: &str) -> String {
+        let lines = self.query(sql);
+        lines
+            .iter()
+            .find_map(|l| l.get("error").and_then(|e| e.as_str()).map(String::from))
+            .unwrap_or_else(|| panic!("{sql}: expected an error, got {lines:?}"))
+    }
+
+    pub fn healthy(&self) -> bool {
+        self.client
+            .get(self.url("/healthz"))
+            .basic_auth("alice", Some("secret"))
+            .send()
+            .map(|r| r.status().as_u16() == 200)
+            .unwrap_or(false)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn parquet_bytes(batch: &arrow::record_batch::RecordBatch) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(&mut buf, batch.schema(), None).expect("writer");
+    w.write(batch).expect("write");
+    w.close().expect("close");
+    buf
+}
+
+pub fn read_parquet(bytes: Vec<u8>) -> Vec<arrow::record_batch::RecordBatch> {
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        bytes::Bytes::from(bytes),
+    )
+    .expect("parquet")
+    .build()
+    .expect("reader");
+    reader.map(|b| b.expect("batch")).collect()
+}

@@ -1,0 +1,83 @@
+//! Basic and Bearer(base64) authentication, compared in constant time.
+
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+use base64::Engine;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::config::UserConfig;
+use crate::error::ApiError;
+
+/// An authenticated caller.
+#[derive(Debug, Clone)]
+pub struct User {
+    /// Login name.
+    pub name: String,
+    /// Granted catalogs, in configuration order.
+    pub catalogs: Arc<Vec<String>>,
+}
+
+impl User {
+    /// Whether the user may touch `catalog`.
+    pub fn can_see(&self, catalog: &str) -> bool {
+        self.catalogs.iter().any(|c| c == catalog)
+    }
+}
+
+/// The configured users, stored as digests of `user:password` so that every comparison
+/// has the same length and runs in constant time.
+#[derive(Debug)]
+pub struct Authenticator {
+    users: Vec<([u8; 32], User)>,
+}
+
+fn digest(token: &[u8]) -> [u8; 32] {
+    Sha256::digest(token).into()
+}
+
+impl Authenticator {
+    /// Build from configuration.
+    pub fn new(users: &[UserConfig]) -> Self {
+        Self {
+            users: users
+                .iter()
+                .map(|u| {
+                    (
+                        digest(format!("{}:{}", u.name, u.password).as_bytes()),
+                        User {
+                            name: u.name.clone(),
+                            catalogs: Arc::new(u.catalogs.clone()),
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Check the `Authorization` header (`Basic <b64>` or `Bearer <same b64>`).
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<User, ApiError> {
+        let value = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or(ApiError::Unauthorized)?;
+        let (scheme, token) = value.trim().split_once(' ').ok_or(ApiError::Unauthorized)?;
+        if !scheme.eq_ignore_ascii_case("basic") && !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(ApiError::Unauthorized);
+        }
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(token.trim())
+            .map_err(|_| ApiError::Unauthorized)?;
+        let presented = digest(&decoded);
+        // Compare against every user without early exit, so timing reveals nothing about
+        // which user (if any) matched.
+        let mut found: Option<&User> = None;
+        for (expected, user) in &self.users {
+            if bool::from(expected.ct_eq(&presented)) {
+                found = Some(user);
+            }
+        }
+        found.cloned().ok_or(ApiError::Unauthorized)
+    }
+}

@@ -1,0 +1,131 @@
+//! Server configuration: where the data lives, who may connect, and resource limits.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::catalog::validate_name;
+use crate::error::ConfigError;
+
+/// One configured user and the catalogs it may see.
+#[derive(Debug, Clone)]
+pub struct UserConfig {
+    /// Login name.
+    pub name: String,
+    /// Password (compared in constant time through a digest).
+    pub password: String,
+    /// Catalogs this user may read and write.
+    pub catalogs: Vec<String>,
+}
+
+/// Everything `deltalite serve` needs.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Data root: a local directory or an object-store URI (`s3://bucket/prefix`).
+    pub data_root: String,
+    /// Object-store options (`AWS_REGION`, `AWS_ENDPOINT_URL`, ...), passed to delta-rs.
+    pub storage_options: HashMap<String, String>,
+    /// Address to bind.
+    pub listen: SocketAddr,
+    /// Users and their grants.
+    pub users: Vec<UserConfig>,
+    /// Catalogs that exist (created at startup when missing).
+    pub catalogs: Vec<String>,
+    /// Largest accepted request body in bytes (`413` above).
+    pub max_body_bytes: u64,
+    /// Wall-clock limit of one `/query` request.
+    pub query_timeout: Duration,
+    /// Directory for upload spool files; the system temp dir when `None`.
+    pub spool_dir: Option<PathBuf>,
+}
+
+impl ServerConfig {
+    /// Build a configuration from the CLI's textual forms.
+    ///
+    /// `users`: `user:password,...`. `grants`: `user=cat1+cat2,...`; a user without a
+    /// grant entry sees every configured catalog.
+    pub fn from_parts(
+        data_root: String,
+        listen: SocketAddr,
+        users: &str,
+        grants: Option<&str>,
+        catalogs: &str,
+    ) -> Result<Self, ConfigError> {
+        let catalogs = split_list(catalogs);
+        if catalogs.is_empty() {
+            return Err(ConfigError(
+                "at least one catalog must be configured".into(),
+            ));
+        }
+        for catalog in &catalogs {
+            validate_name("catalog", catalog).map_err(|e| ConfigError(e.to_string()))?;
+        }
+        let mut grant_map: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        if let Some(grants) = grants {
+            for entry in split_list(grants) {
+                let (user, cats) = entry.split_once('=').ok_or_else(|| {
+                    ConfigError(format!("grant {entry:?} must look like user=cat1+cat2"))
+                })?;
+                let cats: Vec<String> = cats
+                    .split('+')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .map(String::from)
+                    .collect();
+                for cat in &cats {
+                    if !catalogs.contains(cat) {
+                        return Err(ConfigError(format!(
+                            "grant for {user:?} names unknown catalog {cat:?}"
+                        )));
+                    }
+                }
+                grant_map.insert(user.trim().to_string(), cats);
+            }
+        }
+        let mut parsed = Vec::new();
+        for entry in split_list(users) {
+            let (name, password) = entry.split_once(':').ok_or_else(|| {
+                ConfigError(format!("user entry {entry:?} must look like user:password"))
+            })?;
+            if name.is_empty() || password.is_empty() {
+                return Err(ConfigError(format!(
+                    "user entry {entry:?} needs a name and a password"
+                )));
+            }
+            let granted = grant_map
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| catalogs.clone());
+            parsed.push(UserConfig {
+                name: name.to_string(),
+                password: password.to_string(),
+                catalogs: granted,
+            });
+        }
+        if parsed.is_empty() {
+            return Err(ConfigError(
+                "no users configured: every endpoint needs auth, pass --users user:password".into(),
+            ));
+        }
+        Ok(Self {
+            data_root,
+            storage_options: HashMap::new(),
+            listen,
+            users: parsed,
+            catalogs,
+            max_body_bytes: 10 * 1024 * 1024 * 1024,
+            query_timeout: Duration::from_secs(300),
+            spool_dir: None,
+        })
+    }
+}
+
+/// Split a comma list, trimming entries and dropping empties.
+pub fn split_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(String::from)
+        .collect()
+}

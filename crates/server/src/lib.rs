@@ -1,0 +1,104 @@
+//! `deltalite-server`: the lakehouse HTTP API (Altertable-compatible) over Delta tables.
+//!
+//! Storage is `<root>/<catalog>/<schema>/<table>/`, one Delta table per folder; writes go
+//! through the `deltalite` engine (one atomic commit per request), SQL through DataFusion.
+//!
+//! Module map:
+//! - [`config`]: [`ServerConfig`] (data root, users and grants, limits).
+//! - [`auth`]: Basic / Bearer(base64) authentication in constant time.
+//! - [`catalog`]: name validation and the storage layout (local or object store).
+//! - [`ingest`]: `/upload`, `/upsert`, `/append`: spooled bodies, format detection, modes,
+//!   idempotency keys, undo of a table created by a failed request.
+//! - [`sql`]: DataFusion session per request, DDL/DML as Delta commits, information_schema.
+//! - [`types`]: DuckDB type names for Arrow types and back.
+//! - [`ndjson`]: JSON rendering of Arrow values for the streamed result protocol.
+//! - [`routes`]: the axum router, query registry (log, cancellation), output formats.
+//! - [`metrics`]: Prometheus exposition.
+//! - [`error`]: [`ApiError`] and its HTTP mapping.
+
+pub mod auth;
+pub mod catalog;
+pub mod config;
+pub mod error;
+pub mod ingest;
+pub mod metrics;
+pub mod ndjson;
+pub mod routes;
+pub mod sql;
+pub mod types;
+
+pub use config::{ServerConfig, UserConfig};
+pub use error::{ApiError, ConfigError};
+
+use std::future::Future;
+
+/// Errors of [`serve`].
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The configuration cannot work.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The data root or a catalog could not be opened or created.
+    #[error("storage: {0}")]
+    Storage(ApiError),
+    /// Binding or serving failed.
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Run the server until `shutdown` resolves; then stop accepting and drain in-flight
+/// requests. The bound address is printed to stdout as `listening on http://ADDR`.
+pub async fn serve(
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let storage = catalog::Storage::open(&config.data_root, config.storage_options.clone())
+        .map_err(ServeError::Storage)?;
+    for c in &config.catalogs {
+        storage
+            .ensure_catalog(c)
+            .await
+            .map_err(ServeError::Storage)?;
+    }
+    let prometheus = metrics::install();
+    let state = routes::AppState::new(config.clone(), storage, prometheus);
+    let app = routes::router(state);
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, data = %config.data_root, catalogs = ?config.catalogs, "listening");
+    println!("listening on http://{addr}");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    tracing::info!("server stopped");
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+    tracing::info!("shutdown signal received");
+}

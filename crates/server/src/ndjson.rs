@@ -1,0 +1,299 @@
+//! JSON rendering of Arrow values for the NDJSON result protocol: one JSON value per line,
+//! timestamps as ISO-8601, 64-bit integers as numbers, U+2028/2029/0085 escaped.
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::{
+    DataType, Date32Type, Decimal128Type, DecimalType, Float32Type, Float64Type, Int8Type,
+    Int16Type, Int32Type, Int64Type, TimeUnit, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use arrow::record_batch::RecordBatch;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use base64::Engine;
+use chrono::{DateTime, NaiveDateTime, SecondsFormat, Timelike};
+
+/// Append `s` as a JSON string literal; line separators that some JSON-in-JS parsers treat
+/// as newlines are escaped too.
+pub fn push_json_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{0085}' => out.push_str("\\u0085"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Serialize a JSON value on one line with the extra escapes.
+pub fn json_line(value: &serde_json::Value) -> String {
+    let s = value.to_string();
+    let mut line = escape_separators(&s);
+    line.push('\n');
+    line
+}
+
+/// Escape U+2028/U+2029/U+0085 in already-serialized JSON (they can only occur inside
+/// strings, where `\uXXXX` is equivalent).
+pub fn escape_separators(s: &str) -> String {
+    if !s.contains(['\u{0085}', '\u{2028}', '\u{2029}']) {
+        return s.to_string();
+    }
+    s.replace('\u{0085}', "\\u0085")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+}
+
+fn ts_to_string(value: i64, unit: TimeUnit, tz: bool) -> Option<String> {
+    let (secs, nanos) = match unit {
+        TimeUnit::Second => (value, 0),
+        TimeUnit::Millisecond => (value.div_euclid(1_000), value.rem_euclid(1_000) * 1_000_000),
+        TimeUnit::Microsecond => (
+            value.div_euclid(1_000_000),
+            value.rem_euclid(1_000_000) * 1_000,
+        ),
+        TimeUnit::Nanosecond => (
+            value.div_euclid(1_000_000_000),
+            value.rem_euclid(1_000_000_000),
+        ),
+    };
+    let dt = DateTime::from_timestamp(secs, nanos as u32)?;
+    if tz {
+        // `+00:00`, never `Z`, and micro-second precision: what Python's fromisoformat reads.
+        Some(
+            dt.to_rfc3339_opts(SecondsFormat::Micros, false)
+                .replace(".000000+", "+"),
+        )
+    } else {
+        Some(naive_iso(dt.naive_utc()))
+    }
+}
+
+fn naive_iso(dt: NaiveDateTime) -> String {
+    if dt.nanosecond() == 0 {
+        dt.format("%Y-%m-%dT%H:%M:%S").to_string()
+    } else {
+        dt.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+    }
+}
+
+/// Renders the rows of a batch column by column.
+pub struct RowWriter<'a> {
+    columns: Vec<ColumnWriter<'a>>,
+}
+
+struct ColumnWriter<'a> {
+    array: &'a ArrayRef,
+    fallback: Option<ArrayFormatter<'a>>,
+}
+
+impl<'a> RowWriter<'a> {
+    /// Prepare formatters for a batch.
+    pub fn new(batch: &'a RecordBatch, options: &'a FormatOptions<'a>) -> Self {
+        let columns = batch
+            .columns()
+            .iter()
+            .map(|array| {
+                let fallback = if needs_fallback(array.data_type()) {
+                    ArrayFormatter::try_new(array.as_ref(), options).ok()
+                } else {
+                    None
+                };
+                ColumnWriter { array, fallback }
+            })
+            .collect();
+        Self { columns }
+    }
+
+    /// Append row `row` as a JSON array.
+    pub fn push_array_row(&self, out: &mut String, row: usize) {
+        out.push('[');
+        for (i, col) in self.columns.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            col.push_value(out, row);
+        }
+        out.push_str("]\n");
+    }
+
+    /// Append row `row` as a JSON object keyed by `names`.
+    pub fn push_object_row(&self, out: &mut String, names: &[String], row: usize) {
+        out.push('{');
+        for (i, col) in self.columns.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            push_json_str(out, &names[i]);
+            out.push(':');
+            col.push_value(out, row);
+        }
+        out.push_str("}\n");
+    }
+}
+
+fn needs_fallback(dt: &DataType) -> bool {
+    !matches!(
+        dt,
+        DataType::Null
+            | DataType::Boolean
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+            | DataType::Float32
+            | DataType::Float64
+            | DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
+            | DataType::Binary
+            | DataType::LargeBinary
+            | DataType::BinaryView
+            | DataType::Date32
+            | DataType::Timestamp(_, _)
+            | DataType::Decimal128(_, _)
+    )
+}
+
+fn push_float(out: &mut String, v: f64) {
+    if v.is_finite() {
+        out.push_str(
+            &serde_json::Number::from_f64(v).map_or_else(|| "null".into(), |n| n.to_string()),
+        );
+    } else {
+        out.push_str("null");
+    }
+}
+
+impl ColumnWriter<'_> {
+    fn push_value(&self, out: &mut String, row: usize) {
+        let a = self.array;
+        if a.is_null(row) {
+            out.push_str("null");
+            return;
+        }
+        use std::fmt::Write;
+        match a.data_type() {
+            DataType::Null => out.push_str("null"),
+            DataType::Boolean => out.push_str(if a.as_boolean().value(row) {
+                "true"
+            } else {
+                "false"
+            }),
+            DataType::Int8 => {
+                let _ = write!(out, "{}", a.as_primitive::<Int8Type>().value(row));
+            }
+            DataType::Int16 => {
+                let _ = write!(out, "{}", a.as_primitive::<Int16Type>().value(row));
+            }
+            DataType::Int32 => {
+                let _ = write!(out, "{}", a.as_primitive::<Int32Type>().value(row));
+            }
+            DataType::Int64 => {
+                let _ = write!(out, "{}", a.as_primitive::<Int64Type>().value(row));
+            }
+            DataType::UInt8 => {
+                let _ = write!(out, "{}", a.as_primitive::<UInt8Type>().value(row));
+            }
+            DataType::UInt16 => {
+                let _ = write!(out, "{}", a.as_primitive::<UInt16Type>().value(row));
+            }
+            DataType::UInt32 => {
+                let _ = write!(out, "{}", a.as_primitive::<UInt32Type>().value(row));
+            }
+            DataType::UInt64 => {
+                let _ = write!(out, "{}", a.as_primitive::<UInt64Type>().value(row));
+            }
+            DataType::Float32 => push_float(out, a.as_primitive::<Float32Type>().value(row) as f64),
+            DataType::Float64 => push_float(out, a.as_primitive::<Float64Type>().value(row)),
+            DataType::Utf8 => push_json_str(out, a.as_string::<i32>().value(row)),
+            DataType::LargeUtf8 => push_json_str(out, a.as_string::<i64>().value(row)),
+            DataType::Utf8View => push_json_str(out, a.as_string_view().value(row)),
+            DataType::Binary => push_b64(out, a.as_binary::<i32>().value(row)),
+            DataType::LargeBinary => push_b64(out, a.as_binary::<i64>().value(row)),
+            DataType::BinaryView => push_b64(out, a.as_binary_view().value(row)),
+            DataType::Date32 => {
+                let days = a.as_primitive::<Date32Type>().value(row);
+                match Date32Type::to_naive_date_opt(days) {
+                    Some(d) => push_json_str(out, &d.format("%Y-%m-%d").to_string()),
+                    None => out.push_str("null"),
+                }
+            }
+            DataType::Timestamp(unit, tz) => {
+                let v = timestamp_value(a, *unit, row);
+                match ts_to_string(v, *unit, tz.is_some()) {
+                    Some(s) => push_json_str(out, &s),
+                    None => out.push_str("null"),
+                }
+            }
+            DataType::Decimal128(_, scale) => {
+                let v = a.as_primitive::<Decimal128Type>().value(row);
+                // A JSON number with the exact decimal digits (no float rounding).
+                out.push_str(&Decimal128Type::format_decimal(v, 38, *scale));
+            }
+            _ => match &self.fallback {
+                Some(f) => push_json_str(out, &f.value(row).to_string()),
+                None => out.push_str("null"),
+            },
+        }
+    }
+}
+
+fn timestamp_value(a: &ArrayRef, unit: TimeUnit, row: usize) -> i64 {
+    use arrow::datatypes::{
+        TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+        TimestampSecondType,
+    };
+    match unit {
+        TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(row),
+        TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().value(row),
+        TimeUnit::Microsecond => a.as_primitive::<TimestampMicrosecondType>().value(row),
+        TimeUnit::Nanosecond => a.as_primitive::<TimestampNanosecondType>().value(row),
+    }
+}
+
+fn push_b64(out: &mut String, bytes: &[u8]) {
+    push_json_str(
+        out,
+        &base64::engine::general_purpose::STANDARD.encode(bytes),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn separators_are_escaped() {
+        let mut out = String::new();
+        push_json_str(&mut out, "a\u{2028}b\u{2029}c\u{0085}\"");
+        assert_eq!(out, "\"a\\u2028b\\u2029c\\u0085\\\"\"");
+    }
+
+    #[test]
+    fn timestamps_parse_as_iso() {
+        assert_eq!(
+            ts_to_string(1_700_000_000_123_456, TimeUnit::Microsecond, true).as_deref(),
+            Some("2023-11-14T22:13:20.123456+00:00")
+        );
+        assert_eq!(
+            ts_to_string(1_700_000_000_000_000, TimeUnit::Microsecond, true).as_deref(),
+            Some("2023-11-14T22:13:20+00:00")
+        );
+        assert_eq!(
+            ts_to_string(1_700_000_000_000_000, TimeUnit::Microsecond, false).as_deref(),
+            Some("2023-11-14T22:13:20")
+        );
+    }
+}
