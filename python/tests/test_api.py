@@ -301,3 +301,25 @@ def test_gil_released_during_upsert(table_path):
     assert table.version() == 1
     # With the GIL held for the whole call this loop could not have advanced meaningfully.
     assert ticks > 1000
+
+
+def test_two_partition_columns_and_null_partition(table_path):
+    schema = pa.schema(
+        [("id", pa.int64()), ("p1", pa.string()), ("p2", pa.int32()), ("v", pa.int64())]
+    )
+    table = DeltaLiteTable.create(table_path, schema, partition_by=["p1", "p2"])
+    first = pa.table(
+        {"id": [1, 2, 3], "p1": ["a", None, "b"], "p2": [1, 2, None], "v": [1, 1, 1]},
+        schema=schema,
+    )
+    assert table.upsert(first, "id", ["p1", "p2"]).partitions_touched == 3
+    second = pa.table(
+        {"id": [1, 2, 3, 3], "p1": ["a", None, "b", "c"], "p2": [1, 2, None, 9], "v": [2] * 4},
+        schema=schema,
+    )
+    stats = table.upsert(second, "id", ["p1", "p2"])
+    # Identity is the key within its partition, NULL partition values included.
+    assert (stats.rows_updated, stats.rows_inserted) == (3, 1)
+    got = sorted((r["id"], r["p1"], r["p2"], r["v"]) for r in read_delta(table_path).to_pylist())
+    assert got == [(1, "a", 1, 2), (2, None, 2, 2), (3, "b", None, 2), (3, "c", 9, 2)]
+    assert table.partition_columns() == ["p1", "p2"]
