@@ -9,9 +9,8 @@ import pytest
 from conftest import fq, make_destination
 from dlt.common.destination.exceptions import (
     DestinationTerminalException,
-    DestinationTransientException,
 )
-from dlt.load.exceptions import LoadClientJobFailed, LoadClientJobRetry
+from dlt.load.exceptions import LoadClientJobFailed, LoadClientJobRetry, LoadClientJobTerminalRetry
 from dlt.pipeline.exceptions import PipelineStepFailed
 from proxy import Rule
 
@@ -45,8 +44,12 @@ UNSUPPORTED = {
 
 @pytest.mark.parametrize("case", sorted(UNSUPPORTED))
 def test_unsupported_merge_fails_terminally_before_upload(
-    case, server, dataset, make_pipeline, proxy
+    case, server, dataset, make_pipeline, proxy, monkeypatch
 ):
+    if case == "comma_in_key":
+        # only a naming convention that keeps commas can produce such a column
+        monkeypatch.setenv("SCHEMA__NAMING", "direct")
+
     @dlt.resource(name="bad", **UNSUPPORTED[case])
     def bad():
         yield {"id": 1, "v": "x", "ts": 1, "deleted": False, "a,b": 1}
@@ -75,7 +78,9 @@ def test_terminal_status_fails_job_after_one_attempt(status, server, dataset, ma
     p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
     with pytest.raises(PipelineStepFailed) as exc:
         p.run(_events(), table_name="ev")
-    assert isinstance(exc.value.exception, LoadClientJobFailed)
+    # dlt 1.31 raises LoadClientJobTerminalRetry (older: LoadClientJobFailed), both terminal
+    assert isinstance(exc.value.exception, (LoadClientJobFailed, LoadClientJobTerminalRetry))
+    assert isinstance(exc.value.exception, DestinationTerminalException)
     assert proxy.count("/upload", "table=ev") == 1
     assert server.query(f"SELECT count(*) AS n FROM {fq(server, dataset, 'ev')}") == [{"n": 0}]
 
@@ -131,7 +136,6 @@ def test_query_error_line_until_max_retries(server, dataset, make_pipeline, prox
     with pytest.raises(PipelineStepFailed) as exc:
         p.run(_events(), table_name="ev")
     assert isinstance(exc.value.exception, LoadClientJobRetry)
-    assert isinstance(exc.value.exception.exception, DestinationTransientException) or True
     assert sum(1 for r in proxy.log if is_sync_of_ev(r)) == 5
     assert proxy.count("/upload", "table=ev") == 0
 
