@@ -255,3 +255,34 @@ def test_dlt_columns_and_state_table(server, dataset, make_pipeline):
     assert state and state[0]["pipeline_name"] == p.pipeline_name and state[0]["state"]
     loads = server.query(f"SELECT load_id, status FROM {fq(server, dataset, '_dlt_loads')}")
     assert {"load_id": load_id, "status": 0} in loads
+
+
+def test_replace_with_no_rows_empties_table(server, dataset, make_pipeline):
+    @dlt.resource(name="vanishing", write_disposition="replace")
+    def vanishing(rows):
+        yield from rows
+
+    p = make_pipeline()
+    p.run(vanishing([{"id": 1}, {"id": 2}]))
+    assert _rows(server, dataset, "vanishing", cols="id") == [{"id": 1}, {"id": 2}]
+    p.run(vanishing([]))
+    assert _rows(server, dataset, "vanishing", cols="id") == []
+
+
+def test_uint64_and_arrow_items(server, dataset, make_pipeline):
+    import pyarrow as pa
+
+    table = pa.table(
+        {
+            "id": pa.array([1, 2], pa.int64()),
+            "big": pa.array([2**64 - 1, 5], pa.uint64()),
+        }
+    )
+    make_pipeline().run(table, table_name="unsigned")
+    types = {
+        c["name"]: c["type"]
+        for c in server.columns(f"SELECT * FROM {fq(server, dataset, 'unsigned')}")
+    }
+    assert types["big"] == "DECIMAL(20,0)"
+    rows = _rows(server, dataset, "unsigned", cols="id, CAST(big AS VARCHAR) AS big")
+    assert [r["big"] for r in rows] == [str(2**64 - 1), "5"]
