@@ -168,18 +168,19 @@ impl Storage {
         Ok(list.try_next().await.map_err(internal)?.is_some())
     }
 
-    /// Create a schema (idempotent).
-    pub async fn create_schema(&self, catalog: &str, schema: &str) -> Result<(), ApiError> {
+    /// Create a schema (idempotent); true when it did not exist before.
+    pub async fn create_schema(&self, catalog: &str, schema: &str) -> Result<bool, ApiError> {
+        let existed = self.schema_exists(catalog, schema).await?;
         if let Some(local) = &self.local {
             std::fs::create_dir_all(local.join(catalog).join(schema)).map_err(internal)?;
-            return Ok(());
+            return Ok(!existed);
         }
         let marker = self.object_path(&[catalog, schema, SCHEMA_MARKER]);
         self.store
             .put(&marker, bytes::Bytes::new().into())
             .await
             .map_err(internal)?;
-        Ok(())
+        Ok(!existed)
     }
 
     /// Schemas of a catalog, sorted.
@@ -211,6 +212,15 @@ impl Storage {
         let prefix = self.object_path(&all);
         let mut list = self.store.list(Some(&prefix));
         Ok(list.try_next().await.map_err(internal)?.is_some())
+    }
+
+    /// Folders inside a schema (tables or leftovers), sorted.
+    pub async fn list_schema_children(
+        &self,
+        catalog: &str,
+        schema: &str,
+    ) -> Result<Vec<String>, ApiError> {
+        self.list_children(&[catalog, schema]).await
     }
 
     /// Whether a table exists.

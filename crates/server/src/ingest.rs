@@ -463,33 +463,59 @@ async fn create_table(
     storage: &Storage,
     name: &TableName,
     schema: &Schema,
-) -> ApiResult<DeltaLiteTable> {
-    storage.create_schema(&name.catalog, &name.schema).await?;
-    DeltaLiteTable::create(
+) -> ApiResult<(DeltaLiteTable, Option<bool>)> {
+    let schema_created = storage.create_schema(&name.catalog, &name.schema).await?;
+    let created = DeltaLiteTable::create(
         &storage.table_uri(name),
         storage.options.clone(),
         &storable_schema(schema),
         &[],
         HashMap::new(),
     )
-    .await
-    .map_err(|e| ApiError::from_engine(INGEST_ERR, e))
+    .await;
+    match created {
+        Ok(t) => Ok((t, Some(schema_created))),
+        Err(e) => {
+            // The engine makes the folder before the first commit: remove it again.
+            undo_create(storage, name, schema_created).await;
+            Err(ApiError::from_engine(INGEST_ERR, e))
+        }
+    }
 }
 
-/// Run `work` on a table; when this request created the table and `work` fails, the table
-/// folder is removed so that the failed request leaves no trace.
+/// When this request created the table (`created` is `Some(schema_created)`) and the
+/// work failed, the table folder (and a schema folder made for it) is removed so that the
+/// failed request leaves no trace.
 async fn undo_create_on_error<T>(
     storage: &Storage,
     name: &TableName,
-    created: bool,
+    created: Option<bool>,
     result: ApiResult<T>,
 ) -> ApiResult<T> {
-    if result.is_err() && created {
-        if let Err(e) = storage.drop_table(name).await {
-            tracing::error!(table = %name, error = %e, "failed to remove a table created by a failed request");
-        }
+    if result.is_err()
+        && let Some(schema_created) = created
+    {
+        undo_create(storage, name, schema_created).await;
     }
     result
+}
+
+/// Remove a table this request created, and its schema when that is left empty (schemas
+/// are created on demand by the same request).
+async fn undo_create(storage: &Storage, name: &TableName, schema_created: bool) {
+    if let Err(e) = storage.drop_table(name).await {
+        tracing::error!(table = %name, error = %e, "failed to remove a table created by a failed request");
+    }
+    if schema_created
+        && let Ok(tables) = storage.list_tables(&name.catalog, &name.schema).await
+        && tables.is_empty()
+        && let Ok(children) = storage
+            .list_schema_children(&name.catalog, &name.schema)
+            .await
+        && children.is_empty()
+    {
+        let _ = storage.drop_schema(&name.catalog, &name.schema).await;
+    }
 }
 
 /// `/upload` in every mode but upsert.
@@ -520,14 +546,11 @@ pub async fn upload(
                 req.name.table
             )));
         }
-        (_, Some(t)) => (t, false),
+        (_, Some(t)) => (t, None),
         (_, None) => {
             // Decode the header only: the table is created from the file's schema.
             let source = open_source(&req.spool, req.format, req.spool_dir)?;
-            (
-                create_table(storage, &req.name, &source.schema).await?,
-                true,
-            )
+            create_table(storage, &req.name, &source.schema).await?
         }
     };
     let result = async {
@@ -548,7 +571,7 @@ pub async fn upload(
             ok: true,
             version: Some(stats.version),
             rows: stats.rows_written,
-            created,
+            created: created.is_some(),
             idempotent_replay: false,
         })
     }
@@ -588,8 +611,8 @@ pub async fn upsert(
         .collect::<deltalite::Result<Vec<_>>>()
         .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
     let (mut table, created) = match existing {
-        Some(t) => (t, false),
-        None => (create_table(storage, &req.name, &schema).await?, true),
+        Some(t) => (t, None),
+        None => create_table(storage, &req.name, &schema).await?,
     };
     let result = async {
         let mut options = deltalite::UpsertOptions::new(primary_keys);
@@ -609,7 +632,7 @@ pub async fn upsert(
             ok: true,
             version: Some(stats.version),
             rows: (stats.rows_updated + stats.rows_inserted) as u64,
-            created,
+            created: created.is_some(),
             idempotent_replay: false,
         })
     }
@@ -630,11 +653,8 @@ pub async fn append_json(storage: &Storage, req: IngestRequest<'_>) -> ApiResult
     let source = open_source(&req.spool, Format::Json, req.spool_dir)?;
     let opts = write_options(&req.idempotency_key, "append");
     let (mut table, created) = match existing {
-        Some(t) => (t, false),
-        None => (
-            create_table(storage, &req.name, &source.schema).await?,
-            true,
-        ),
+        Some(t) => (t, None),
+        None => create_table(storage, &req.name, &source.schema).await?,
     };
     let result = async {
         let table_schema = table
@@ -649,11 +669,9 @@ pub async fn append_json(storage: &Storage, req: IngestRequest<'_>) -> ApiResult
         let stats = if new_fields.is_empty() {
             table.append(source.batches, &opts).await
         } else {
-            // Evolve and write in one commit: an overwrite that keeps every current row
-            // would copy the table, so instead the new schema is committed together with
-            // the appended rows through `overwrite`'s metadata path is avoided; the engine
-            // appends after a schema-only commit (see README: a failed /append may leave
-            // new nullable columns behind).
+            // The engine's append cannot change the schema, so new columns are added in a
+            // schema-only commit first. If the append then fails, those (nullable, empty)
+            // columns stay: documented in the README as the one exception to "no trace".
             crate::sql::add_columns(&mut table, &new_fields).await?;
             table.append(source.batches, &opts).await
         }
@@ -662,7 +680,7 @@ pub async fn append_json(storage: &Storage, req: IngestRequest<'_>) -> ApiResult
             ok: true,
             version: Some(stats.version),
             rows: stats.rows_written,
-            created,
+            created: created.is_some(),
             idempotent_replay: false,
         })
     }

@@ -147,6 +147,8 @@ impl SqlSession {
             .execution
             .parquet
             .schema_force_view_types = false;
+        // `TIMESTAMP WITH TIME ZONE` literals and casts are UTC, as the tables store them.
+        config.options_mut().execution.time_zone = Some("+00:00".to_string());
         let ctx = SessionContext::new_with_config(config);
         for c in user.catalogs.iter() {
             ctx.register_catalog(c.as_str(), Arc::new(MemoryCatalogProvider::new()));
@@ -257,7 +259,15 @@ impl SqlSession {
             .state()
             .resolve_table_references(statement)
             .map_err(df_err)?;
+        let table_functions: Vec<String> =
+            self.ctx.state().table_functions().keys().cloned().collect();
         for r in refs {
+            // Built-in table functions (generate_series, range) read no storage.
+            if let TableReference::Bare { table } = &r
+                && table_functions.iter().any(|f| f.as_str() == table.as_ref())
+            {
+                continue;
+            }
             let (c, s, t) = match &r {
                 TableReference::Bare { table } => {
                     (self.catalog.clone(), self.schema.clone(), table.to_string())
