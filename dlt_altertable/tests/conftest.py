@@ -143,7 +143,7 @@ def make_destination(srv, dataset_name: str, host: str = None, port: int = None,
         dataset_name=dataset_name,
         username=srv.user,
         password=srv.password,
-        **kw,
+        **{"retry_backoff": 0.0, **kw},
     )
 
 

@@ -6,6 +6,7 @@ connection before or after forwarding, or inject an `{"error"}` line into a /que
 
 import http.server
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional
@@ -33,6 +34,7 @@ class Request:
     path: str  # with query string
     body: bytes
     headers: dict[str, str]
+    at: float = 0.0
 
     @property
     def route(self) -> str:
@@ -41,13 +43,16 @@ class Request:
 
 @dataclass
 class Rule:
-    """`action`: forward | status | drop | forward_then_drop | error_line."""
+    """`action`: forward | status | drop | forward_then_drop | error_line | slow
+    (forward, then wait `delay` seconds before answering)."""
 
     match: Callable[[Request], bool]
     action: str
     status: int = 503
     body: bytes = b"injected failure"
     times: Optional[int] = None  # None = forever
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
     hits: int = 0
 
 
@@ -69,7 +74,9 @@ class FaultProxy:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                req = Request(self.command, self.path, body, dict(self.headers.items()))
+                req = Request(
+                    self.command, self.path, body, dict(self.headers.items()), time.monotonic()
+                )
                 proxy.log.append(req)
                 rule = proxy._pick(req)
                 action = rule.action if rule else "forward"
@@ -79,6 +86,8 @@ class FaultProxy:
                 if action == "status":
                     self.send_response(rule.status)
                     self.send_header("Content-Type", "text/plain")
+                    for k, v in rule.headers.items():
+                        self.send_header(k, v)
                     self.send_header("Content-Length", str(len(rule.body)))
                     self.end_headers()
                     self.wfile.write(rule.body)
@@ -94,6 +103,8 @@ class FaultProxy:
                 if action == "forward_then_drop":
                     self.close_connection = True
                     return
+                if action == "slow":
+                    time.sleep(rule.delay)
                 content = resp.content
                 if action == "error_line" and resp.status_code == 200:
                     lines = content.split(b"\n")

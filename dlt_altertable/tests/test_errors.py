@@ -179,3 +179,37 @@ def test_parallelism_override_is_refused(server, dataset, make_pipeline, monkeyp
         p.run(_events(), table_name="ev")
     assert "table-sequential" in str(exc.value)
     assert proxy.count("/upload") == 0
+
+
+def test_read_timeout_is_transient_and_idempotent(server, dataset, make_pipeline, proxy):
+    """The upload commits but answers after the client's read timeout; the retry carries the
+    same Idempotency-Key and the rows land once."""
+    proxy.rules.append(_upload_rule("slow", delay=3.0, times=1))
+    dest = make_destination(server, dataset, port=proxy.port, upload_timeout=1.0)
+    p = make_pipeline(destination=dest)
+    p.run(_events(5), table_name="ev")
+    assert proxy.count("/upload", "table=ev") == 2
+    assert server.query(f"SELECT count(*) AS n FROM {fq(server, dataset, 'ev')}") == [{"n": 5}]
+
+
+def test_retry_after_is_honoured(server, dataset, make_pipeline, proxy):
+    proxy.rules.append(_upload_rule("status", status=429, headers={"Retry-After": "2"}, times=1))
+    p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
+    p.run(_events(2), table_name="ev")
+    attempts = [r.at for r in proxy.log if r.route == "/upload" and "table=ev" in r.path]
+    assert len(attempts) == 2
+    assert attempts[1] - attempts[0] >= 1.9
+    assert server.query(f"SELECT count(*) AS n FROM {fq(server, dataset, 'ev')}") == [{"n": 2}]
+
+
+def test_retried_jobs_back_off(server, dataset, make_pipeline, proxy):
+    proxy.rules.append(_upload_rule("status", status=503, times=2))
+    dest = make_destination(server, dataset, port=proxy.port, retry_backoff=0.5)
+    p = make_pipeline(destination=dest)
+    p.run(_events(2), table_name="ev")
+    attempts = [r.at for r in proxy.log if r.route == "/upload" and "table=ev" in r.path]
+    assert len(attempts) == 3
+    # first retry waits 0.5 s, the second 1 s
+    assert attempts[1] - attempts[0] >= 0.45
+    assert attempts[2] - attempts[1] >= 0.95
+    assert server.query(f"SELECT count(*) AS n FROM {fq(server, dataset, 'ev')}") == [{"n": 2}]

@@ -63,6 +63,9 @@ class AltertableClientConfiguration(DestinationClientConfiguration):
     query_timeout: float = 300.0
     upload_timeout: float = 3600.0
     """Read timeout of /upload and /upsert: the server answers only after the commit."""
+    retry_backoff: float = 1.0
+    """dlt retries a failed job at once; a retried job first waits
+    `retry_backoff * 2 ** (retry - 1)` seconds (capped at 30 s) or what `Retry-After` asked"""
 
     __recommended_sections__: ClassVar = ("destination", DEFAULT_NAME)
 

@@ -21,6 +21,7 @@ class AltertableTransientError(DestinationTransientException):
 
     def __init__(self, message: str, status_code: int | None = None) -> None:
         self.status_code = status_code
+        self.retry_after: float | None = None
         super().__init__(message)
 
 

@@ -16,6 +16,7 @@ from dlt_altertable.exceptions import (
 )
 
 TERMINAL_STATUSES = frozenset({400, 401, 402, 403, 404, 405})
+MAX_RETRY_AFTER = 30.0
 T = TypeVar("T")
 
 
@@ -31,7 +32,14 @@ def raise_for_response(response: requests.Response, what: str) -> None:
     message = f"{what} failed with HTTP {response.status_code}: {first_line}"
     if response.status_code in TERMINAL_STATUSES:
         raise AltertableTerminalError(message, response.status_code)
-    raise AltertableTransientError(message, response.status_code)
+    error = AltertableTransientError(message, response.status_code)
+    retry_after = response.headers.get("Retry-After")
+    if retry_after:
+        try:
+            error.retry_after = min(max(float(retry_after), 0.0), MAX_RETRY_AFTER)
+        except ValueError:
+            pass
+    raise error
 
 
 class QueryResult:

@@ -4,6 +4,7 @@ import hashlib
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
@@ -36,6 +37,7 @@ from dlt_altertable.configuration import AltertableClientConfiguration
 from dlt_altertable.exceptions import (
     AltertableConfigurationError,
     AltertableQueryError,
+    AltertableTransientError,
     UnsupportedMergeConfiguration,
 )
 from dlt_altertable.http import AltertableHttpClient, with_retries
@@ -43,6 +45,10 @@ from dlt_altertable.sql_client import AltertableSqlClient
 from dlt_altertable.types import quote_ident, quote_literal, sql_type
 
 UNSUPPORTED_STRATEGIES = ("delete-insert", "scd2", "insert-only")
+
+MAX_BACKOFF = 30.0
+# (load_id, table, file_id) -> Retry-After seconds of the last transient failure
+_RETRY_AFTER: dict[tuple[str, str, str], float | None] = {}
 
 # (server, catalog, schema, load_id, table) already synced by this process
 _SYNCED: set[tuple[str, ...]] = set()
@@ -105,6 +111,30 @@ class AltertableLoadJob(RunnableLoadJob):
         self._job_client: AltertableJobClient = None  # type: ignore[assignment]
 
     def run(self) -> None:
+        try:
+            self._run()
+        except AltertableTransientError as ex:
+            # dlt re-queues the job at once: remember how long the retry should wait
+            _RETRY_AFTER[self._retry_marker()] = ex.retry_after
+            raise
+
+    def _retry_marker(self) -> tuple[str, str, str]:
+        parsed = ParsedLoadJobFileName.parse(self.file_name())
+        return (self._load_id, parsed.table_name, parsed.file_id)
+
+    def _backoff(self) -> None:
+        retry = ParsedLoadJobFileName.parse(self.file_name()).retry_count
+        if retry <= 0:
+            return
+        asked = _RETRY_AFTER.pop(self._retry_marker(), None)
+        base = float(self._job_client.config.retry_backoff or 0.0)
+        delay = asked if asked is not None else min(base * 2 ** (retry - 1), MAX_BACKOFF)
+        if delay > 0:
+            logger.info(f"altertable: retry {retry} of {self.file_name()} in {delay:.1f}s")
+            time.sleep(delay)
+
+    def _run(self) -> None:
+        self._backoff()
         client = self._job_client
         table = self._load_table
         table_name = table["name"]
