@@ -286,3 +286,22 @@ def test_uint64_and_arrow_items(server, dataset, make_pipeline):
     assert types["big"] == "DECIMAL(20,0)"
     rows = _rows(server, dataset, "unsigned", cols="id, CAST(big AS VARCHAR) AS big")
     assert [r["big"] for r in rows] == [str(2**64 - 1), "5"]
+
+
+def test_refresh_drop_data_and_drop_sources(server, dataset, make_pipeline):
+    @dlt.source
+    def src(rows):
+        @dlt.resource(name="refreshed", write_disposition="append")
+        def refreshed():
+            yield rows
+
+        return refreshed
+
+    p = make_pipeline()
+    p.run(src([{"id": 1, "old": "x"}, {"id": 2, "old": "y"}]))
+    p.run(src([{"id": 3}]), refresh="drop_data")
+    assert _rows(server, dataset, "refreshed", cols="id") == [{"id": 3}]
+    p.run(src([{"id": 4, "new": "z"}]), refresh="drop_sources")
+    rows = _rows(server, dataset, "refreshed")
+    assert [r["id"] for r in rows] == [4]
+    assert "old" not in rows[0], "drop_sources recreates the table from the new schema"

@@ -289,7 +289,36 @@ class AltertableJobClient(WithSqlClient, JobClientBase, WithStateSync):
         with_retries(
             lambda: self.query(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.dataset_name)}")
         )
-        # replace is implemented by `mode=overwrite` on the first file of each table
+        # replace is implemented by `mode=overwrite` on the first file of each table, so only
+        # truncations requested by `refresh="drop_data"` arrive here
+        for table_name in truncate_tables or ():
+            try:
+                with_retries(lambda t=table_name: self.query(f"DELETE FROM {self.qualified(t)}"))
+            except AltertableQueryError as ex:
+                if not ex.is_missing_object():
+                    raise
+
+    def drop_tables(self, *tables: str, delete_schema: bool = True) -> None:
+        """Drop tables (dlt `refresh="drop_sources"/"drop_resources"`, `pipeline drop`)."""
+        for table_name in tables:
+            with_retries(
+                lambda t=table_name: self.query(f"DROP TABLE IF EXISTS {self.qualified(t)}")
+            )
+        if delete_schema:
+            n = self.schema.naming.normalize_identifier
+            try:
+                with_retries(
+                    lambda: self.query(
+                        f"DELETE FROM {self.qualified(self.schema.version_table_name)}"
+                        f" WHERE {quote_ident(n('schema_name'))} ="
+                        f" {quote_literal(self.schema.name)}"
+                    )
+                )
+            except AltertableQueryError as ex:
+                if not ex.is_missing_object():
+                    raise
+        with _SYNC_LOCK:
+            _SYNCED.clear()
 
     def is_storage_initialized(self) -> bool:
         result = with_retries(
