@@ -305,3 +305,16 @@ def test_refresh_drop_data_and_drop_sources(server, dataset, make_pipeline):
     rows = _rows(server, dataset, "refreshed")
     assert [r["id"] for r in rows] == [4]
     assert "old" not in rows[0], "drop_sources recreates the table from the new schema"
+
+
+def test_replace_keeps_columns_outside_dlt_schema(server, dataset, make_pipeline):
+    """Removed columns stay: a replace from a schema that never saw `legacy` keeps the column."""
+    make_pipeline().run(
+        [{"id": 1, "legacy": "old"}], table_name="kept", write_disposition="replace"
+    )
+    make_pipeline().run([{"id": 2}], table_name="kept", write_disposition="replace")
+    assert _rows(server, dataset, "kept", cols="id, legacy") == [{"id": 2, "legacy": None}]
+    types = {
+        c["name"]: c["type"] for c in server.columns(f"SELECT * FROM {fq(server, dataset, 'kept')}")
+    }
+    assert types["legacy"] == "VARCHAR"

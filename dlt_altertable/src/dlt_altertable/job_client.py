@@ -42,7 +42,7 @@ from dlt_altertable.exceptions import (
 )
 from dlt_altertable.http import AltertableHttpClient, with_retries
 from dlt_altertable.sql_client import AltertableSqlClient
-from dlt_altertable.types import quote_ident, quote_literal, sql_type
+from dlt_altertable.types import arrow_type_for_sql, quote_ident, quote_literal, sql_type
 
 UNSUPPORTED_STRATEGIES = ("delete-insert", "scd2", "insert-only")
 
@@ -52,6 +52,8 @@ _RETRY_AFTER: dict[tuple[str, str, str], float | None] = {}
 
 # (server, catalog, schema, load_id, table) already synced by this process
 _SYNCED: set[tuple[str, ...]] = set()
+# same key -> server columns outside dlt's schema, kept by an overwrite
+_SERVER_EXTRA: dict[tuple[str, ...], dict[str, pa.DataType]] = {}
 _SYNC_LOCK = threading.Lock()
 
 
@@ -163,7 +165,10 @@ class AltertableLoadJob(RunnableLoadJob):
             mode = "append"
             key = idempotency_key(self._load_id, table_name, parsed.file_id, mode)
         params["mode"] = mode
-        padded = self._pad_file(file_schema)
+        extra = (
+            client.server_extra_columns(self._load_id, table_name) if mode == "overwrite" else {}
+        )
+        padded = self._pad_file(file_schema, extra)
         try:
             client.http.post_file("/upload", params, padded or self._file_path, key)
         finally:
@@ -187,11 +192,21 @@ class AltertableLoadJob(RunnableLoadJob):
                 done.add(parsed.file_id)
         return done
 
-    def _pad_file(self, file_schema: pa.Schema) -> Optional[str]:
-        """Pad a file written before dlt evolved the schema with typed NULL columns."""
+    def _pad_file(
+        self, file_schema: pa.Schema, server_extra: Optional[dict[str, pa.DataType]] = None
+    ) -> Optional[str]:
+        """Pad a file written before dlt evolved the schema with typed NULL columns.
+
+        `server_extra`: columns the server table has beyond dlt's schema; an overwrite keeps
+        them (as NULL) so that removed columns stay."""
         columns = self._job_client.typed_columns(self._load_table)
         missing = [c for c in columns if c["name"] not in file_schema.names]
-        if not missing:
+        extra = {
+            name: type_
+            for name, type_ in (server_extra or {}).items()
+            if name not in file_schema.names
+        }
+        if not missing and not extra:
             return None
         caps = self._job_client.capabilities
         target_fields = []
@@ -204,6 +219,7 @@ class AltertableLoadJob(RunnableLoadJob):
                 )
         listed = {c["name"] for c in columns}
         target_fields += [f for f in file_schema if f.name not in listed]
+        target_fields += [pa.field(name, type_, nullable=True) for name, type_ in extra.items()]
         target = pa.schema(target_fields)
         fd, out_path = tempfile.mkstemp(prefix="dlt-altertable-", suffix=".parquet")
         os.close(fd)
@@ -227,7 +243,7 @@ class AltertableLoadJob(RunnableLoadJob):
             raise
         logger.info(
             f"altertable: padded {self.file_name()} with NULL columns"
-            f" {[c['name'] for c in missing]}"
+            f" {[c['name'] for c in missing] + list(extra)}"
         )
         return out_path
 
@@ -353,26 +369,34 @@ class AltertableJobClient(WithSqlClient, JobClientBase, WithStateSync):
         return super().verify_schema(only_tables, new_jobs)
 
     # ----- schema sync -----
-    def _existing_columns(self, table_name: str) -> Optional[list[str]]:
+    def _existing_columns(self, table_name: str) -> dict[str, str]:
         result = self.query(
-            "SELECT column_name FROM information_schema.columns WHERE table_catalog = "
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = "
             f"{quote_literal(str(self.config.catalog))} AND table_schema = "
             f"{quote_literal(self.dataset_name)} AND table_name = {quote_literal(table_name)}"
         )
-        return [row[0] for row in result.rows]
+        return {row[0]: row[1] for row in result.rows}
 
-    def sync_table(
-        self, load_id: str, table: TTableSchema, file_schema: Optional[pa.Schema] = None
-    ) -> None:
-        """Create or evolve the table before its first load in a package (idempotent DDL)."""
-        table_name = table["name"]
-        marker = (
+    def _marker(self, load_id: str, table_name: str) -> tuple[str, ...]:
+        return (
             self.config.base_url,
             str(self.config.catalog),
             self.dataset_name,
             load_id,
             table_name,
         )
+
+    def server_extra_columns(self, load_id: str, table_name: str) -> dict[str, pa.DataType]:
+        """Columns of the server table that dlt's schema does not have (seen at sync time)."""
+        with _SYNC_LOCK:
+            return dict(_SERVER_EXTRA.get(self._marker(load_id, table_name), {}))
+
+    def sync_table(
+        self, load_id: str, table: TTableSchema, file_schema: Optional[pa.Schema] = None
+    ) -> None:
+        """Create or evolve the table before its first load in a package (idempotent DDL)."""
+        table_name = table["name"]
+        marker = self._marker(load_id, table_name)
         with _SYNC_LOCK:
             if marker in _SYNCED:
                 return
@@ -389,13 +413,17 @@ class AltertableJobClient(WithSqlClient, JobClientBase, WithStateSync):
         if not existing:
             self.query(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.dataset_name)}")
             self.query(f"CREATE TABLE IF NOT EXISTS {qualified} ({', '.join(defs.values())})")
-        existing_set = set(existing or [])
         if existing:
             for name, definition in defs.items():
-                if name not in existing_set:
+                if name not in existing:
                     self.query(f"ALTER TABLE {qualified} ADD COLUMN IF NOT EXISTS {definition}")
+        extra: dict[str, pa.DataType] = {}
+        for name, type_name in existing.items():
+            if name not in defs and (arrow_type := arrow_type_for_sql(type_name)) is not None:
+                extra[name] = arrow_type
         with _SYNC_LOCK:
             _SYNCED.add(marker)
+            _SERVER_EXTRA[marker] = extra
 
     def update_stored_schema(
         self,

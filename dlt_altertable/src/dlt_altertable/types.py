@@ -52,3 +52,37 @@ def sql_type(column: TColumnSchema, arrow_type: Optional[Any] = None) -> str:
     if data_type == "wei":
         return "DECIMAL(38,0)"
     raise ValueError(f"unsupported dlt data type {data_type!r} for column {column.get('name')!r}")
+
+
+def arrow_type_for_sql(type_name: str) -> Optional[Any]:
+    """Arrow type for a server column type (information_schema `data_type`); None if unknown."""
+    import re
+
+    import pyarrow as pa
+
+    t = (type_name or "").strip().upper()
+    simple = {
+        "VARCHAR": pa.string(),
+        "TEXT": pa.string(),
+        "STRING": pa.string(),
+        "BIGINT": pa.int64(),
+        "INTEGER": pa.int32(),
+        "INT": pa.int32(),
+        "SMALLINT": pa.int16(),
+        "TINYINT": pa.int8(),
+        "DOUBLE": pa.float64(),
+        "FLOAT": pa.float32(),
+        "REAL": pa.float32(),
+        "BOOLEAN": pa.bool_(),
+        "DATE": pa.date32(),
+        "TIME": pa.time64("us"),
+        "BLOB": pa.binary(),
+        "TIMESTAMP": pa.timestamp("us"),
+        "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
+        "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
+    }
+    if t in simple:
+        return simple[t]
+    if m := re.fullmatch(r"DECIMAL\((\d+)\s*,\s*(\d+)\)", t):
+        return pa.decimal128(int(m.group(1)), int(m.group(2)))
+    return None
