@@ -88,8 +88,7 @@ impl Format {
         let first = head[..n]
             .iter()
             .copied()
-            .skip_while(|b| b.is_ascii_whitespace() || *b == 0xEF || *b == 0xBB || *b == 0xBF)
-            .next();
+            .find(|b| !(b.is_ascii_whitespace() || *b == 0xEF || *b == 0xBB || *b == 0xBF));
         Ok(match first {
             Some(b'{') | Some(b'[') => Self::Json,
             _ => Self::Csv,
