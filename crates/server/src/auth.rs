@@ -81,3 +81,43 @@ impl Authenticator {
         found.cloned().ok_or(ApiError::Unauthorized)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(
+            axum::http::header::AUTHORIZATION,
+            axum::http::HeaderValue::from_str(value).expect("header"),
+        );
+        h
+    }
+
+    #[test]
+    fn basic_and_bearer() {
+        let auth = Authenticator::new(&[UserConfig {
+            name: "alice".into(),
+            password: "secret".into(),
+            catalogs: vec!["lakehouse".into()],
+        }]);
+        let token = base64::engine::general_purpose::STANDARD.encode("alice:secret");
+        let user = auth
+            .authenticate(&headers(&format!("Basic {token}")))
+            .expect("basic");
+        assert_eq!(user.name, "alice");
+        assert!(user.can_see("lakehouse") && !user.can_see("other"));
+        assert!(
+            auth.authenticate(&headers(&format!("Bearer {token}")))
+                .is_ok()
+        );
+        let wrong = base64::engine::general_purpose::STANDARD.encode("alice:secreT");
+        assert!(
+            auth.authenticate(&headers(&format!("Basic {wrong}")))
+                .is_err()
+        );
+        assert!(auth.authenticate(&headers("Digest abc")).is_err());
+        assert!(auth.authenticate(&HeaderMap::new()).is_err());
+    }
+}

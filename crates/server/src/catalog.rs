@@ -99,7 +99,19 @@ impl Storage {
         let _ = deltalite::table::table_url("/");
         if root.contains("://") && !root.starts_with("file://") {
             let url = url::Url::parse(root).map_err(internal)?;
-            let (store, base) = object_store::parse_url_opts(&url, options.iter())
+            // object_store spells its keys in lower case (`aws_endpoint`, `allow_http`);
+            // delta-rs users write `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`. Offer every spelling,
+            // unknown keys are ignored.
+            let mut store_options: Vec<(String, String)> = Vec::new();
+            for (k, v) in &options {
+                let lower = k.to_ascii_lowercase();
+                store_options.push((k.clone(), v.clone()));
+                store_options.push((lower.clone(), v.clone()));
+                if let Some(stripped) = lower.strip_prefix("aws_") {
+                    store_options.push((stripped.to_string(), v.clone()));
+                }
+            }
+            let (store, base) = object_store::parse_url_opts(&url, store_options)
                 .map_err(|e| ApiError::Internal(format!("cannot open data root {root}: {e}")))?;
             Ok(Self {
                 root: root.trim_end_matches('/').to_string(),
@@ -324,5 +336,22 @@ impl Storage {
             Err(poisoned) => poisoned.into_inner(),
         };
         Arc::clone(locks.entry(key).or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_escape_are_rejected() {
+        for bad in [
+            "", ".", "..", "../x", "a/b", "a\\b", "x\0y", "a\nb", ".hidden",
+        ] {
+            assert!(validate_name("table", bad).is_err(), "{bad:?}");
+        }
+        for good in ["items", "_dlt_loads", "Ünïcode", "with space", "a.b"] {
+            assert!(validate_name("table", good).is_ok(), "{good:?}");
+        }
     }
 }

@@ -129,3 +129,37 @@ pub fn split_list(s: &str) -> Vec<String> {
         .map(String::from)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 0))
+    }
+
+    #[test]
+    fn users_and_grants() {
+        let c = ServerConfig::from_parts(
+            "x".into(),
+            addr(),
+            "alice:s:ecret, bob:pw",
+            Some("bob=b+a"),
+            "a,b",
+        )
+        .expect("config");
+        assert_eq!(c.users[0].name, "alice");
+        assert_eq!(c.users[0].password, "s:ecret");
+        assert_eq!(c.users[0].catalogs, vec!["a", "b"]);
+        assert_eq!(c.users[1].catalogs, vec!["b", "a"]);
+    }
+
+    #[test]
+    fn bad_configs_are_refused() {
+        assert!(ServerConfig::from_parts("x".into(), addr(), "", None, "a").is_err());
+        assert!(ServerConfig::from_parts("x".into(), addr(), "nopw", None, "a").is_err());
+        assert!(ServerConfig::from_parts("x".into(), addr(), "u:p", Some("u=zz"), "a").is_err());
+        assert!(ServerConfig::from_parts("x".into(), addr(), "u:p", None, "../x").is_err());
+        assert!(ServerConfig::from_parts("x".into(), addr(), "u:p", None, " , ").is_err());
+    }
+}

@@ -395,7 +395,7 @@ pub fn idempotency_app_id(key: &str) -> String {
 }
 
 /// Common inputs of a write request.
-pub struct IngestRequest<'a> {
+pub struct IngestRequest {
     /// Target table.
     pub name: TableName,
     /// The spooled body.
@@ -405,7 +405,7 @@ pub struct IngestRequest<'a> {
     /// `Idempotency-Key` header.
     pub idempotency_key: Option<String>,
     /// Spool directory for conversions.
-    pub spool_dir: Option<&'a Path>,
+    pub spool_dir: Option<std::path::PathBuf>,
 }
 
 /// What an ingest did, returned as the small JSON summary.
@@ -520,7 +520,7 @@ async fn undo_create(storage: &Storage, name: &TableName, schema_created: bool) 
 /// `/upload` in every mode but upsert.
 pub async fn upload(
     storage: &Storage,
-    req: IngestRequest<'_>,
+    req: IngestRequest,
     mode: UploadMode,
 ) -> ApiResult<IngestSummary> {
     let lock = storage.table_lock(&req.name);
@@ -548,20 +548,20 @@ pub async fn upload(
         (_, Some(t)) => (t, None),
         (_, None) => {
             // Decode the header only: the table is created from the file's schema.
-            let source = open_source(&req.spool, req.format, req.spool_dir)?;
+            let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
             create_table(storage, &req.name, &source.schema).await?
         }
     };
     let result = async {
         let stats = match (mode, req.format) {
             (UploadMode::Overwrite, _) => {
-                let source = open_source(&req.spool, req.format, req.spool_dir)?;
+                let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
                 let schema = storable_schema(&source.schema);
                 table.overwrite(&schema, source.batches, &opts).await
             }
             (_, Format::Parquet) => table.append_parquet_file(req.spool.path(), &opts).await,
             _ => {
-                let source = open_source(&req.spool, req.format, req.spool_dir)?;
+                let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
                 table.append(source.batches, &opts).await
             }
         }
@@ -581,7 +581,7 @@ pub async fn upload(
 /// `/upsert` (and legacy `/upload?mode=upsert`).
 pub async fn upsert(
     storage: &Storage,
-    req: IngestRequest<'_>,
+    req: IngestRequest,
     primary_keys: Vec<String>,
     cursor_fields: Vec<String>,
 ) -> ApiResult<IngestSummary> {
@@ -596,7 +596,7 @@ pub async fn upsert(
     {
         return Ok(replay());
     }
-    let source = open_source(&req.spool, req.format, req.spool_dir)?;
+    let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
     let schema = Arc::clone(&source.schema);
     for key in primary_keys.iter().chain(&cursor_fields) {
         if schema.index_of(key).is_err() {
@@ -640,7 +640,7 @@ pub async fn upsert(
 }
 
 /// `/append`: JSON object(s); creates the table and adds new columns as needed.
-pub async fn append_json(storage: &Storage, req: IngestRequest<'_>) -> ApiResult<IngestSummary> {
+pub async fn append_json(storage: &Storage, req: IngestRequest) -> ApiResult<IngestSummary> {
     let lock = storage.table_lock(&req.name);
     let _guard = lock.lock().await;
     let existing = storage.open_table(&req.name).await?;
@@ -649,7 +649,7 @@ pub async fn append_json(storage: &Storage, req: IngestRequest<'_>) -> ApiResult
     {
         return Ok(replay());
     }
-    let source = open_source(&req.spool, Format::Json, req.spool_dir)?;
+    let source = open_source(&req.spool, Format::Json, req.spool_dir.as_deref())?;
     let opts = write_options(&req.idempotency_key, "append");
     let (mut table, created) = match existing {
         Some(t) => (t, None),

@@ -225,6 +225,17 @@ fn detect(
     Format::detect(ct.as_deref(), hint, &mut file)
 }
 
+/// Run a write in its own task: once the body is spooled, a client that disconnects does
+/// not abort the write half-way (the undo of a created table must run, and a commit that
+/// is about to happen should complete, as clients expect from a one-hour upload timeout).
+async fn detached<T: Send + 'static>(
+    work: impl std::future::Future<Output = ApiResult<T>> + Send + 'static,
+) -> ApiResult<T> {
+    tokio::spawn(work)
+        .await
+        .map_err(|e| ApiError::Internal(format!("ingest task failed: {e}")))?
+}
+
 fn summary_response(summary: ingest::IngestSummary) -> Response {
     (StatusCode::OK, Json(summary)).into_response()
 }
@@ -253,16 +264,18 @@ async fn upload(
         spool,
         format,
         idempotency_key: idempotency_key(&headers),
-        spool_dir: state.config.spool_dir.as_deref(),
+        spool_dir: state.config.spool_dir.clone(),
     };
-    let summary = match mode {
-        Some(mode) => ingest::upload(&state.storage, req, mode).await?,
-        None => {
-            let keys = split_list(params.primary_key.as_deref().unwrap_or(""));
-            let cursor = split_list(params.cursor_field.as_deref().unwrap_or(""));
-            ingest::upsert(&state.storage, req, keys, cursor).await?
+    let storage = Arc::clone(&state.storage);
+    let keys = split_list(params.primary_key.as_deref().unwrap_or(""));
+    let cursor = split_list(params.cursor_field.as_deref().unwrap_or(""));
+    let summary = detached(async move {
+        match mode {
+            Some(mode) => ingest::upload(&storage, req, mode).await,
+            None => ingest::upsert(&storage, req, keys, cursor).await,
         }
-    };
+    })
+    .await?;
     Ok(summary_response(summary))
 }
 
@@ -289,7 +302,7 @@ async fn upsert(
         spool,
         format,
         idempotency_key: idempotency_key(&headers),
-        spool_dir: state.config.spool_dir.as_deref(),
+        spool_dir: state.config.spool_dir.clone(),
     };
     Ok(summary_response(
         ingest::upsert(&state.storage, req, keys, cursor).await?,
@@ -311,9 +324,10 @@ async fn append(
             spool,
             format: Format::Json,
             idempotency_key: idempotency_key(&headers),
-            spool_dir: state.config.spool_dir.as_deref(),
+            spool_dir: state.config.spool_dir.clone(),
         };
-        ingest::append_json(&state.storage, req).await
+        let storage = Arc::clone(&state.storage);
+        detached(async move { ingest::append_json(&storage, req).await }).await
     }
     .await;
     match result {

@@ -177,3 +177,36 @@ pub fn is_widening(from: &DataType, to: &DataType) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ddl_types_round_trip_to_duckdb_names() {
+        for t in [
+            "BIGINT",
+            "VARCHAR",
+            "DOUBLE",
+            "BOOLEAN",
+            "DECIMAL(20,0)",
+            "DECIMAL(38,9)",
+            "TIMESTAMP WITH TIME ZONE",
+            "TIMESTAMP",
+            "DATE",
+            "BLOB",
+            "TIME",
+            "INTEGER",
+        ] {
+            let f = field_for_sql_type("c", t, true).expect(t);
+            assert_eq!(duckdb_field_type(&f), t);
+        }
+        assert!(field_for_sql_type("c", "NOPE", true).is_err());
+        assert!(is_widening(&DataType::Int32, &DataType::Int64));
+        assert!(!is_widening(&DataType::Int64, &DataType::Int32));
+        assert!(is_widening(
+            &DataType::Decimal128(10, 2),
+            &DataType::Decimal128(12, 2)
+        ));
+    }
+}
