@@ -862,3 +862,73 @@ fn cancel_and_timeout_and_shutdown() {
     let exited = exited.expect("server exits after SIGTERM");
     assert!(exited.success(), "{exited:?}");
 }
+
+/// The same API on an object store. Runs when `DELTALITE_TEST_S3_ENDPOINT` points at an
+/// S3-compatible server with a bucket `DELTALITE_TEST_S3_BUCKET` (default `lake`), e.g.
+/// `moto_server -p 5000` plus a created bucket; skipped otherwise.
+#[test]
+fn s3_data_root() {
+    let Ok(endpoint) = std::env::var("DELTALITE_TEST_S3_ENDPOINT") else {
+        eprintln!("skipped: DELTALITE_TEST_S3_ENDPOINT is not set");
+        return;
+    };
+    let bucket = std::env::var("DELTALITE_TEST_S3_BUCKET").unwrap_or_else(|_| "lake".into());
+    let prefix = format!("s3://{bucket}/test-{}", std::process::id());
+    let endpoint_opt = format!("AWS_ENDPOINT_URL={endpoint}");
+    let s = Server::start_on(
+        tempfile::tempdir().expect("tempdir"),
+        &prefix,
+        &[
+            "--storage-option",
+            &endpoint_opt,
+            "--storage-option",
+            "AWS_ALLOW_HTTP=true",
+            "--storage-option",
+            "AWS_ACCESS_KEY_ID=test",
+            "--storage-option",
+            "AWS_SECRET_ACCESS_KEY=test",
+            "--storage-option",
+            "AWS_REGION=us-east-1",
+        ],
+    );
+    let (st, body) = s.upload(
+        &format!("{T}&table=t&mode=create"),
+        "text/csv",
+        "id,v\n1,a\n2,b\n",
+    );
+    assert_eq!(st, 200, "{body}");
+    let r = s.post(
+        &format!("/upsert?{T}&table=t&primary_key=id"),
+        "text/csv",
+        "id,v\n2,B\n3,c\n",
+    );
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        s.rows("SELECT id, v FROM lakehouse.main.t ORDER BY id"),
+        vec![
+            vec![json!(1), json!("a")],
+            vec![json!(2), json!("B")],
+            vec![json!(3), json!("c")]
+        ]
+    );
+    s.rows("CREATE SCHEMA lakehouse.empty");
+    assert_eq!(
+        s.rows("SELECT schema_name FROM information_schema.schemata ORDER BY 1"),
+        vec![vec![json!("empty")], vec![json!("main")]]
+    );
+    let (st, _) = s.upload(
+        &format!("{T}&table=bad&mode=create_append"),
+        "application/json",
+        r#"[{"a": 1}, {"a": "x"}]"#,
+    );
+    assert_eq!(st, 400);
+    assert_eq!(
+        s.rows("SELECT table_name FROM information_schema.tables"),
+        vec![vec![json!("t")]]
+    );
+    s.rows("DROP SCHEMA lakehouse.main CASCADE");
+    assert!(
+        s.rows("SELECT table_name FROM information_schema.tables")
+            .is_empty()
+    );
+}

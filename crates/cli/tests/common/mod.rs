@@ -25,10 +25,15 @@ impl Server {
     pub fn start_with(extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("lake");
+        Self::start_on(dir, data.to_string_lossy().as_ref(), extra)
+    }
+
+    /// Start on an explicit data root (a local path or an object-store URI).
+    pub fn start_on(dir: tempfile::TempDir, data: &str, extra: &[&str]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_deltalite"));
         cmd.args(["serve", "--listen", "127.0.0.1:0"])
             .arg("--data")
-            .arg(&data)
+            .arg(data)
             .args([
                 "--users",
                 "alice:secret,bob:pw",
