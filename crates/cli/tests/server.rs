@@ -472,6 +472,14 @@ fn dlt_ddl_information_schema_and_dml() {
     );
     let err = s.error("SELECT * FROM lakehouse.ds.items");
     assert_eq!(err, "Catalog Error: Table with name items does not exist!");
+    let lines = s.query_json_as(
+        ("alice", "secret"),
+        json!({"statement": "SELECT * FROM items", "catalog": "lakehouse", "schema": "nowhere"}),
+    );
+    assert_eq!(
+        lines[1]["error"],
+        json!("Catalog Error: SET schema: No catalog + schema named \"nowhere\" found.")
+    );
     let err = s.error("USE lakehouse.nowhere");
     assert_eq!(
         err,

@@ -293,6 +293,16 @@ impl SqlSession {
             }
             let name = TableName::new(&c, &s, &t)?;
             let Some(table) = self.storage.open_table(&name).await? else {
+                // An unqualified name in a default schema that does not exist fails the way
+                // DuckDB's implicit `SET schema` does; clients match on that message.
+                if matches!(r, TableReference::Bare { .. })
+                    && s != "main"
+                    && !self.storage.schema_exists(&c, &s).await?
+                {
+                    return Err(sql_err(format!(
+                        "Catalog Error: SET schema: No catalog + schema named \"{s}\" found."
+                    )));
+                }
                 return Err(table_missing(&t));
             };
             let delta = table.delta_table();
