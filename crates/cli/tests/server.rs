@@ -433,6 +433,14 @@ fn dlt_ddl_information_schema_and_dml() {
         s.rows("SELECT id FROM lakehouse.ds.items"),
         vec![vec![json!(2)]]
     );
+    assert_eq!(
+        s.rows("UPDATE lakehouse.ds.items SET name = 'deux', x = 2.5 WHERE id = 2"),
+        vec![vec![json!(1)]]
+    );
+    assert_eq!(
+        s.rows("SELECT name, x FROM lakehouse.ds.items"),
+        vec![vec![json!("deux"), json!(2.5)]]
+    );
     // Widening type change.
     s.rows("CREATE TABLE lakehouse.ds.w (a INTEGER)");
     s.rows("INSERT INTO lakehouse.ds.w VALUES (1)");

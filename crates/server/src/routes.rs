@@ -228,10 +228,13 @@ fn detect(
 /// Run a write in its own task: once the body is spooled, a client that disconnects does
 /// not abort the write half-way (the undo of a created table must run, and a commit that
 /// is about to happen should complete, as clients expect from a one-hour upload timeout).
+/// The task lives on the blocking pool because decoding CSV/JSON/Parquet is synchronous
+/// CPU work; the async workers stay free for queries and health checks.
 async fn detached<T: Send + 'static>(
     work: impl std::future::Future<Output = ApiResult<T>> + Send + 'static,
 ) -> ApiResult<T> {
-    tokio::spawn(work)
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || handle.block_on(work))
         .await
         .map_err(|e| ApiError::Internal(format!("ingest task failed: {e}")))?
 }

@@ -19,9 +19,9 @@ use datafusion::logical_expr::{ColumnarValue, LogicalPlan, Volatility, cast, cre
 use datafusion::prelude::{Expr, SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTableOperation, ColumnOption, CreateTable, Delete, FromTable,
-    Insert, ObjectName, ObjectNamePart, ObjectType, SchemaName, Statement, TableFactor,
-    TableObject, Use,
+    AlterColumnOperation, AlterTableOperation, AssignmentTarget, ColumnOption, CreateTable, Delete,
+    FromTable, Insert, ObjectName, ObjectNamePart, ObjectType, SchemaName, Statement, TableFactor,
+    TableObject, Update, Use,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use deltalake::kernel::engine::arrow_conversion::{TryIntoArrow, TryIntoKernel};
@@ -367,6 +367,7 @@ impl SqlSession {
             } => self.drop(*object_type, *if_exists, names, *cascade).await,
             Statement::Insert(insert) => self.insert(insert).await,
             Statement::Delete(delete) => self.delete(delete).await,
+            Statement::Update(update) => self.update(update).await,
             Statement::Use(u) => self.use_schema(u).await,
             Statement::Set(_) => self.set(stmt).await,
             _ => Err(sql_err("Permission Error: statement not allowed")),
@@ -783,6 +784,40 @@ impl SqlSession {
         Ok(Self::count(deleted as i64))
     }
 
+    async fn update(&mut self, update: &Update) -> Result<Output, ApiError> {
+        let TableFactor::Table { name, .. } = &update.table.relation else {
+            return Err(sql_err("Not implemented Error: UPDATE of a non-table"));
+        };
+        if update.from.is_some() || !update.table.joins.is_empty() {
+            return Err(sql_err("Not implemented Error: UPDATE ... FROM"));
+        }
+        let name = self.resolve(&name_parts(name)?)?;
+        let lock = self.storage.table_lock(&name);
+        let _guard = lock.lock().await;
+        let table = self.open_for_write(&name).await?;
+        let schema = table.schema().map_err(delta_err)?;
+        let mut builder = table.delta_table().clone().update();
+        for assignment in &update.assignments {
+            let AssignmentTarget::ColumnName(column) = &assignment.target else {
+                return Err(sql_err("Not implemented Error: tuple assignments"));
+            };
+            let parts = name_parts(column)?;
+            let col = parts.last().cloned().unwrap_or_default();
+            if schema.index_of(&col).is_err() {
+                return Err(sql_err(format!(
+                    "Binder Error: Table \"{}\" does not have a column with name \"{col}\"",
+                    name.table
+                )));
+            }
+            builder = builder.with_update(col, assignment.value.to_string());
+        }
+        if let Some(selection) = &update.selection {
+            builder = builder.with_predicate(selection.to_string());
+        }
+        let (_, metrics) = builder.await.map_err(delta_err)?;
+        Ok(Self::count(metrics.num_updated_rows as i64))
+    }
+
     async fn use_schema(&mut self, u: &Use) -> Result<Output, ApiError> {
         let name = match u {
             Use::Object(n) | Use::Schema(n) | Use::Database(n) | Use::Catalog(n) => n,
@@ -1035,6 +1070,7 @@ fn check_allowed(statement: &DFStatement) -> Result<(), ApiError> {
             | Statement::Drop { .. }
             | Statement::Insert(_)
             | Statement::Delete(_)
+            | Statement::Update(_)
             | Statement::Use(_)
             | Statement::Set(_) => Ok(()),
             Statement::CreateTable(c) if !c.external && c.location.is_none() => Ok(()),
