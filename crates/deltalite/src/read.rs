@@ -6,10 +6,14 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, NullArray, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use deltalake::parquet::arrow::ProjectionMask;
+use deltalake::parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
+};
 #[allow(deprecated)]
 use deltalake::parquet::arrow::async_reader::{
     ParquetObjectReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
+use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 
 use crate::conform::cast_column;
@@ -26,6 +30,71 @@ pub(crate) type FileBuilder = ParquetRecordBatchStreamBuilder<ParquetObjectReade
 pub(crate) async fn open(store: Arc<dyn ObjectStore>, file: &TargetFile) -> Result<FileBuilder> {
     let reader = ParquetObjectReader::new(store, file.path.clone()).with_file_size(file.size);
     Ok(ParquetRecordBatchStreamBuilder::new(reader).await?)
+}
+
+/// Stream every row of a file, never fetching more than about `window_bytes` of pages at
+/// once when the file has an offset index (then a window is a row range whose pages are
+/// fetched alone), else one row group at a time. Memory stays bounded even for files
+/// written as one huge row group.
+#[allow(deprecated)]
+pub(crate) async fn stream_file_windowed(
+    store: Arc<dyn ObjectStore>,
+    file: &TargetFile,
+    batch_size: usize,
+    window_bytes: usize,
+) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    let mut reader =
+        ParquetObjectReader::new(Arc::clone(&store), file.path.clone()).with_file_size(file.size);
+    let metadata = ArrowReaderMetadata::load_async(
+        &mut reader,
+        ArrowReaderOptions::new().with_page_index(true),
+    )
+    .await?;
+    let parquet = Arc::clone(metadata.metadata());
+    let has_offsets = parquet
+        .offset_index()
+        .is_some_and(|idx| idx.iter().all(|rg| !rg.is_empty()));
+    let mut windows: Vec<(usize, usize, usize, usize)> = Vec::new();
+    for (rg, meta) in parquet.row_groups().iter().enumerate() {
+        let rows = meta.num_rows().max(0) as usize;
+        let bytes = meta.compressed_size().max(1) as u64;
+        let window = if has_offsets {
+            ((rows as u64 * window_bytes as u64 / bytes) as usize)
+                .max(batch_size)
+                .min(rows)
+                .max(1)
+        } else {
+            rows.max(1)
+        };
+        let mut start = 0;
+        while start < rows {
+            let len = window.min(rows - start);
+            windows.push((rg, start, len, rows));
+            start += len;
+        }
+    }
+    let path = file.path.clone();
+    let size = file.size;
+    Ok(stream::iter(windows)
+        .then(move |(rg, start, len, rows)| {
+            let reader =
+                ParquetObjectReader::new(Arc::clone(&store), path.clone()).with_file_size(size);
+            let metadata = metadata.clone();
+            async move {
+                let mut selectors = vec![RowSelector::skip(start), RowSelector::select(len)];
+                if start + len < rows {
+                    selectors.push(RowSelector::skip(rows - start - len));
+                }
+                let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
+                    .with_row_groups(vec![rg])
+                    .with_row_selection(RowSelection::from(selectors))
+                    .with_batch_size(batch_size)
+                    .build()?;
+                Ok::<_, crate::error::DeltaLiteError>(stream.map_err(Into::into))
+            }
+        })
+        .try_flatten()
+        .boxed())
 }
 
 /// Columns of the data schema, by position, that a file actually holds.

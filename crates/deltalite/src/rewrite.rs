@@ -14,7 +14,7 @@ use object_store::ObjectStore;
 use crate::error::Result;
 use crate::options::OmittedColumns;
 use crate::outcome::{Decider, Outcome, Outcomes};
-use crate::read::{open, stream_projected};
+use crate::read::stream_file_windowed;
 use crate::source::{Layout, SourcePartition};
 use crate::target::TargetFile;
 use crate::writer::WriterFactory;
@@ -36,6 +36,8 @@ pub(crate) struct RewriteContext<'a> {
     pub carried: &'a [bool],
     pub omitted: OmittedColumns,
     pub read_batch_size: usize,
+    /// Compressed bytes of pages fetched at a time while streaming a file.
+    pub read_window_bytes: usize,
     pub writers: &'a WriterFactory,
 }
 
@@ -44,10 +46,13 @@ pub(crate) async fn rewrite_file(
     ctx: &RewriteContext<'_>,
     file: &TargetFile,
 ) -> Result<(Vec<Add>, RewriteCounts)> {
-    let builder = open(Arc::clone(ctx.store), file).await?;
-    let all_roots: Vec<usize> = (0..builder.schema().fields().len()).collect();
-    let row_groups: Vec<usize> = (0..builder.metadata().num_row_groups()).collect();
-    let mut stream = stream_projected(builder, &all_roots, row_groups, ctx.read_batch_size)?;
+    let mut stream = stream_file_windowed(
+        Arc::clone(ctx.store),
+        file,
+        ctx.read_batch_size,
+        ctx.read_window_bytes,
+    )
+    .await?;
     let mut writer = ctx.writers.partition_writer(&ctx.part.key)?;
     let mut counts = RewriteCounts::default();
     let result: Result<()> = async {

@@ -197,6 +197,8 @@ struct Shared {
     knobs: Knobs,
     writers: WriterFactory,
     budget: CallBudget,
+    /// Compressed page bytes a rewrite fetches at a time.
+    read_window_bytes: usize,
 }
 
 #[derive(Default)]
@@ -245,9 +247,12 @@ async fn plan_and_write(
     let target_file_size = knobs
         .target_file_size
         .unwrap_or_else(|| state.table_config().target_file_size().get());
-    let row_group_bytes = (knobs.max_buffered_bytes
-        / (knobs.max_parallel_files + knobs.max_parallel_partitions))
-        .clamp(MIB, 64 * MIB);
+    // Each concurrent file task gets an equal share of the buffer budget, split between
+    // the row group it is writing and the pages it is reading.
+    let task_share =
+        knobs.max_buffered_bytes / (knobs.max_parallel_files + knobs.max_parallel_partitions);
+    let row_group_bytes = task_share.clamp(MIB, 64 * MIB);
+    let read_window_bytes = (task_share / 2).clamp(64 * 1024, 8 * MIB);
     let bloom_columns = layout
         .key_columns
         .iter()
@@ -261,7 +266,9 @@ async fn plan_and_write(
             target_file_size,
             row_group_bytes,
             write_batch_size: knobs.read_batch_size,
-            upload_concurrency: knobs.max_parallel_files,
+            // Two parts in flight per writer keep uploads overlapped with encoding while
+            // bounding part buffers to 2 x part size per open file.
+            upload_concurrency: 2,
             num_indexed_cols: state.table_config().num_indexed_cols(),
             stats_columns: state
                 .table_config()
@@ -309,6 +316,7 @@ async fn plan_and_write(
         knobs,
         writers,
         layout,
+        read_window_bytes,
     });
     let write_started = Instant::now();
     let jobs: Vec<_> = source
@@ -460,7 +468,7 @@ async fn process_partition(
             let outcomes = Arc::clone(&outcomes);
             async move {
                 let task = tokio::spawn(async move {
-                    let read_bytes = (file.size as usize).min(shared.writers.writer_bytes());
+                    let read_bytes = (file.size as usize).min(shared.read_window_bytes);
                     let _slot = shared
                         .budget
                         .file(read_bytes + shared.writers.writer_bytes())
@@ -474,6 +482,7 @@ async fn process_partition(
                         carried: &shared.carried,
                         omitted: shared.omitted,
                         read_batch_size: shared.knobs.read_batch_size,
+                        read_window_bytes: shared.read_window_bytes,
                         writers: &shared.writers,
                     };
                     let (adds, counts) = rewrite_file(&ctx, &file).await?;
