@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from dlt.common.data_writers.escape import escape_duckdb_literal, escape_postgres_identifier
 from dlt.common.destination import Destination, DestinationCapabilitiesContext
+from dlt.common.destination.reference import DestinationReference
 from dlt.common.normalizers.naming import NamingConvention
 
 from dlt_altertable.configuration import AltertableClientConfiguration
@@ -117,3 +118,5 @@ class altertable(Destination[AltertableClientConfiguration, "AltertableJobClient
 
 
 altertable.register()
+# also resolvable as `destination="altertable"` (e.g. from config.toml) once imported
+DestinationReference.register(altertable, "altertable")
