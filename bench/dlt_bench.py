@@ -207,6 +207,7 @@ def main() -> int:
                 ],
                 capture_output=True,
                 text=True,
+                check=False,
             )
             if out.returncode != 0:
                 print(out.stderr[-4000:], file=sys.stderr)
