@@ -86,3 +86,28 @@ def test_pipeline_dataset_reads_back_with_types(server, dataset, make_pipeline):
     assert rows == [(2,)]
     with p.sql_client() as client:
         assert client.execute_sql("SELECT max(id) FROM readback") == [(2,)]
+
+
+def test_seed_bootstrap_query_works_as_written(server, dataset, tmp_path):
+    """The seed's manual cursor bootstrap (rows[2][0] of the NDJSON stream) against our server."""
+    import json
+
+    import requests
+
+    p = dlt.pipeline(
+        pipeline_name="boot_" + uuid.uuid4().hex[:8],
+        pipelines_dir=str(tmp_path / "r"),
+        destination=make_destination(server, dataset),
+    )
+    p.run(_orders(4))
+    catalog, schema, table_name = server.catalog, dataset, "orders"
+    response = requests.post(
+        f"{server.url}/query",
+        json={"statement": f'SELECT max(updated_at) FROM "{catalog}"."{schema}"."{table_name}"'},
+        auth=(server.user, server.password),
+        timeout=(10, 300),
+    )
+    response.raise_for_status()
+    rows = [json.loads(line) for line in response.text.splitlines()]
+    assert not any(isinstance(row, dict) and "error" in row for row in rows)
+    assert rows[2][0] == 40
