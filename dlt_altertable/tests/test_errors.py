@@ -72,7 +72,7 @@ def _upload_rule(action, **kw):
     return Rule(lambda r: r.route == "/upload" and "table=ev" in r.path, action, **kw)
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404])
+@pytest.mark.parametrize("status", [400, 401, 402, 403, 404, 405])
 def test_terminal_status_fails_job_after_one_attempt(status, server, dataset, make_pipeline, proxy):
     proxy.rules.append(_upload_rule("status", status=status))
     p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
@@ -107,7 +107,9 @@ def test_transient_until_max_retries(action, status, server, dataset, make_pipel
     assert proxy.count("/upload", "table=ev") == 5
 
 
-@pytest.mark.parametrize("action,status", [("status", 503), ("drop", None), ("status", 500)])
+@pytest.mark.parametrize(
+    "action,status", [("status", 503), ("drop", None), ("status", 500), ("status", 418)]
+)
 def test_transient_then_success_loads_once(action, status, server, dataset, make_pipeline, proxy):
     proxy.rules.append(_upload_rule(action, status=status or 503, times=2))
     p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
