@@ -225,3 +225,29 @@ impl DeltaLiteTable {
         crate::upsert::upsert(&mut self.table, schema, batches, options).await
     }
 }
+
+impl DeltaLiteTable {
+    /// Delete files under the table that the log does not reference (leftovers of calls
+    /// that crashed or failed before their commit) and tombstoned files, when older than
+    /// `retention`. Keep `retention` above the longest write in flight: a younger file may
+    /// belong to a call that has not committed yet. Returns the deleted paths.
+    pub async fn vacuum(
+        &mut self,
+        retention: std::time::Duration,
+        dry_run: bool,
+    ) -> Result<Vec<String>> {
+        let retention = chrono::Duration::from_std(retention)
+            .map_err(|e| DeltaLiteError::invalid(format!("retention out of range: {e}")))?;
+        let (table, metrics) = self
+            .table
+            .clone()
+            .vacuum()
+            .with_mode(deltalake::operations::vacuum::VacuumMode::Full)
+            .with_retention_period(retention)
+            .with_enforce_retention_duration(false)
+            .with_dry_run(dry_run)
+            .await?;
+        self.table = table;
+        Ok(metrics.files_deleted)
+    }
+}

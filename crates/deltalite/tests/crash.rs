@@ -1,0 +1,195 @@
+//! Crashes: a writer process is SIGKILLed at random moments during upserts, appends and
+//! overwrites. After each kill the table opens at a committed version holding exactly
+//! that version's content, and vacuum removes the dead writer's orphans, never a live file.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use deltalite::arrow::array::{ArrayRef, Int64Array, RecordBatch};
+use deltalite::arrow::datatypes::{DataType, Field, Schema};
+use deltalite::write::WriteOptions;
+use deltalite::{DeltaLiteTable, UpsertOptions};
+use rand::{Rng, SeedableRng};
+
+const KEYS: i64 = 3000;
+
+fn schema() -> Schema {
+    Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("day", DataType::Utf8, true),
+        Field::new("v", DataType::Int64, true),
+    ])
+}
+
+/// Every call writes every key with value `round`: any committed state has one value.
+fn round_batch(round: i64) -> RecordBatch {
+    let ids: Vec<i64> = (0..KEYS).collect();
+    batch(vec![
+        ("id", Arc::new(Int64Array::from(ids.clone())) as ArrayRef),
+        (
+            "day",
+            strings(
+                &ids.iter()
+                    .map(|i| Some(["a", "b", "c", "d"][(*i % 4) as usize]))
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+        (
+            "v",
+            Arc::new(Int64Array::from(vec![round; KEYS as usize])) as ArrayRef,
+        ),
+    ])
+}
+
+/// The child: write forever (until killed). Only runs when the parent asks for it. Each
+/// commit records which operation and round it was, so the parent can replay the log.
+#[tokio::test]
+#[ignore = "child process of crashes_leave_a_committed_version; run by that test"]
+async fn crash_child_writer() {
+    let Ok(uri) = std::env::var("DELTALITE_CRASH_URI") else {
+        return;
+    };
+    let mut t = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+    let mut round = t.version() as i64 * 1000;
+    loop {
+        round += 1;
+        let b = round_batch(round);
+        let meta = |op: &str| {
+            HashMap::from([
+                ("crash_op".to_string(), serde_json::json!(op)),
+                ("crash_round".to_string(), serde_json::json!(round)),
+            ])
+        };
+        match round % 3 {
+            0 => {
+                let w = WriteOptions {
+                    commit_metadata: meta("overwrite"),
+                    ..Default::default()
+                };
+                t.overwrite(&b.schema(), [Ok(b)], &w).await.unwrap();
+            }
+            1 => {
+                let mut o = UpsertOptions::new(["id"]);
+                o.knobs.read_batch_size = 256;
+                o.commit_metadata = meta("upsert");
+                t.upsert(&b.schema(), &[b], &o).await.unwrap();
+            }
+            _ => {
+                let w = WriteOptions {
+                    commit_metadata: meta("append"),
+                    ..Default::default()
+                };
+                t.append([Ok(b)], &w).await.unwrap();
+            }
+        }
+    }
+}
+
+/// Replay the log's recorded operations: key -> values of its stored rows.
+async fn replay(t: &DeltaLiteTable) -> Vec<Vec<String>> {
+    let mut history = t.history(None).await.unwrap();
+    history.reverse();
+    let mut state: HashMap<i64, Vec<i64>> = (0..KEYS).map(|k| (k, vec![0])).collect();
+    for commit in history {
+        let (Some(op), Some(round)) = (commit["crash_op"].as_str(), commit["crash_round"].as_i64())
+        else {
+            continue;
+        };
+        for values in state.values_mut() {
+            match op {
+                "overwrite" => *values = vec![round],
+                "append" => values.push(round),
+                // Every stored row of a matched key is replaced.
+                _ => values.iter_mut().for_each(|v| *v = round),
+            }
+        }
+    }
+    let days = ["a", "b", "c", "d"];
+    let mut out: Vec<Vec<String>> = state
+        .into_iter()
+        .flat_map(|(k, vs)| {
+            vs.into_iter().map(move |v| {
+                vec![
+                    k.to_string(),
+                    days[(k % 4) as usize].to_string(),
+                    v.to_string(),
+                ]
+            })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crashes_leave_a_committed_version() {
+    let iterations: usize = std::env::var("DELTALITE_CRASH_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let mut t = create(&uri, &schema(), &["day"]).await;
+    t.overwrite(&schema(), [Ok(round_batch(0))], &WriteOptions::default())
+        .await
+        .unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+    let exe = std::env::current_exe().unwrap();
+    let mut survived = 0;
+    let mut orphans_removed = 0;
+    for _ in 0..iterations {
+        let mut child = Command::new(&exe)
+            .args(["--ignored", "--exact", "crash_child_writer", "--nocapture"])
+            .env("DELTALITE_CRASH_URI", &uri)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(rng.random_range(200..1500))).await;
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+
+        let mut t = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+        let got = rows(&uri).await;
+        assert_eq!(
+            got,
+            replay(&t).await,
+            "content of v{} is what its log says",
+            t.version()
+        );
+
+        // Orphans of the killed writer go; live files stay and content is unchanged.
+        let live: std::collections::BTreeSet<String> =
+            t.files().unwrap().into_iter().map(|f| f.path).collect();
+        let deleted = t.vacuum(Duration::ZERO, false).await.unwrap();
+        orphans_removed += deleted.len();
+        for path in &deleted {
+            assert!(
+                !live.iter().any(|l| path.ends_with(l.as_str())),
+                "vacuum deleted live file {path}"
+            );
+        }
+        assert_eq!(rows(&uri).await, got);
+        survived += 1;
+    }
+    assert_eq!(survived, iterations);
+    eprintln!("{survived} kills survived, {orphans_removed} orphaned or tombstoned files vacuumed");
+    // Re-running a call after the crashes gives the right final state.
+    let mut t = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+    let mut o = UpsertOptions::new(["id"]);
+    o.on_duplicate = deltalite::OnDuplicate::Last;
+    t.overwrite(&schema(), [Ok(round_batch(-1))], &WriteOptions::default())
+        .await
+        .unwrap();
+    t.upsert(&round_batch(-2).schema(), &[round_batch(-2)], &o)
+        .await
+        .unwrap();
+    let got = rows(&uri).await;
+    assert_eq!(got.len() as i64, KEYS);
+    assert!(got.iter().all(|r| r[2] == "-2"));
+}
