@@ -72,7 +72,8 @@ struct ServeArgs {
     #[arg(
         long = "storage-option",
         env = "DELTALITE_STORAGE_OPTIONS",
-        value_delimiter = ','
+        value_delimiter = ',',
+        hide_env_values = true
     )]
     storage_options: Vec<String>,
 

@@ -99,6 +99,8 @@ pub fn router(state: S) -> Router {
             Arc::clone(&state),
             authenticate,
         ))
+        // A bug in one handler answers 500 instead of dropping the connection.
+        .layer(tower_http::catch_panic::CatchPanicLayer::new())
         .layer(axum::middleware::from_fn(observe))
         .with_state(state)
 }
