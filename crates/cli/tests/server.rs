@@ -247,6 +247,15 @@ fn ndjson_result_grammar() {
         json!({"statement": "SELECT 1; SELECT * FROM (VALUES (1),(2),(3),(4)) t(x) ORDER BY x", "limit": 2, "offset": 1}),
     );
     assert_eq!(lines[2..].to_vec(), vec![json!([2]), json!([3])]);
+    // Unknown and loosely typed optional fields are accepted.
+    let lines = s.query_json_as(
+        ("alice", "secret"),
+        json!({"statement": "SELECT 1", "limit": "5", "offset": null, "compute_size": "S",
+               "ephemeral": true, "sanitize": false, "cache": 1, "visible": "yes",
+               "timezone": "UTC", "requested_by": {"id": 1}, "dialect": "duckdb"}),
+    );
+    assert_eq!(lines[2], json!([1]));
+    assert_eq!(lines[0]["rows_limit"], json!(5));
     // Timestamps are ISO strings; dates too; decimals exact.
     let rows = s.rows("SELECT CAST('2024-05-01 10:20:30.123456' AS TIMESTAMP), CAST('2024-05-01T10:20:30Z' AS TIMESTAMPTZ), DATE '2024-05-01', CAST(12.50 AS DECIMAL(10,2))");
     assert_eq!(rows[0][0], json!("2024-05-01T10:20:30.123456"));

@@ -381,18 +381,42 @@ async fn task(
     Ok(Json(json!({"task_id": task_id, "status": "completed"})))
 }
 
+/// The `/query` body. Optional fields are read leniently (a number sent as a string, a
+/// `null`): clients in the wild differ, and only `statement` is required.
 #[derive(Debug, Deserialize)]
 struct QueryRequest {
     statement: Option<String>,
     catalog: Option<String>,
     schema: Option<String>,
+    #[serde(default, deserialize_with = "lenient_string")]
     session_id: Option<String>,
+    #[serde(default, deserialize_with = "lenient_string")]
     query_id: Option<String>,
+    #[serde(default, deserialize_with = "lenient_u64")]
     limit: Option<u64>,
+    #[serde(default, deserialize_with = "lenient_u64")]
     offset: Option<u64>,
     format: Option<String>,
-    visible: Option<bool>,
-    requested_by: Option<String>,
+    #[serde(default)]
+    visible: Option<Value>,
+    #[serde(default)]
+    requested_by: Option<Value>,
+}
+
+fn lenient_u64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::Number(n) => n.as_u64().or_else(|| n.as_f64().map(|f| f.max(0.0) as u64)),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    })
+}
+
+fn lenient_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => Some(s),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    })
 }
 
 fn parse_query_body(body: &Bytes) -> ApiResult<(QueryRequest, String)> {
@@ -555,7 +579,7 @@ async fn query(
             "session_id": session_id,
             "client_interface": "http",
             "error": null,
-            "visible": req.visible.unwrap_or(true),
+            "visible": req.visible.as_ref().and_then(Value::as_bool).unwrap_or(true),
             "requested_by": req.requested_by,
             "user_agent": header_str(&headers, header::USER_AGENT),
             "stats": null,
