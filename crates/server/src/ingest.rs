@@ -101,6 +101,29 @@ fn io_err(e: std::io::Error) -> ApiError {
 }
 
 /// Stream a request body into a temporary file, enforcing the size limit as bytes arrive.
+/// Bytes read and discarded after a 413, so that a client still sending gets the answer
+/// instead of a connection reset; beyond this the connection is dropped.
+const DRAIN_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// Read and discard what is left of a body, up to [`DRAIN_LIMIT`] bytes or five seconds.
+pub async fn drain(mut stream: axum::body::BodyDataStream) {
+    let work = async {
+        let mut drained: u64 = 0;
+        while let Some(Ok(chunk)) = stream.next().await {
+            drained += chunk.len() as u64;
+            if drained > DRAIN_LIMIT {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), work).await;
+}
+
+/// Whether a body of `len` bytes is small enough to drain before answering 413.
+pub fn drainable(len: u64, limit: u64) -> bool {
+    len <= limit.saturating_add(DRAIN_LIMIT)
+}
+
 pub async fn spool_body(body: Body, limit: u64, dir: Option<&Path>) -> ApiResult<NamedTempFile> {
     let spool = match dir {
         Some(d) => NamedTempFile::new_in(d),
@@ -122,6 +145,7 @@ pub async fn spool_body(body: Body, limit: u64, dir: Option<&Path>) -> ApiResult
         })?;
         total += chunk.len() as u64;
         if total > limit {
+            drain(stream).await;
             return Err(ApiError::TooLarge(limit));
         }
         file.write_all(&chunk).await.map_err(io_err)?;

@@ -203,6 +203,9 @@ async fn spool(
         header_str(headers, header::CONTENT_LENGTH).and_then(|l| l.parse::<u64>().ok())
         && len > limit
     {
+        if ingest::drainable(len, limit) {
+            ingest::drain(body.into_data_stream()).await;
+        }
         return Err(ApiError::TooLarge(limit));
     }
     ingest::spool_body(body, limit, state.config.spool_dir.as_deref()).await
@@ -498,6 +501,17 @@ async fn cancel_query(
     Json(json!({"cancelled": cancelled, "message": message}))
 }
 
+fn truncate_chars(s: &str, max_bytes: usize) -> &str {
+    if s.len() <= max_bytes {
+        return s;
+    }
+    let mut end = max_bytes;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 fn now_iso() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false)
 }
@@ -575,7 +589,8 @@ async fn query(
             "start_time": now_iso(),
             "end_time": null,
             "duration_ms": null,
-            "query": statement,
+            // The log keeps at most 64 KiB of each statement: the registry holds thousands.
+            "query": truncate_chars(&statement, 64 * 1024),
             "session_id": session_id,
             "client_interface": "http",
             "error": null,
