@@ -20,22 +20,9 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 
 echo "== local S3 server (moto) for the S3 tests"
-PORT="$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-.venv/bin/moto_server -H 127.0.0.1 -p "$PORT" >/dev/null 2>&1 &
-MOTO_PID=$!
-trap 'kill "$MOTO_PID" 2>/dev/null || true' EXIT
-export DELTALITE_TEST_S3_ENDPOINT="http://127.0.0.1:$PORT"
-.venv/bin/python - <<PY
-import time, boto3
-s3 = boto3.client("s3", endpoint_url="$DELTALITE_TEST_S3_ENDPOINT", aws_access_key_id="test",
-                  aws_secret_access_key="test", region_name="us-east-1")
-for _ in range(100):
-    try:
-        s3.create_bucket(Bucket="lake")
-        break
-    except Exception:
-        time.sleep(0.1)
-PY
+# shellcheck source=lib/moto.sh
+source scripts/lib/moto.sh
+start_moto
 
 echo "== rust: tests (engine, server against a real server process, S3)"
 cargo test --workspace -- --test-threads 4

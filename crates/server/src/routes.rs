@@ -622,6 +622,22 @@ async fn query(
         }
     }
     let deadline = tokio::time::Instant::now() + state.config.query_timeout;
+    // A failure before any result: logged, then an in-stream `{"error"}` for NDJSON
+    // (still 200, as the protocol says) or an HTTP error for the other formats.
+    let fail = |e: ApiError| {
+        finish_log(&state, &query_id, start, 0, Some(e.to_string()));
+        match format {
+            OutFormat::Default => Ok(error_stream(
+                &req,
+                &statement,
+                &query_id,
+                &session_id,
+                start,
+                e.to_string(),
+            )),
+            _ => Err(e),
+        }
+    };
     let mut session = match SqlSession::new(
         Arc::clone(&state.storage),
         user,
@@ -629,20 +645,7 @@ async fn query(
         req.schema.as_deref(),
     ) {
         Ok(s) => s,
-        Err(e) => {
-            finish_log(&state, &query_id, start, 0, Some(e.to_string()));
-            return match format {
-                OutFormat::Default => Ok(error_stream(
-                    &req,
-                    &statement,
-                    &query_id,
-                    &session_id,
-                    start,
-                    e.to_string(),
-                )),
-                _ => Err(e),
-            };
-        }
+        Err(e) => return fail(e),
     };
     // Planning (and DDL/DML execution) runs here, racing cancellation and the timeout.
     let planned = tokio::select! {
@@ -651,20 +654,7 @@ async fn query(
     };
     let output = match planned {
         Ok(o) => o,
-        Err(e) => {
-            finish_log(&state, &query_id, start, 0, Some(e.to_string()));
-            return match format {
-                OutFormat::Default => Ok(error_stream(
-                    &req,
-                    &statement,
-                    &query_id,
-                    &session_id,
-                    start,
-                    e.to_string(),
-                )),
-                _ => Err(e),
-            };
-        }
+        Err(e) => return fail(e),
     };
     let limit = req.limit;
     let offset = req.offset.unwrap_or(0);
