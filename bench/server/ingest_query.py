@@ -1,0 +1,200 @@
+"""Server benchmark, side by side in one run (issue: lakehouse server).
+
+1. Ingest: a ~1 GB Parquet file POSTed to /upload (append to a matching table) vs
+   deltalake.write_deltalake of the same file in-process: wall time, MB/s, server peak RSS.
+2. Query: GROUP BY day and a selective filter over a 16M-row table through /query
+   (NDJSON and Parquet) vs DuckDB reading the same Parquet files directly.
+
+Usage: .venv/bin/python bench/server/ingest_query.py --bin target/release/deltalite
+       [--ingest-mb 1024] [--query-rows 16000000] [--work /tmp/deltalite-server-bench]
+"""
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import write_deltalake
+
+AUTH = "Basic " + base64.b64encode(b"b:b").decode()
+
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def post(url: str, body, content_type: str, stream_file: Path | None = None) -> bytes:
+    headers = {"Authorization": AUTH, "Content-Type": content_type}
+    if stream_file is None:
+        return send(
+            urllib.request.Request(url, data=body, headers=headers, method="POST")
+        )
+    headers["Content-Length"] = str(stream_file.stat().st_size)
+    with open(stream_file, "rb") as f:  # streamed by urllib, never read whole
+        return send(urllib.request.Request(url, data=f, headers=headers, method="POST"))
+
+
+def send(req: urllib.request.Request) -> bytes:
+    with urllib.request.urlopen(req, timeout=3600) as r:
+        return r.read()
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def make_parquet(path: Path, rows: int, payload: int, seed: int) -> None:
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("day", pa.date32()),
+            ("v", pa.int64()),
+            ("x", pa.float64()),
+            ("p", pa.binary()),
+        ]
+    )
+    with pq.ParquetWriter(path, schema) as w:
+        chunk = 1_000_000
+        for start in range(0, rows, chunk):
+            n = min(chunk, rows - start)
+            ids = pa.array(range(start, start + n), pa.int64())
+            blob = os.urandom(n * payload) if payload else b""
+            w.write_table(
+                pa.table(
+                    {
+                        "id": ids,
+                        "day": pc.cast(
+                            pc.add(pc.divide(ids, 1_000_000), 19700), pa.int32()
+                        ).cast(pa.date32()),
+                        "v": pc.cast(
+                            pc.floor(
+                                pc.multiply(
+                                    pc.random(n, initializer=seed + start), 1000
+                                )
+                            ),
+                            pa.int64(),
+                        ),
+                        "x": pc.random(n, initializer=seed + start + 1),
+                        "p": pa.array(
+                            [blob[i * payload : (i + 1) * payload] for i in range(n)],
+                            pa.binary(),
+                        ),
+                    },
+                    schema=schema,
+                )
+            )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--ingest-mb", type=int, default=1024)
+    ap.add_argument("--query-rows", type=int, default=16_000_000)
+    ap.add_argument("--work", default="/tmp/deltalite-server-bench")
+    a = ap.parse_args()
+    work = Path(a.work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    payload = 100
+    ingest_rows = a.ingest_mb * 1024 * 1024 // (payload + 28)
+    big, small = work / "big.parquet", work / "small.parquet"
+    make_parquet(big, ingest_rows, payload, 1)
+    make_parquet(small, 10, payload, 2)
+    size_mb = big.stat().st_size / 2**20
+
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            a.bin,
+            "serve",
+            "--data",
+            str(work / "lake"),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--users",
+            "b:b",
+            "--log",
+            "warn",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        server.stdout.readline()
+        url = f"http://127.0.0.1:{port}"
+        q = "catalog=lakehouse&schema=bench&table="
+        post(f"{url}/upload?{q}ingest&mode=create", None, "application/parquet", small)
+        t0 = time.perf_counter()
+        post(f"{url}/upload?{q}ingest&mode=append", None, "application/parquet", big)
+        upload_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        write_deltalake(
+            str(work / "inproc"),
+            pq.ParquetFile(big).iter_batches(),
+            schema=pq.read_schema(big),
+        )
+        inproc_s = time.perf_counter() - t0
+        print(f"ingest {size_mb:.0f} MB ({ingest_rows} rows)")
+        print(
+            f"  /upload append      {upload_s:7.2f} s  {size_mb / upload_s:7.1f} MB/s  server peak RSS {peak_rss_mb(server.pid):.0f} MB"
+        )
+        print(
+            f"  write_deltalake     {inproc_s:7.2f} s  {size_mb / inproc_s:7.1f} MB/s"
+        )
+        print(f"  ratio upload / in-process = {upload_s / inproc_s:.2f}x")
+
+        qfile = work / "query.parquet"
+        make_parquet(qfile, a.query_rows, 0, 3)
+        post(f"{url}/upload?{q}facts&mode=create", None, "application/parquet", qfile)
+        files = str(work / "lake" / "lakehouse" / "bench" / "facts" / "*.parquet")
+        queries = {
+            "group by day": "SELECT day, count(*), sum(v), avg(x) FROM {t} GROUP BY day ORDER BY day",
+            "selective filter": "SELECT id, v, x FROM {t} WHERE id BETWEEN 5000000 AND 5000100 ORDER BY id",
+        }
+        print(f"query over {a.query_rows} rows")
+        con = duckdb.connect()
+        for name, sql in queries.items():
+            timings = {}
+            for fmt in ("default", "parquet"):
+                body = json.dumps(
+                    {"statement": sql.format(t="lakehouse.bench.facts"), "format": fmt}
+                ).encode()
+                t0 = time.perf_counter()
+                out = post(f"{url}/query", body, "application/json")
+                timings[fmt] = time.perf_counter() - t0
+                assert b'"error"' not in out[:2000] or fmt == "parquet", out[:500]
+            t0 = time.perf_counter()
+            con.execute(sql.format(t=f"read_parquet('{files}')")).fetchall()
+            duck = time.perf_counter() - t0
+            print(
+                f"  {name:17s} ndjson {timings['default']:6.3f} s  parquet {timings['parquet']:6.3f} s  "
+                f"duckdb {duck:6.3f} s  ratio {min(timings.values()) / duck:5.2f}x"
+            )
+        print(f"server peak RSS {peak_rss_mb(server.pid):.0f} MB")
+    finally:
+        server.terminate()
+        server.wait()
+        if os.environ.get("KEEP") is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
