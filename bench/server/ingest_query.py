@@ -146,11 +146,10 @@ def main() -> None:
         post(f"{url}/upload?{q}ingest&mode=append", None, "application/parquet", big)
         upload_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        write_deltalake(
-            str(work / "inproc"),
-            pq.ParquetFile(big).iter_batches(),
-            schema=pq.read_schema(big),
+        reader = pa.RecordBatchReader.from_batches(
+            pq.read_schema(big), pq.ParquetFile(big).iter_batches()
         )
+        write_deltalake(str(work / "inproc"), reader)
         inproc_s = time.perf_counter() - t0
         print(f"ingest {size_mb:.0f} MB ({ingest_rows} rows)")
         print(
