@@ -5,7 +5,8 @@
 //! [`Knobs`], never by the table. Every call is one atomic Delta commit.
 //!
 //! Module map:
-//! - [`table`]: the long-lived [`DeltaLiteTable`] handle (open, reload, files, history).
+//! - [`table`]: the long-lived [`DeltaLiteTable`] handle (open, reload, files, history,
+//!   vacuum of orphaned files).
 //! - [`write`]: create, append, overwrite, append a Parquet file as it is.
 //! - [`compact`]: bin-pack the small files of each partition (one `OPTIMIZE` commit).
 //! - `upsert`: one call end to end (plan → write → commit → re-plan on conflict).
