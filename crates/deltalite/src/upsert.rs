@@ -546,21 +546,23 @@ async fn all_or_cleanup<T>(
     results: Vec<Result<T>>,
     adds_of: impl Fn(&T) -> &Vec<Add>,
 ) -> Result<Vec<T>> {
-    if results.iter().all(|r| r.is_ok()) {
-        return results.into_iter().collect();
-    }
+    let mut ok = Vec::with_capacity(results.len());
     let mut first_error = None;
-    let mut written = Vec::new();
     for r in results {
         match r {
-            Ok(v) => written.extend(adds_of(&v).iter().cloned()),
+            Ok(v) => ok.push(v),
             Err(e) => {
                 first_error.get_or_insert(e);
             }
         }
     }
-    delete_adds(store, written.iter()).await;
-    Err(first_error.unwrap_or_else(|| DeltaLiteError::Other("unreachable".into())))
+    match first_error {
+        None => Ok(ok),
+        Some(e) => {
+            delete_adds(store, ok.iter().flat_map(|v| adds_of(v).iter())).await;
+            Err(e)
+        }
+    }
 }
 
 async fn delete_adds(store: &Arc<dyn ObjectStore>, adds: impl Iterator<Item = &Add>) {

@@ -447,6 +447,19 @@ pub struct IngestSummary {
     pub idempotent_replay: bool,
 }
 
+impl IngestSummary {
+    /// A committed write of `rows` rows at `version`.
+    fn committed(version: u64, rows: u64, created: bool) -> Self {
+        Self {
+            ok: true,
+            version: Some(version),
+            rows,
+            created,
+            idempotent_replay: false,
+        }
+    }
+}
+
 fn app_txn(key: &Option<String>) -> Option<AppTransaction> {
     key.as_ref().map(|k| AppTransaction {
         app_id: idempotency_app_id(k),
@@ -590,13 +603,11 @@ pub async fn upload(
             }
         }
         .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
-        Ok(IngestSummary {
-            ok: true,
-            version: Some(stats.version),
-            rows: stats.rows_written,
-            created: created.is_some(),
-            idempotent_replay: false,
-        })
+        Ok(IngestSummary::committed(
+            stats.version,
+            stats.rows_written,
+            created.is_some(),
+        ))
     }
     .await;
     undo_create_on_error(storage, &req.name, created, result).await
@@ -651,13 +662,11 @@ pub async fn upsert(
             .upsert(&schema, &batches, &options)
             .await
             .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
-        Ok(IngestSummary {
-            ok: true,
-            version: Some(stats.version),
-            rows: (stats.rows_updated + stats.rows_inserted) as u64,
-            created: created.is_some(),
-            idempotent_replay: false,
-        })
+        Ok(IngestSummary::committed(
+            stats.version,
+            (stats.rows_updated + stats.rows_inserted) as u64,
+            created.is_some(),
+        ))
     }
     .await;
     undo_create_on_error(storage, &req.name, created, result).await
@@ -699,13 +708,11 @@ pub async fn append_json(storage: &Storage, req: IngestRequest) -> ApiResult<Ing
             table.append(source.batches, &opts).await
         }
         .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
-        Ok(IngestSummary {
-            ok: true,
-            version: Some(stats.version),
-            rows: stats.rows_written,
-            created: created.is_some(),
-            idempotent_replay: false,
-        })
+        Ok(IngestSummary::committed(
+            stats.version,
+            stats.rows_written,
+            created.is_some(),
+        ))
     }
     .await;
     undo_create_on_error(storage, &req.name, created, result).await
