@@ -385,6 +385,7 @@ def run_python_writers(
     seed: int = 6,
     timeout: float = 600.0,
     commit_max_retries: int = 100,
+    keys: int = 10,
 ) -> RunReport:
     """Create the table, run `processes` writer processes of `calls` upserts each from
     a common start line, then verify the table against the model."""
@@ -394,7 +395,7 @@ def run_python_writers(
     procs = []
     go = workdir / "go"
     for w in range(processes):
-        worker_calls = make_calls(w, calls, seed)
+        worker_calls = make_calls(w, calls, seed, keys)
         specs.update((c["tag"], c) for c in worker_calls)
         inp = workdir / f"worker{w}.json"
         inp.write_text(
