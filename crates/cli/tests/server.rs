@@ -828,6 +828,21 @@ fn append_endpoint_and_tasks() {
     let v: Value = r.json().expect("json");
     assert_eq!(v["ok"], json!(false));
     assert_eq!(v["error_code"], json!("invalid-data"));
+    // An append that would add a column but fails adds neither its rows nor the column.
+    let r = s.post(
+        &format!("/append?{T}&table=ev"),
+        "application/json",
+        r#"[{"id": "not a number", "late": 1}]"#,
+    );
+    assert_eq!(r.status().as_u16(), 400);
+    assert_eq!(
+        s.rows(
+            "SELECT column_name FROM information_schema.columns \
+             WHERE table_name = 'ev' ORDER BY column_name"
+        ),
+        vec![vec![json!("extra")], vec![json!("id")], vec![json!("kind")]]
+    );
+    assert_eq!(s.rows("SELECT count(*) FROM ev"), vec![vec![json!(2)]]);
 }
 
 #[test]

@@ -9,6 +9,8 @@
 //!   vacuum of orphaned files).
 //! - [`write`]: create, append, overwrite, append a Parquet file as it is.
 //! - [`compact`]: bin-pack the small files of each partition (one `OPTIMIZE` commit).
+//! - `retype`: change column types, re-encoding every file in the schema's commit.
+//! - `rearrange`: the streaming file copier that compaction and `retype` share.
 //! - `upsert`: one call end to end (plan → write → commit → re-plan on conflict).
 //! - `source`: conform the batch, split by partition, dedup, key index.
 //! - `target`: the snapshot's files and log-statistics pruning.
@@ -34,6 +36,8 @@ mod outcome;
 mod partition;
 mod probe;
 mod read;
+mod rearrange;
+mod retype;
 mod rewrite;
 mod source;
 pub mod stats;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
 use deltalake::kernel::engine::arrow_conversion::{TryIntoArrow, TryIntoKernel};
@@ -37,6 +37,9 @@ pub struct WriteOptions {
     pub app_transaction: Option<AppTransaction>,
     /// Multipart part size for files stored as they are.
     pub multipart_part_size: usize,
+    /// Columns [`DeltaLiteTable::append`] adds to the table (as nullable, after the
+    /// existing ones) in the same commit as the rows, so a failed append leaves no trace.
+    pub new_columns: Vec<Field>,
 }
 
 impl Default for WriteOptions {
@@ -47,6 +50,7 @@ impl Default for WriteOptions {
             commit_metadata: HashMap::new(),
             app_transaction: None,
             multipart_part_size: crate::budget::EnvDefaults::get().multipart_part_size,
+            new_columns: Vec::new(),
         }
     }
 }
@@ -190,14 +194,54 @@ impl DeltaLiteTable {
         Ok(version)
     }
 
+    /// The table schema with `columns` added (nullable, after the existing ones), and the
+    /// metadata action that commits it; the current schema and no action when empty.
+    fn with_new_columns(&self, columns: &[Field]) -> Result<(SchemaRef, Option<Action>)> {
+        let current = self.schema()?;
+        if columns.is_empty() {
+            return Ok((current, None));
+        }
+        let mut fields: Vec<Field> = current
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        for column in columns {
+            if current.index_of(column.name()).is_ok() {
+                return Err(DeltaLiteError::schema(format!(
+                    "column {:?} is already in the table",
+                    column.name()
+                )));
+            }
+            fields.push(column.clone().with_nullable(true));
+        }
+        let schema = delta_arrow_schema(&Schema::new(fields))?;
+        let action = self.schema_action(&schema)?;
+        Ok((schema, Some(action)))
+    }
+
+    /// The metadata action that makes `schema` the table's schema.
+    fn schema_action(&self, schema: &Schema) -> Result<Action> {
+        let kernel: StructType = schema.try_into_kernel()?;
+        let metadata = self
+            .delta_table()
+            .snapshot()?
+            .metadata()
+            .clone()
+            .with_schema(&kernel)
+            .map_err(|e| DeltaLiteError::schema(e.to_string()))?;
+        Ok(Action::Metadata(metadata))
+    }
+
     /// Append batches by column name: table columns the batches lack are NULL, a column
-    /// the table lacks is a schema mismatch, types are cast without loss.
+    /// the table lacks is a schema mismatch unless `options.new_columns` adds it, types
+    /// are cast without loss.
     pub async fn append(
         &mut self,
         batches: impl IntoIterator<Item = Result<RecordBatch>>,
         options: &WriteOptions,
     ) -> Result<WriteStats> {
-        let schema = self.schema()?;
+        let (schema, schema_change) = self.with_new_columns(&options.new_columns)?;
         let (adds, rows) = self.write_files(&schema, batches, options).await?;
         let files_added = adds.len();
         let operation = DeltaOperation::Write {
@@ -205,13 +249,11 @@ impl DeltaLiteTable {
             partition_by: Some(self.partition_columns()?),
             predicate: None,
         };
-        let version = self
-            .commit(
-                adds.into_iter().map(Action::Add).collect(),
-                operation,
-                options,
-            )
-            .await?;
+        let actions = schema_change
+            .into_iter()
+            .chain(adds.into_iter().map(Action::Add))
+            .collect();
+        let version = self.commit(actions, operation, options).await?;
         Ok(WriteStats {
             version,
             files_added,
@@ -240,15 +282,7 @@ impl DeltaLiteTable {
         let current = self.schema()?;
         let mut actions = Vec::new();
         if current.fields() != new_schema.fields() {
-            let kernel: StructType = new_schema.as_ref().try_into_kernel()?;
-            let metadata = self
-                .delta_table()
-                .snapshot()?
-                .metadata()
-                .clone()
-                .with_schema(&kernel)
-                .map_err(|e| DeltaLiteError::schema(e.to_string()))?;
-            actions.push(Action::Metadata(metadata));
+            actions.push(self.schema_action(&new_schema)?);
         }
         let (adds, rows) = self.write_files(&new_schema, batches, options).await?;
         let files_added = adds.len();
@@ -290,7 +324,8 @@ impl DeltaLiteTable {
             .map_err(|e| DeltaLiteError::schema(format!("not a readable Parquet file: {e}")))?;
         let file_schema = Arc::clone(builder.schema());
         let table_schema = self.schema()?;
-        let matches = self.partition_columns()?.is_empty()
+        let matches = options.new_columns.is_empty()
+            && self.partition_columns()?.is_empty()
             && file_schema.fields().len() == table_schema.fields().len()
             && file_schema
                 .fields()

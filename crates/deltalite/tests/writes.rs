@@ -224,3 +224,158 @@ async fn tables_written_by_delta_rs_with_checkpoints_are_upserted_and_read_back(
     assert!(got.contains(&vec!["10".into(), "d1".into(), "upd".into()]));
     assert!(got.contains(&vec!["99".into(), "d1".into(), "new".into()]));
 }
+
+#[tokio::test]
+async fn append_adds_new_columns_in_the_same_commit_as_the_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let mut t = create(&uri, &schema(), &[]).await;
+    t.append([Ok(id_name(&[1], &["a"]))], &WriteOptions::default())
+        .await
+        .unwrap();
+    let before = t.version();
+    let wider = batch(vec![
+        ("id", Arc::new(Int64Array::from(vec![2])) as ArrayRef),
+        ("name", strings(&[Some("b")])),
+        ("extra", strings(&[Some("x")])),
+    ]);
+    // Without new_columns an unknown column is a schema mismatch.
+    let err = t
+        .append([Ok(wider.clone())], &WriteOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::SchemaMismatch, "{err}");
+    assert_eq!(t.version(), before);
+
+    // A failing append that would add a column leaves neither rows nor the column.
+    let options = WriteOptions {
+        new_columns: vec![Field::new("extra", DataType::Utf8, false)],
+        ..Default::default()
+    };
+    let failing = [
+        Ok(wider.clone()),
+        Err(deltalite::DeltaLiteError::Other("cut".into())),
+    ];
+    assert!(t.append(failing, &options).await.is_err());
+    let reopened = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+    assert_eq!(reopened.version(), before);
+    assert!(reopened.schema().unwrap().index_of("extra").is_err());
+
+    // It succeeds in one commit: the schema and the rows arrive together.
+    let s = t.append([Ok(wider)], &options).await.unwrap();
+    assert_eq!(s.version, before + 1);
+    let extra = t
+        .schema()
+        .unwrap()
+        .field_with_name("extra")
+        .unwrap()
+        .clone();
+    assert!(
+        extra.is_nullable(),
+        "added columns are nullable: old rows lack them"
+    );
+    assert_eq!(
+        rows(&uri).await,
+        vec![vec!["1", "a", "NULL"], vec!["2", "b", "x"]]
+    );
+    // A column that exists is refused, not silently re-added.
+    let err = t
+        .append([Ok(id_name(&[3], &["c"]))], &options)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::SchemaMismatch, "{err}");
+}
+
+#[tokio::test]
+async fn changing_a_column_type_rewrites_every_file_in_one_commit() {
+    use deltalite::arrow::array::Int32Array;
+    use deltalite::compact::CompactOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let narrow = Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("day", DataType::Utf8, true),
+        Field::new("n", DataType::Int32, true),
+    ]);
+    let mut t = create(&uri, &narrow, &["day"]).await;
+    for round in 0..2 {
+        let b = batch(vec![
+            (
+                "id",
+                Arc::new(Int64Array::from(vec![round, round + 10])) as ArrayRef,
+            ),
+            ("day", strings(&[Some("d1"), Some("d2")])),
+            (
+                "n",
+                Arc::new(Int32Array::from(vec![Some(i32::MAX), None])) as ArrayRef,
+            ),
+        ]);
+        t.append([Ok(b)], &WriteOptions::default()).await.unwrap();
+    }
+    let before_rows = rows(&uri).await;
+    let before_version = t.version();
+    let old_files: Vec<String> = t.files().unwrap().into_iter().map(|f| f.path).collect();
+
+    let s = t
+        .change_column_types(
+            &[Field::new("n", DataType::Int64, true)],
+            &CompactOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.version, before_version + 1, "one commit");
+    assert_eq!((s.files_removed, s.rows_rewritten), (4, 4), "{s:?}");
+    assert_eq!(
+        t.schema()
+            .unwrap()
+            .field_with_name("n")
+            .unwrap()
+            .data_type(),
+        &DataType::Int64
+    );
+    assert_eq!(rows(&uri).await, before_rows, "values survive the widening");
+    // Every live file now stores the new type, so any Delta reader agrees with the schema.
+    let root = dir.path().join("t");
+    for f in t.files().unwrap() {
+        assert!(!old_files.contains(&f.path));
+        let file = std::fs::File::open(root.join(&f.path)).unwrap();
+        let reader =
+            deltalite::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                .unwrap();
+        assert_eq!(
+            reader.schema().field_with_name("n").unwrap().data_type(),
+            &DataType::Int64
+        );
+    }
+
+    // Narrowing a value that does not fit fails and commits nothing.
+    let v = t.version();
+    let big = batch(vec![
+        ("id", Arc::new(Int64Array::from(vec![99])) as ArrayRef),
+        ("day", strings(&[Some("d1")])),
+        ("n", Arc::new(Int64Array::from(vec![i64::MAX])) as ArrayRef),
+    ]);
+    t.append([Ok(big)], &WriteOptions::default()).await.unwrap();
+    let err = t
+        .change_column_types(
+            &[Field::new("n", DataType::Int32, true)],
+            &CompactOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::SchemaMismatch, "{err}");
+    assert_eq!(t.version(), v + 1);
+    let reopened = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+    assert_eq!(reopened.version(), v + 1);
+    // Partition columns and unknown columns are refused up front.
+    for field in [
+        Field::new("day", DataType::LargeUtf8, true),
+        Field::new("nope", DataType::Int64, true),
+    ] {
+        let err = t
+            .change_column_types(&[field], &CompactOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::SchemaMismatch, "{err}");
+    }
+}

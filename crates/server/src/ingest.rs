@@ -683,7 +683,7 @@ pub async fn append_json(storage: &Storage, req: IngestRequest) -> ApiResult<Ing
         return Ok(replay());
     }
     let source = open_source(&req.spool, Format::Json, req.spool_dir.as_deref())?;
-    let opts = write_options(&req.idempotency_key, "append");
+    let mut opts = write_options(&req.idempotency_key, "append");
     let (mut table, created) = match existing {
         Some(t) => (t, None),
         None => create_table(storage, &req.name, &source.schema).await?,
@@ -692,22 +692,17 @@ pub async fn append_json(storage: &Storage, req: IngestRequest) -> ApiResult<Ing
         let table_schema = table
             .schema()
             .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
-        let new_fields: Vec<Field> = storable_schema(&source.schema)
+        // New columns are committed with the rows, so a failed append leaves no trace.
+        opts.new_columns = storable_schema(&source.schema)
             .fields()
             .iter()
             .filter(|f| table_schema.index_of(f.name()).is_err())
             .map(|f| f.as_ref().clone())
             .collect();
-        let stats = if new_fields.is_empty() {
-            table.append(source.batches, &opts).await
-        } else {
-            // The engine's append cannot change the schema, so new columns are added in a
-            // schema-only commit first. If the append then fails, those (nullable, empty)
-            // columns stay: documented in the README as the one exception to "no trace".
-            crate::sql::add_columns(&mut table, &new_fields).await?;
-            table.append(source.batches, &opts).await
-        }
-        .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
+        let stats = table
+            .append(source.batches, &opts)
+            .await
+            .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
         Ok(IngestSummary::committed(
             stats.version,
             stats.rows_written,

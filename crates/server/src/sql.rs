@@ -24,11 +24,10 @@ use datafusion::sql::sqlparser::ast::{
     TableObject, Update, Use,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
-use deltalake::kernel::engine::arrow_conversion::{TryIntoArrow, TryIntoKernel};
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
-use deltalake::kernel::{Action, MetadataExt, StructField, StructType};
-use deltalake::protocol::DeltaOperation;
+use deltalake::kernel::StructField;
+use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalite::DeltaLiteTable;
+use deltalite::compact::CompactOptions;
 use deltalite::write::WriteOptions;
 use futures::TryStreamExt;
 
@@ -596,7 +595,7 @@ impl SqlSession {
                         )));
                     }
                     if current.data_type() != wanted.data_type() {
-                        change_column_type(&mut table, idx, wanted).await?;
+                        change_column_type(&mut table, wanted).await?;
                     }
                 }
                 other => {
@@ -1155,44 +1154,13 @@ pub async fn add_columns(table: &mut DeltaLiteTable, fields: &[Field]) -> Result
     Ok(())
 }
 
-/// Commit a widened column type (metadata only; readers cast the older files).
-async fn change_column_type(
-    table: &mut DeltaLiteTable,
-    idx: usize,
-    wanted: Field,
-) -> Result<(), ApiError> {
-    let schema = table.schema().map_err(delta_err)?;
-    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    let metadata = fields[idx].metadata().clone();
-    fields[idx] = wanted.with_metadata(metadata);
-    let new_schema = Schema::new(fields);
-    let kernel: StructType = (&new_schema)
-        .try_into_kernel()
-        .map_err(|e| sql_err(format!("Conversion Error: {e}")))?;
-    let _check: Schema = (&kernel).try_into_arrow().map_err(delta_err)?;
-    let delta = table.delta_table();
-    let snapshot = delta.snapshot().map_err(delta_err)?;
-    let metadata = snapshot
-        .metadata()
-        .clone()
-        .with_schema(&kernel)
-        .map_err(delta_err)?;
-    let changed = kernel
-        .fields()
-        .nth(idx)
-        .cloned()
-        .ok_or_else(|| ApiError::Internal("column index out of range".into()))?;
-    CommitBuilder::from(CommitProperties::default())
-        .with_actions(vec![Action::Metadata(metadata)])
-        .build(
-            Some(snapshot),
-            delta.log_store(),
-            DeltaOperation::UpdateFieldMetadata {
-                fields: vec![changed],
-            },
-        )
+/// Commit a widened column type. Every data file is re-encoded with the new type in the
+/// same commit (`DeltaLiteTable::change_column_types`): Delta without the `typeWidening`
+/// feature requires files to store the schema's types, so other readers stay correct.
+async fn change_column_type(table: &mut DeltaLiteTable, wanted: Field) -> Result<(), ApiError> {
+    table
+        .change_column_types(&[wanted], &CompactOptions::default())
         .await
         .map_err(delta_err)?;
-    table.reload().await.map_err(delta_err)?;
     Ok(())
 }

@@ -1,0 +1,272 @@
+//! Rewriting whole files without changing what they mean: the shared machinery of
+//! compaction (bin-packing) and column type changes (re-encoding with the new types).
+//! Input files stream a slice at a time through delta-rs's `PartitionWriter`, so memory is
+//! one decoded slice plus one open row group, whatever the table size; everything goes into
+//! one commit, and the new files are deleted again when that commit does not happen.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::datatypes::{Schema, SchemaRef};
+use delta_kernel::expressions::Scalar;
+use delta_kernel::schema::{DataType as KernelType, StructType};
+use deltalake::kernel::Action;
+use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::logstore::ObjectStoreRef;
+use deltalake::protocol::DeltaOperation;
+use deltalake::table::config::TablePropertiesExt;
+use deltalake::table::state::DeltaTableState;
+use futures::TryStreamExt;
+use indexmap::IndexMap;
+use object_store::ObjectStoreExt;
+
+use crate::error::{DeltaLiteError, Result};
+use crate::partition::PartitionKey;
+use crate::read::{open, stream_projected};
+use crate::table::DeltaLiteTable;
+use crate::target::TargetFile;
+use crate::writer::{WriterFactory, WriterSettings};
+
+/// How the new files are written.
+pub(crate) struct RearrangeSettings {
+    /// The table schema the new files follow (the current one, or the one about to be
+    /// committed).
+    pub table_schema: SchemaRef,
+    pub target_file_size: u64,
+    pub read_batch_size: usize,
+    pub max_buffered_bytes: usize,
+    pub bloom_filter_columns: Vec<String>,
+}
+
+/// Copies groups of files into new files and collects the actions of one commit.
+pub(crate) struct Rearrangement {
+    store: ObjectStoreRef,
+    writers: WriterFactory,
+    data_schema: SchemaRef,
+    partition_columns: Vec<String>,
+    kernel_schema: Arc<StructType>,
+    read_batch_size: usize,
+    actions: Vec<Action>,
+    written: Vec<String>,
+}
+
+impl Rearrangement {
+    pub(crate) fn new(
+        store: ObjectStoreRef,
+        state: &DeltaTableState,
+        settings: RearrangeSettings,
+    ) -> Result<Self> {
+        let partition_columns = state.metadata().partition_columns().to_vec();
+        let data_schema = Arc::new(Schema::new(
+            settings
+                .table_schema
+                .fields()
+                .iter()
+                .filter(|f| !partition_columns.contains(f.name()))
+                .cloned()
+                .collect::<Vec<_>>(),
+        ));
+        for name in &settings.bloom_filter_columns {
+            if data_schema.index_of(name).is_err() && !partition_columns.contains(name) {
+                return Err(DeltaLiteError::schema(format!(
+                    "bloom filter column {name:?} is not in the table"
+                )));
+            }
+        }
+        let config = state.table_config();
+        let writers = WriterFactory::new(
+            Arc::clone(&store),
+            WriterSettings {
+                data_schema: Arc::clone(&data_schema),
+                bloom_columns: settings
+                    .bloom_filter_columns
+                    .iter()
+                    .filter(|c| !partition_columns.contains(c))
+                    .cloned()
+                    .collect(),
+                target_file_size: settings.target_file_size,
+                row_group_bytes: settings.max_buffered_bytes,
+                write_batch_size: settings.read_batch_size,
+                upload_concurrency: 2,
+                num_indexed_cols: config.num_indexed_cols(),
+                stats_columns: config
+                    .data_skipping_stats_columns
+                    .as_ref()
+                    .map(|cols| cols.iter().map(|c| c.to_string()).collect()),
+            },
+        );
+        let kernel_schema: StructType =
+            settings
+                .table_schema
+                .as_ref()
+                .try_into_kernel()
+                .map_err(|e| {
+                    DeltaLiteError::schema(format!("schema cannot be stored in a Delta table: {e}"))
+                })?;
+        Ok(Self {
+            store,
+            writers,
+            data_schema,
+            partition_columns,
+            kernel_schema: Arc::new(kernel_schema),
+            read_batch_size: settings.read_batch_size,
+            actions: Vec::new(),
+            written: Vec::new(),
+        })
+    }
+
+    /// Stream `group` (files of one partition) into new files; their rows are cast to the
+    /// new layout with checked casts. Returns the rows copied.
+    pub(crate) async fn rewrite_group(&mut self, group: Vec<TargetFile>) -> Result<u64> {
+        let Some(first) = group.first() else {
+            return Ok(0);
+        };
+        let key = partition_key(
+            &self.partition_columns,
+            &first.partition,
+            &self.kernel_schema,
+        )?;
+        let mut writer = self.writers.partition_writer(&key)?;
+        let copied: Result<u64> = async {
+            let mut rows = 0u64;
+            for file in &group {
+                let builder = open(Arc::clone(&self.store), file).await?;
+                let roots: Vec<usize> = (0..builder.schema().fields().len()).collect();
+                let row_groups = (0..builder.metadata().num_row_groups()).collect();
+                let mut stream =
+                    stream_projected(builder, &roots, row_groups, self.read_batch_size)?;
+                while let Some(batch) = stream.try_next().await? {
+                    // Older files may predate schema changes: cast to the new layout.
+                    let batch = crate::conform::conform_stored(&batch, &self.data_schema)?;
+                    rows += batch.num_rows() as u64;
+                    writer.write(&batch).await?;
+                }
+            }
+            Ok(rows)
+        }
+        .await;
+        let rows = match copied {
+            Ok(rows) => rows,
+            Err(e) => {
+                crate::rewrite::abort(writer).await;
+                return Err(e);
+            }
+        };
+        for mut add in writer.close().await? {
+            // Rearranging data is not a change of data (readers of the change stream and
+            // streaming sources skip it).
+            add.data_change = false;
+            self.written.push(add.path.clone());
+            self.actions.push(Action::Add(add));
+        }
+        for file in group {
+            let mut remove = file.remove;
+            remove.data_change = false;
+            self.actions.push(Action::Remove(remove));
+        }
+        Ok(rows)
+    }
+
+    /// Files written so far.
+    pub(crate) fn files_added(&self) -> usize {
+        self.written.len()
+    }
+
+    /// Forget the work: delete the files written.
+    pub(crate) async fn abandon(self) {
+        delete_files(&self.store, &self.written).await;
+    }
+
+    /// One commit of `leading` actions (e.g. a new schema) and every rewrite. Returns
+    /// `None` when there was nothing to commit.
+    pub(crate) async fn commit(
+        mut self,
+        table: &mut DeltaLiteTable,
+        leading: Vec<Action>,
+        operation: DeltaOperation,
+        properties: CommitProperties,
+    ) -> Result<Option<u64>> {
+        if self.actions.is_empty() && leading.is_empty() {
+            return Ok(None);
+        }
+        let mut actions = leading;
+        actions.append(&mut self.actions);
+        let delta = table.delta_table_mut();
+        let committed = CommitBuilder::from(properties)
+            .with_actions(actions)
+            .build(Some(delta.snapshot()?), delta.log_store(), operation)
+            .await;
+        match committed {
+            Ok(done) => {
+                let version = done.version();
+                delta.update_incremental(Some(version)).await?;
+                Ok(Some(version))
+            }
+            Err(e) => {
+                // Nothing was committed, so the new files are garbage. A concurrent writer
+                // that changed files this call read is a conflict the caller may retry.
+                delete_files(&self.store, &self.written).await;
+                let conflict = matches!(
+                    &e,
+                    deltalake::DeltaTableError::Transaction { .. }
+                        | deltalake::DeltaTableError::VersionAlreadyExists(_)
+                );
+                if conflict {
+                    return Err(DeltaLiteError::CommitConflict(format!(
+                        "lost to a concurrent commit: {e}"
+                    )));
+                }
+                Err(e.into())
+            }
+        }
+    }
+}
+
+/// Typed partition values for the writer from the canonical serialization.
+fn partition_key(
+    columns: &[String],
+    serialized: &[Option<String>],
+    schema: &StructType,
+) -> Result<PartitionKey> {
+    let mut values = IndexMap::new();
+    for (name, value) in columns.iter().zip(serialized) {
+        let field = schema.field(name).ok_or_else(|| {
+            DeltaLiteError::Other(format!("partition column {name} missing from schema"))
+        })?;
+        let KernelType::Primitive(primitive) = field.data_type() else {
+            return Err(DeltaLiteError::UnsupportedTable(format!(
+                "partition column {name} is not of a primitive type"
+            )));
+        };
+        let scalar = match value {
+            Some(raw) => primitive.parse_scalar(raw).map_err(|e| {
+                DeltaLiteError::Other(format!("bad partition value {raw:?} of {name}: {e}"))
+            })?,
+            None => Scalar::Null(field.data_type().clone()),
+        };
+        values.insert(name.clone(), scalar);
+    }
+    Ok(PartitionKey::new(values))
+}
+
+async fn delete_files(store: &ObjectStoreRef, paths: &[String]) {
+    for path in paths {
+        if let Err(e) = store
+            .delete(&object_store::path::Path::from(path.as_str()))
+            .await
+        {
+            tracing::warn!(%path, error = %e, "failed to delete an uncommitted file");
+        }
+    }
+}
+
+/// Commit properties of a rearranging call.
+pub(crate) fn properties(
+    max_retries: usize,
+    metadata: &HashMap<String, serde_json::Value>,
+) -> CommitProperties {
+    CommitProperties::default()
+        .with_max_retries(max_retries)
+        .with_metadata(metadata.clone())
+}
