@@ -1,12 +1,14 @@
 //! The long-lived table handle: open once, reload incrementally, upsert many times.
 
 use std::collections::HashMap;
-use std::sync::Once;
+use std::sync::{Arc, Once};
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+use deltalake::logstore::LogStore;
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
 use futures::TryStreamExt;
+use object_store::ObjectStore;
 use url::Url;
 
 use crate::error::{DeltaLiteError, Result};
@@ -92,6 +94,32 @@ impl DeltaLiteTable {
             .with_storage_options(storage_options)
             .build()
             .map_err(|e| not_found(uri, e))?;
+        table.load().await.map_err(|e| not_found(uri, e))?;
+        Ok(Self {
+            uri: uri.to_string(),
+            table,
+        })
+    }
+
+    /// Open an existing table through a caller-supplied object store instead of one built
+    /// from the URI's scheme and storage options: a custom or instrumented store (metrics,
+    /// tracing, caching) or a fault-injecting wrapper in tests. Every read and write of the
+    /// handle, data files and log alike, goes through `store`.
+    ///
+    /// `store` is rooted at the root of the URI's storage (for `s3://bucket/a/t` the bucket;
+    /// for a local path the file system root, as `LocalFileSystem::new()`); the table's
+    /// own prefix is applied on top of it. Conditional creates (`PutMode::Create`) must be
+    /// honoured by `store`, since commits rely on them.
+    pub async fn open_with_store(uri: &str, store: Arc<dyn ObjectStore>) -> Result<Self> {
+        let url = table_url(uri)?;
+        let mut table = DeltaTableBuilder::from_url(url.clone())
+            .map_err(|e| not_found(uri, e))?
+            .with_storage_backend(store, url)
+            .build()
+            .map_err(|e| not_found(uri, e))?;
+        if !table.log_store().is_delta_table_location().await? {
+            return Err(DeltaLiteError::TableNotFound(uri.to_string()));
+        }
         table.load().await.map_err(|e| not_found(uri, e))?;
         Ok(Self {
             uri: uri.to_string(),
