@@ -6,6 +6,13 @@
 //! protocol, or any file of an unpartitioned table), the call is re-planned from the new
 //! snapshot; otherwise the same actions are committed on top (a rebase). The rule does not
 //! depend on which delta-rs features are compiled in.
+//!
+//! A commit whose response was lost may still have landed: the store wrote the log entry
+//! and then the caller saw an error, or a retry below delta-rs found the entry "already
+//! existing". Before reporting a failure or treating a lost race as someone else's win,
+//! the engine looks for its own commit (an Add of a file this attempt wrote, whose name is
+//! unique) among the new log entries; if it is there, the call succeeded at that version,
+//! and its files are neither deleted nor committed a second time.
 
 use std::collections::{HashMap, HashSet};
 
@@ -55,7 +62,15 @@ pub(crate) async fn commit(
     retries_left: &mut usize,
     retries_used: &mut usize,
 ) -> Result<Committed> {
+    let own_adds: HashSet<&str> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Add(add) => Some(add.path.as_str()),
+            _ => None,
+        })
+        .collect();
     loop {
+        let read_version = table.version().unwrap_or(0);
         let attempt = {
             let state = table.snapshot()?;
             CommitBuilder::from(properties.clone())
@@ -67,10 +82,25 @@ pub(crate) async fn commit(
         match attempt {
             Ok(done) => {
                 let version = done.version();
-                table.update_incremental(Some(version)).await?;
+                if let Err(e) = table.update_incremental(Some(version)).await {
+                    // The commit is durable; only the handle is behind. The next call
+                    // plans against the old snapshot, loses the race to this commit and
+                    // re-plans, so reporting success here is safe.
+                    tracing::warn!(version, error = %e, "committed, but reloading the snapshot failed");
+                }
                 return Ok(Committed::Version(version));
             }
             Err(err) if lost_race(&err) => {
+                table.update_incremental(None).await?;
+                let latest = table.version().unwrap_or(0);
+                // The winner may be this very commit, retried below delta-rs after its
+                // response was lost (e.g. S3 wrote it, answered 5xx, the retry got 412).
+                if let Some(version) =
+                    own_commit(table, read_version + 1, latest, &own_adds).await?
+                {
+                    tracing::warn!(version, "own commit found after a lost response");
+                    return Ok(Committed::Version(version));
+                }
                 if *retries_left == 0 {
                     return Err(DeltaLiteError::CommitConflict(format!(
                         "concurrent commits kept winning; gave up after {retries_used} retries"
@@ -78,9 +108,6 @@ pub(crate) async fn commit(
                 }
                 *retries_left -= 1;
                 *retries_used += 1;
-                let read_version = table.version().unwrap_or(0);
-                table.update_incremental(None).await?;
-                let latest = table.version().unwrap_or(0);
                 if touches_read_set(table, read_version + 1, latest, read_set).await? {
                     tracing::info!(
                         read_version,
@@ -95,9 +122,48 @@ pub(crate) async fn commit(
                     "concurrent commit is disjoint; rebasing"
                 );
             }
-            Err(err) => return Err(err.into()),
+            Err(err) => {
+                // Unknown outcome: the log entry may have been written with the response
+                // lost. If the store answers now and shows this commit, the call succeeded.
+                if table.update_incremental(None).await.is_ok() {
+                    let latest = table.version().unwrap_or(0);
+                    if let Ok(Some(version)) =
+                        own_commit(table, read_version + 1, latest, &own_adds).await
+                    {
+                        tracing::warn!(version, error = %err, "own commit found after an error");
+                        return Ok(Committed::Version(version));
+                    }
+                }
+                return Err(err.into());
+            }
         }
     }
+}
+
+/// The version in `from..=to` whose commit adds one of `own_adds` (file names are unique
+/// per attempt, so such a commit can only be this attempt's).
+async fn own_commit(
+    table: &DeltaTable,
+    from: u64,
+    to: u64,
+    own_adds: &HashSet<&str>,
+) -> Result<Option<u64>> {
+    if own_adds.is_empty() {
+        return Ok(None);
+    }
+    let log_store = table.log_store();
+    for version in from..=to {
+        let Some(bytes) = log_store.read_commit_entry(version).await? else {
+            continue;
+        };
+        let ours = get_actions(version, &bytes)?
+            .iter()
+            .any(|a| matches!(a, Action::Add(add) if own_adds.contains(add.path.as_str())));
+        if ours {
+            return Ok(Some(version));
+        }
+    }
+    Ok(None)
 }
 
 async fn touches_read_set(
