@@ -63,7 +63,13 @@ struct ServeArgs {
     #[arg(long, env = "DELTALITE_QUERY_TIMEOUT_SECS", default_value_t = 300)]
     query_timeout_secs: u64,
 
-    /// Directory for upload spool files (default: the system temp directory).
+    /// Longest pause, in seconds, between two pieces of a request body before the request
+    /// is answered with 400 (an idle timeout; long uploads that keep sending are fine).
+    #[arg(long, env = "DELTALITE_BODY_IDLE_TIMEOUT_SECS", default_value_t = 60)]
+    body_idle_timeout_secs: u64,
+
+    /// Directory for upload spool files (default: `<data>/.spool` for a local data root, so
+    /// uploaded Parquet moves into its table without a copy; else the system temp dir).
     #[arg(long, env = "DELTALITE_SPOOL_DIR")]
     spool_dir: Option<PathBuf>,
 
@@ -113,6 +119,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.storage_options = options;
     config.max_body_bytes = args.max_body_bytes;
     config.query_timeout = Duration::from_secs(args.query_timeout_secs.max(1));
+    config.body_idle_timeout = Duration::from_secs(args.body_idle_timeout_secs.max(1));
     config.spool_dir = args.spool_dir;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

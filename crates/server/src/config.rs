@@ -36,6 +36,10 @@ pub struct ServerConfig {
     pub max_body_bytes: u64,
     /// Wall-clock limit of one `/query` request.
     pub query_timeout: Duration,
+    /// Longest wait for the next piece of a request body (an idle timeout, not a limit on
+    /// the whole upload): a client that stops sending, or drips a few bytes at a time
+    /// slower than this, gets a 400 and the connection is closed.
+    pub body_idle_timeout: Duration,
     /// Directory for upload spool files; the system temp dir when `None`.
     pub spool_dir: Option<PathBuf>,
 }
@@ -116,6 +120,7 @@ impl ServerConfig {
             catalogs,
             max_body_bytes: 10 * 1024 * 1024 * 1024,
             query_timeout: Duration::from_secs(300),
+            body_idle_timeout: Duration::from_secs(60),
             spool_dir: None,
         })
     }

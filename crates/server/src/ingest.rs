@@ -139,6 +139,10 @@ pub async fn spool_body(body: Body, limit: u64, dir: Option<&Path>) -> ApiResult
             let msg = e.to_string();
             if msg.contains("length limit") {
                 ApiError::TooLarge(limit)
+            } else if msg.contains("timeout") {
+                ApiError::BadRequest(format!(
+                    "{INGEST_ERR}: the request body stopped arriving (idle timeout)"
+                ))
             } else {
                 ApiError::BadRequest(format!("{INGEST_ERR}: cannot read request body: {msg}"))
             }
@@ -251,6 +255,53 @@ fn json_to_ndjson(src: &mut File, dir: Option<&Path>) -> ApiResult<NamedTempFile
     Ok(out)
 }
 
+/// Run a decoder step, turning a panic into an error message. The Arrow and Parquet
+/// readers can panic on malformed input (a corrupt run length in a data page, found by
+/// `tests/fuzz_readers.rs`); for a client's body that is a bad request, not a server fault.
+fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+        let detail = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown failure".into());
+        tracing::warn!(%detail, "{what}: reader panicked on malformed input");
+        format!("{what}: the reader failed on malformed data ({detail})")
+    })
+}
+
+/// A batch iterator whose panics become one error item, after which it ends (the reader's
+/// state is unknown after a panic).
+fn guard_batches(
+    what: &'static str,
+    mut inner: impl Iterator<Item = deltalite::Result<RecordBatch>> + Send + 'static,
+) -> Box<dyn Iterator<Item = deltalite::Result<RecordBatch>> + Send> {
+    let mut failed = false;
+    Box::new(std::iter::from_fn(move || {
+        if failed {
+            return None;
+        }
+        match guarded(what, || inner.next()) {
+            Ok(item) => item,
+            Err(msg) => {
+                failed = true;
+                Some(Err(DeltaLiteError::SchemaMismatch(msg)))
+            }
+        }
+    }))
+}
+
+/// Decode a spooled Parquet body to the end (panic-guarded) without keeping anything: a
+/// file the engine may store as it is must be readable, or every later read of the table
+/// would fail on it.
+pub fn validate_parquet(spool: &NamedTempFile) -> ApiResult<()> {
+    let source = open_source(spool, Format::Parquet, None)?;
+    for batch in source.batches {
+        batch.map_err(|e| bad(format!("not a readable Parquet file: {e}")))?;
+    }
+    Ok(())
+}
+
 /// A decoded source: schema plus a streaming batch iterator.
 pub struct Source {
     /// Schema of the file.
@@ -266,16 +317,22 @@ pub fn open_source(spool: &NamedTempFile, format: Format, dir: Option<&Path>) ->
     let file = spool.reopen().map_err(io_err)?;
     match format {
         Format::Parquet => {
-            let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-                .map_err(|e| bad(format!("not a readable Parquet file: {e}")))?;
-            let schema = Arc::clone(builder.schema());
-            let reader = builder
-                .with_batch_size(8192)
-                .build()
-                .map_err(|e| bad(format!("not a readable Parquet file: {e}")))?;
+            let (schema, reader) = guarded("not a readable Parquet file", || {
+                let builder = ParquetRecordBatchReaderBuilder::try_new(file)?;
+                let schema = Arc::clone(builder.schema());
+                Ok::<_, parquet::errors::ParquetError>((
+                    schema,
+                    builder.with_batch_size(8192).build()?,
+                ))
+            })
+            .map_err(bad)?
+            .map_err(|e| bad(format!("not a readable Parquet file: {e}")))?;
             Ok(Source {
                 schema,
-                batches: Box::new(reader.map(|b| b.map_err(DeltaLiteError::from))),
+                batches: guard_batches(
+                    "invalid Parquet",
+                    reader.map(|b| b.map_err(DeltaLiteError::from)),
+                ),
                 _spool: None,
             })
         }
@@ -297,9 +354,12 @@ pub fn open_source(spool: &NamedTempFile, format: Format, dir: Option<&Path>) ->
                 .map_err(|e| bad(format!("invalid CSV: {e}")))?;
             Ok(Source {
                 schema,
-                batches: Box::new(reader.map(|b| {
-                    b.map_err(|e| DeltaLiteError::SchemaMismatch(format!("invalid CSV: {e}")))
-                })),
+                batches: guard_batches(
+                    "invalid CSV",
+                    reader.map(|b| {
+                        b.map_err(|e| DeltaLiteError::SchemaMismatch(format!("invalid CSV: {e}")))
+                    }),
+                ),
                 _spool: None,
             })
         }
@@ -323,9 +383,12 @@ pub fn open_source(spool: &NamedTempFile, format: Format, dir: Option<&Path>) ->
                 .map_err(|e| bad(format!("invalid JSON: {e}")))?;
             Ok(Source {
                 schema,
-                batches: Box::new(reader.map(|b| {
-                    b.map_err(|e| DeltaLiteError::SchemaMismatch(format!("invalid JSON: {e}")))
-                })),
+                batches: guard_batches(
+                    "invalid JSON",
+                    reader.map(|b| {
+                        b.map_err(|e| DeltaLiteError::SchemaMismatch(format!("invalid JSON: {e}")))
+                    }),
+                ),
                 _spool: Some(nd),
             })
         }
@@ -596,7 +659,14 @@ pub async fn upload(
                 let schema = storable_schema(&source.schema);
                 table.overwrite(&schema, source.batches, &opts).await
             }
-            (_, Format::Parquet) => table.append_parquet_file(req.spool.path(), &opts).await,
+            // The spool is this request's own: hand it over (moved, not copied, when local).
+            (_, Format::Parquet) => {
+                // The engine may store the file as it is, checking only its footer: decode
+                // it once here, so a corrupt page is a 400 now instead of a stored file
+                // that breaks every later read of the table.
+                validate_parquet(&req.spool)?;
+                table.adopt_parquet_file(req.spool.path(), &opts).await
+            }
             _ => {
                 let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
                 table.append(source.batches, &opts).await

@@ -95,6 +95,11 @@ pub fn router(state: S) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
         .layer(DefaultBodyLimit::max(json_limit))
+        // A body that stops arriving (or drips slower than one piece per timeout) fails
+        // the request instead of holding a connection and a spool file forever.
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            state.config.body_idle_timeout,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             authenticate,
