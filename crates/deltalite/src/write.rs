@@ -1,7 +1,7 @@
 //! Table writes besides upsert: create, append, overwrite, and appending a Parquet file
 //! as it is. Each call is one atomic Delta commit.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
 use deltalake::kernel::engine::arrow_conversion::{TryIntoArrow, TryIntoKernel};
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::kernel::transaction::CommitProperties;
 use deltalake::kernel::{Action, Add, MetadataExt, StructType, Transaction};
 use deltalake::operations::create::CreateBuilder;
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -19,10 +19,19 @@ use deltalake::table::config::TablePropertiesExt;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, WriteMultipart};
 
+use crate::commit::{Committed, ReadSet};
 use crate::conform::conform_source;
 use crate::error::{DeltaLiteError, Result};
 use crate::options::AppTransaction;
 use crate::table::{DeltaLiteTable, table_url};
+
+/// What a write read, for the conflict rule: an append reads nothing (any concurrent
+/// data commit can be rebased over), an overwrite reads every file it replaces.
+#[derive(Clone, Copy)]
+enum Reads {
+    Nothing,
+    Everything,
+}
 
 /// Options of a non-upsert write.
 #[derive(Debug, Clone)]
@@ -68,6 +77,8 @@ pub struct WriteStats {
     pub rows_written: u64,
     /// The Parquet file was stored byte for byte (no decode, no re-encode).
     pub stored_as_is: bool,
+    /// The call's app transaction was already applied: nothing was written.
+    pub already_applied: bool,
 }
 
 fn commit_properties(options: &WriteOptions) -> CommitProperties {
@@ -178,20 +189,82 @@ impl DeltaLiteTable {
         Ok((writer.close().await?, rows))
     }
 
+    /// One commit through the engine's commit loop (`commit.rs`): a commit whose response
+    /// was lost is recognised as this call's own, never committed twice; a concurrent
+    /// commit is rebased over unless it touched what this write `reads` (or changed the
+    /// schema or protocol, or carries the same app transaction). When nothing was
+    /// committed for certain, the files written are deleted again.
     async fn commit(
         &mut self,
         actions: Vec<Action>,
         operation: DeltaOperation,
         options: &WriteOptions,
+        reads: Reads,
     ) -> Result<u64> {
-        let table = self.delta_table_mut();
-        let done = CommitBuilder::from(commit_properties(options))
-            .with_actions(actions)
-            .build(Some(table.snapshot()?), table.log_store(), operation)
-            .await?;
-        let version = done.version();
-        table.update_incremental(Some(version)).await?;
-        Ok(version)
+        let read_set = ReadSet {
+            partitions: match reads {
+                Reads::Nothing => Some(HashSet::new()),
+                Reads::Everything => None,
+            },
+            app_ids: options
+                .app_transaction
+                .iter()
+                .map(|t| t.app_id.clone())
+                .collect(),
+        };
+        let written: Vec<Path> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Add(add) => Some(Path::from(add.path.as_str())),
+                _ => None,
+            })
+            .collect();
+        let mut retries_left = options.commit_max_retries;
+        let mut retries_used = 0;
+        let outcome = crate::commit::commit(
+            self.delta_table_mut(),
+            actions,
+            operation,
+            commit_properties(options),
+            &read_set,
+            &mut retries_left,
+            &mut retries_used,
+        )
+        .await;
+        let not_committed = match outcome {
+            Ok(Committed::Version(version)) => return Ok(version),
+            Ok(Committed::Replan) => DeltaLiteError::CommitConflict(
+                "a concurrent commit changed the schema, the protocol or the files this write \
+                 replaces (or applied the same app transaction); nothing was written"
+                    .into(),
+            ),
+            Err(e @ DeltaLiteError::CommitConflict(_)) => e,
+            // Unknown outcome: the files may be referenced; vacuum sorts out orphans.
+            Err(e) => return Err(e),
+        };
+        let store = self.delta_table().object_store();
+        for path in &written {
+            if let Err(e) = store.delete(path).await {
+                tracing::warn!(%path, error = %e, "failed to delete an uncommitted file");
+            }
+        }
+        Err(not_committed)
+    }
+
+    /// `Some` (a no-op result) when the call's app transaction is already recorded at its
+    /// version or later: a retried call after a lost response writes nothing twice.
+    async fn already_applied(&self, options: &WriteOptions) -> Result<Option<WriteStats>> {
+        let Some(txn) = &options.app_transaction else {
+            return Ok(None);
+        };
+        let applied = self.app_transaction_version(&txn.app_id).await?;
+        Ok(applied
+            .is_some_and(|v| v >= txn.version)
+            .then(|| WriteStats {
+                version: self.version(),
+                already_applied: true,
+                ..Default::default()
+            }))
     }
 
     /// The table schema with `columns` added (nullable, after the existing ones), and the
@@ -241,6 +314,9 @@ impl DeltaLiteTable {
         batches: impl IntoIterator<Item = Result<RecordBatch>>,
         options: &WriteOptions,
     ) -> Result<WriteStats> {
+        if let Some(done) = self.already_applied(options).await? {
+            return Ok(done);
+        }
         let (schema, schema_change) = self.with_new_columns(&options.new_columns)?;
         let (adds, rows) = self.write_files(&schema, batches, options).await?;
         let files_added = adds.len();
@@ -253,7 +329,9 @@ impl DeltaLiteTable {
             .into_iter()
             .chain(adds.into_iter().map(Action::Add))
             .collect();
-        let version = self.commit(actions, operation, options).await?;
+        let version = self
+            .commit(actions, operation, options, Reads::Nothing)
+            .await?;
         Ok(WriteStats {
             version,
             files_added,
@@ -270,6 +348,9 @@ impl DeltaLiteTable {
         batches: impl IntoIterator<Item = Result<RecordBatch>>,
         options: &WriteOptions,
     ) -> Result<WriteStats> {
+        if let Some(done) = self.already_applied(options).await? {
+            return Ok(done);
+        }
         let new_schema = delta_arrow_schema(schema)?;
         let partition_columns = self.partition_columns()?;
         for column in &partition_columns {
@@ -300,13 +381,15 @@ impl DeltaLiteTable {
             partition_by: Some(partition_columns),
             predicate: None,
         };
-        let version = self.commit(actions, operation, options).await?;
+        let version = self
+            .commit(actions, operation, options, Reads::Everything)
+            .await?;
         Ok(WriteStats {
             version,
             files_added,
             files_removed,
             rows_written: rows,
-            stored_as_is: false,
+            ..Default::default()
         })
     }
 
@@ -318,6 +401,30 @@ impl DeltaLiteTable {
         path: &std::path::Path,
         options: &WriteOptions,
     ) -> Result<WriteStats> {
+        self.append_parquet(path, options, false).await
+    }
+
+    /// Like [`Self::append_parquet_file`], but a file stored as it is may be moved into a
+    /// local table (a rename when both are on one filesystem) instead of copied: the
+    /// caller hands the file over and must not use `path` afterwards. The server spools
+    /// upload bodies next to its tables for this.
+    pub async fn adopt_parquet_file(
+        &mut self,
+        path: &std::path::Path,
+        options: &WriteOptions,
+    ) -> Result<WriteStats> {
+        self.append_parquet(path, options, true).await
+    }
+
+    async fn append_parquet(
+        &mut self,
+        path: &std::path::Path,
+        options: &WriteOptions,
+        adopt: bool,
+    ) -> Result<WriteStats> {
+        if let Some(done) = self.already_applied(options).await? {
+            return Ok(done);
+        }
         let file = std::fs::File::open(path)
             .map_err(|e| DeltaLiteError::Other(format!("cannot open {}: {e}", path.display())))?;
         let builder = ParquetRecordBatchReaderBuilder::try_new(file)
@@ -345,7 +452,40 @@ impl DeltaLiteTable {
                 .await;
         }
         drop(builder);
-        self.store_parquet_as_is(path, &file_schema, options).await
+        self.store_parquet_as_is(path, &file_schema, options, adopt)
+            .await
+    }
+
+    /// Rename a local file into this local table as `name`; `false` (nothing moved) when
+    /// the table is not local or the file is on another filesystem.
+    fn move_into_table(&self, path: &std::path::Path, name: &str) -> Result<bool> {
+        let url = self.delta_table().table_url();
+        let Ok(root) = url.to_file_path() else {
+            return Ok(false);
+        };
+        if url.scheme() != "file" {
+            return Ok(false);
+        }
+        let target = root.join(name);
+        match std::fs::rename(path, &target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => return Ok(false),
+            Err(e) => {
+                return Err(DeltaLiteError::Other(format!(
+                    "cannot move {}: {e}",
+                    path.display()
+                )));
+            }
+        }
+        // Spool files are private (0600); a data file is readable like the ones
+        // object_store writes.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644))
+                .map_err(|e| DeltaLiteError::Other(e.to_string()))?;
+        }
+        Ok(true)
     }
 
     async fn store_parquet_as_is(
@@ -353,6 +493,7 @@ impl DeltaLiteTable {
         path: &std::path::Path,
         file_schema: &Schema,
         options: &WriteOptions,
+        adopt: bool,
     ) -> Result<WriteStats> {
         let mut file =
             std::fs::File::open(path).map_err(|e| DeltaLiteError::Other(e.to_string()))?;
@@ -374,33 +515,16 @@ impl DeltaLiteTable {
         let name = format!("part-00000-{}-c000.snappy.parquet", uuid::Uuid::new_v4());
         let store = self.delta_table().object_store();
         let location = Path::from(name.as_str());
-        // Stream the file up in parts; memory is one part per in-flight upload.
-        let upload = store.put_multipart(&location).await?;
-        let mut multipart =
-            WriteMultipart::new_with_chunk_size(upload, options.multipart_part_size);
-        let mut buffer = vec![0u8; options.multipart_part_size.min(8 * 1024 * 1024)];
-        let copied: Result<()> = async {
-            use std::io::{Read, Seek};
-            file.seek(std::io::SeekFrom::Start(0))
-                .map_err(|e| DeltaLiteError::Other(e.to_string()))?;
-            loop {
-                let n = file
-                    .read(&mut buffer)
-                    .map_err(|e| DeltaLiteError::Other(e.to_string()))?;
-                if n == 0 {
-                    break;
-                }
-                multipart.wait_for_capacity(4).await?;
-                multipart.write(&buffer[..n]);
-            }
-            Ok(())
+        let moved = adopt && self.move_into_table(path, &name)?;
+        if !moved {
+            upload(
+                store.as_ref(),
+                &location,
+                &mut file,
+                options.multipart_part_size,
+            )
+            .await?;
         }
-        .await;
-        if let Err(e) = copied {
-            let _ = multipart.abort().await;
-            return Err(e);
-        }
-        multipart.finish().await?;
         let add = Add {
             path: name.clone(),
             partition_values: HashMap::new(),
@@ -419,26 +543,51 @@ impl DeltaLiteTable {
             partition_by: Some(vec![]),
             predicate: None,
         };
-        match self
-            .commit(vec![Action::Add(add)], operation, options)
-            .await
-        {
-            Ok(version) => Ok(WriteStats {
-                version,
-                files_added: 1,
-                files_removed: 0,
-                rows_written: metadata.file_metadata().num_rows() as u64,
-                stored_as_is: true,
-            }),
-            Err(e) => {
-                if matches!(
-                    e,
-                    DeltaLiteError::Delta(deltalake::DeltaTableError::Transaction { .. })
-                ) {
-                    let _ = store.delete(&location).await;
-                }
-                Err(e)
-            }
-        }
+        let version = self
+            .commit(vec![Action::Add(add)], operation, options, Reads::Nothing)
+            .await?;
+        Ok(WriteStats {
+            version,
+            files_added: 1,
+            files_removed: 0,
+            rows_written: metadata.file_metadata().num_rows() as u64,
+            stored_as_is: true,
+            already_applied: false,
+        })
     }
+}
+
+/// Stream a local file up as `location` in parts; memory is one part per in-flight upload.
+async fn upload(
+    store: &dyn object_store::ObjectStore,
+    location: &Path,
+    file: &mut std::fs::File,
+    part_size: usize,
+) -> Result<()> {
+    use std::io::{Read, Seek};
+    let upload = store.put_multipart(location).await?;
+    let mut multipart = WriteMultipart::new_with_chunk_size(upload, part_size);
+    let mut buffer = vec![0u8; part_size.min(8 * 1024 * 1024)];
+    let copied: Result<()> = async {
+        file.seek(std::io::SeekFrom::Start(0))
+            .map_err(|e| DeltaLiteError::Other(e.to_string()))?;
+        loop {
+            let n = file
+                .read(&mut buffer)
+                .map_err(|e| DeltaLiteError::Other(e.to_string()))?;
+            if n == 0 {
+                break;
+            }
+            multipart.wait_for_capacity(4).await?;
+            multipart.write(&buffer[..n]);
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = copied {
+        let _ = multipart.abort().await;
+        return Err(e);
+    }
+    multipart.finish().await?;
+    Ok(())
 }

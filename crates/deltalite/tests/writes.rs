@@ -71,6 +71,34 @@ async fn a_matching_parquet_file_is_stored_byte_for_byte_with_footer_stats() {
 }
 
 #[tokio::test]
+async fn an_adopted_parquet_file_moves_into_a_local_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let mut t = create(&uri, &schema(), &[]).await;
+    let src = dir.path().join("spooled.parquet");
+    let b = id_name(&[1, 2], &["a", "b"]);
+    let b = RecordBatch::try_new(t.schema().unwrap(), b.columns().to_vec()).unwrap();
+    write_parquet(&src, &b);
+    let bytes = std::fs::read(&src).unwrap();
+    let s = t
+        .adopt_parquet_file(&src, &WriteOptions::default())
+        .await
+        .unwrap();
+    assert!(s.stored_as_is, "{s:?}");
+    assert!(!src.exists(), "moved, not copied");
+    let files = t.files().unwrap();
+    let stored = dir.path().join("t").join(&files[0].path);
+    assert_eq!(std::fs::read(&stored).unwrap(), bytes);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&stored).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644);
+    }
+    assert_eq!(rows(&uri).await, vec![vec!["1", "a"], vec!["2", "b"]]);
+}
+
+#[tokio::test]
 async fn a_parquet_file_with_another_shape_is_decoded_and_cast() {
     let dir = tempfile::tempdir().unwrap();
     let uri = tmp_uri(&dir, "t");

@@ -60,6 +60,10 @@ pub async fn serve(
             .await
             .map_err(ServeError::Storage)?;
     }
+    let mut config = config;
+    if config.spool_dir.is_none() {
+        config.spool_dir = default_spool_dir(&config.data_root)?;
+    }
     let prometheus = metrics::install();
     let state = routes::AppState::new(config.clone(), storage, prometheus);
     let app = routes::router(state);
@@ -72,6 +76,25 @@ pub async fn serve(
         .await?;
     tracing::info!("server stopped");
     Ok(())
+}
+
+/// With a local data root, upload bodies are spooled in `<root>/.spool`, on the tables'
+/// filesystem, so a Parquet file stored as it is moves into its table by a rename instead
+/// of a second copy. Spool files a killed server left behind are removed. (Catalog names
+/// cannot start with a dot, so the directory never collides with one.)
+fn default_spool_dir(data_root: &str) -> Result<Option<std::path::PathBuf>, ServeError> {
+    if data_root.contains("://") {
+        return Ok(None);
+    }
+    let dir = std::path::Path::new(data_root).join(".spool");
+    std::fs::create_dir_all(&dir)?;
+    for entry in std::fs::read_dir(&dir)? {
+        let path = entry?.path();
+        if path.is_file() {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(Some(dir))
 }
 
 /// Resolves on SIGINT or SIGTERM.
