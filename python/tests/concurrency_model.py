@@ -27,7 +27,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -561,6 +562,22 @@ def start_moto(bucket: str = "lake") -> tuple[subprocess.Popen, str]:
         proc.wait()
         raise
     return proc, endpoint
+
+
+@contextmanager
+def s3_endpoint_for_tests(bucket: str = "lake") -> Iterator[str]:
+    """The tests' S3 endpoint: `DELTALITE_TEST_S3_ENDPOINT` (scripts/test.sh starts moto
+    and creates bucket `lake`), else a moto_server started here for the duration."""
+    endpoint = os.environ.get("DELTALITE_TEST_S3_ENDPOINT")
+    if endpoint:
+        yield endpoint
+        return
+    proc, endpoint = start_moto(bucket)
+    try:
+        yield endpoint
+    finally:
+        proc.terminate()
+        proc.wait()
 
 
 def create_bucket(endpoint: str, bucket: str = "lake") -> None:

@@ -5,13 +5,12 @@ order, every committed call is in the log exactly once, and no key is duplicated
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from concurrency_model import RunReport, run_python_writers, s3_options, start_moto
+from concurrency_model import RunReport, run_python_writers, s3_endpoint_for_tests, s3_options
 
 PROCESSES = 4
 CALLS = 12
@@ -20,20 +19,12 @@ CALLS = 12
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
     """scripts/test.sh exports DELTALITE_TEST_S3_ENDPOINT (bucket `lake` exists); run
-    standalone, this starts moto_server from .venv itself."""
-    endpoint = os.environ.get("DELTALITE_TEST_S3_ENDPOINT")
-    if endpoint:
-        yield endpoint
-        return
+    standalone, this starts moto_server from .venv itself (and fails if there is none)."""
     try:
-        proc, endpoint = start_moto("lake")
+        with s3_endpoint_for_tests("lake") as endpoint:
+            yield endpoint
     except RuntimeError as e:
         pytest.fail(f"no S3 server for the concurrency test: {e}")
-    try:
-        yield endpoint
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 def check(report: RunReport, capsys: pytest.CaptureFixture, label: str) -> None:

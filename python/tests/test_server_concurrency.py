@@ -1,13 +1,14 @@
 """Concurrent HTTP clients end in some serial order (issue #6, server side).
 
-Two `deltalite serve` processes share one data directory (one server alone serialises
-writes to a table behind its per-table lock, so a second process is what makes commits
-race), and several client threads send `/upsert` requests to both, each with its own
-`Idempotency-Key`. The server records the key as a `txn` action in the same commit, so
-the Delta log maps every version to the request that made it; the contract model
-(`omitted_columns="keep"`, `on_duplicate="last"`, as `/upsert` does) is fed in that order
-and compared with the table. Some requests are sent twice, at the same time to both
-servers and again afterwards: each must be written exactly once."""
+Two `deltalite serve` processes share one data root, a local directory or an S3 prefix
+on moto (one server alone serialises writes to a table behind its per-table lock, so a
+second process is what makes commits race). Several client threads send `/upsert`
+requests to both, each with its own `Idempotency-Key`. The server records the key as a
+`txn` action in the same commit, so the Delta log maps every version to the request that
+made it; the contract model (`omitted_columns="keep"`, `on_duplicate="last"`, as
+`/upsert` does) is fed in that order and compared with the table. Some requests are sent
+twice, at the same time to both servers and again afterwards: each must be written
+exactly once."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +31,15 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from concurrency_model import batch_of, create_table, make_calls, read_table, verify
+from concurrency_model import (
+    batch_of,
+    create_table,
+    make_calls,
+    read_table,
+    s3_endpoint_for_tests,
+    s3_options,
+    verify,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = 4
@@ -55,29 +65,32 @@ def server_binary() -> str:
     return binary
 
 
-def start_server(data: Path, log: Path) -> Server:
+def start_server(data: str, storage_options: dict[str, str] | None, log: Path) -> Server:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DELTALITE_")}
-    proc = subprocess.Popen(
-        [
-            server_binary(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--data",
-            str(data),
-            "--users",
-            "alice:secret",
-            "--catalogs",
-            "lakehouse",
-            # Lost races are logged by the engine: re-plans at info, rebases at debug.
-            "--log",
-            "info,deltalite::commit=debug",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=open(log, "wb"),  # noqa: SIM115 - the child holds it
-        env=env,
-        text=True,
-    )
+    options = [f"--storage-option={k}={v}" for k, v in (storage_options or {}).items()]
+    with open(log, "wb") as stderr:
+        proc = subprocess.Popen(
+            [
+                server_binary(),
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--data",
+                data,
+                "--users",
+                "alice:secret",
+                "--catalogs",
+                "lakehouse",
+                # Lost races are logged by the engine: re-plans at info, rebases at debug.
+                "--log",
+                "info,deltalite::commit=debug",
+                *options,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+            text=True,
+        )
     line = proc.stdout.readline()
     if not line.startswith("listening on "):
         proc.kill()
@@ -85,18 +98,44 @@ def start_server(data: Path, log: Path) -> Server:
     return Server(proc, line.removeprefix("listening on ").strip(), log)
 
 
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[tuple[Path, list[Server]]]:
-    data = tmp_path / "lake"
-    # Partitioned by `p`: the server upserts into an existing table with its partitioning.
-    create_table(str(data.joinpath(*TABLE)))
-    started = []
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    try:
+        with s3_endpoint_for_tests("lake") as endpoint:
+            yield endpoint
+    except RuntimeError as e:
+        pytest.fail(f"no S3 server for the concurrency test: {e}")
+
+
+@dataclass
+class Lake:
+    kind: str
+    root: str
+    storage_options: dict[str, str] | None
+    servers: list[Server]
+
+    @property
+    def table_uri(self) -> str:
+        return "/".join([self.root, *TABLE])
+
+
+@pytest.fixture(params=["local", "s3"])
+def lake(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Lake]:
+    """Two servers on one data root (a local directory or an S3 prefix) holding the
+    table, created partitioned by `p` (the server upserts with the table's partitioning)."""
+    if request.param == "s3":
+        endpoint = request.getfixturevalue("s3_endpoint")
+        lake = Lake("s3", f"s3://lake/http-{uuid.uuid4().hex}", s3_options(endpoint), [])
+    else:
+        lake = Lake("local", str(tmp_path / "lake"), None, [])
+    create_table(lake.table_uri, lake.storage_options)
     try:
         for i in range(2):
-            started.append(start_server(data, tmp_path / f"server{i}.log"))
-        yield data, started
+            log = tmp_path / f"server{i}.log"
+            lake.servers.append(start_server(lake.root, lake.storage_options, log))
+        yield lake
     finally:
-        for s in started:
+        for s in lake.servers:
             s.proc.terminate()
             s.proc.wait(timeout=30)
 
@@ -149,20 +188,44 @@ def http_calls(client: int) -> list[dict]:
     return calls
 
 
-def txn_log(table_dir: Path) -> list[tuple[int, str | None]]:
-    """(version, appId of its txn action) for every commit after the creation."""
+def txn_log(lake: Lake) -> list[tuple[int, str | None]]:
+    """(version, appId of its txn action) for every commit after the creation, from the
+    `_delta_log/*.json` files (locally or on S3)."""
     out = []
-    for f in sorted((table_dir / "_delta_log").glob("*.json")):
-        version = int(f.stem)
+    for version, text in log_files(lake):
         if version == 0:
             continue
-        app_ids = [
-            json.loads(line)["txn"]["appId"]
-            for line in f.read_text().splitlines()
-            if line.strip() and "txn" in json.loads(line)
-        ]
+        actions = [json.loads(line) for line in text.splitlines() if line.strip()]
+        app_ids = [a["txn"]["appId"] for a in actions if "txn" in a]
         out.append((version, app_ids[0] if len(app_ids) == 1 else repr(app_ids)))
-    return out
+    return sorted(out)
+
+
+def log_files(lake: Lake) -> Iterator[tuple[int, str]]:
+    if lake.storage_options is None:
+        for f in Path(lake.table_uri, "_delta_log").glob("*.json"):
+            yield int(f.stem), f.read_text()
+        return
+    import boto3
+
+    opts = lake.storage_options
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=opts["AWS_ENDPOINT_URL"],
+        aws_access_key_id=opts["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=opts["AWS_SECRET_ACCESS_KEY"],
+        region_name=opts["AWS_REGION"],
+    )
+    bucket, _, prefix = lake.table_uri.removeprefix("s3://").partition("/")
+    pages = s3.get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix=f"{prefix}/_delta_log/"
+    )
+    for page in pages:
+        for obj in page.get("Contents", []):
+            name = obj["Key"].rsplit("/", 1)[1]
+            if name.endswith(".json") and name[:-5].isdigit():
+                body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+                yield int(name[:-5]), body.decode()
 
 
 def app_id(key: str) -> str:
@@ -170,8 +233,8 @@ def app_id(key: str) -> str:
     return "idem-" + hashlib.sha256(key.encode()).hexdigest()
 
 
-def test_concurrent_http_clients(servers, capsys: pytest.CaptureFixture) -> None:
-    data, (one, two) = servers
+def test_concurrent_http_clients(lake: Lake, capsys: pytest.CaptureFixture) -> None:
+    one, two = lake.servers
     calls = {c: http_calls(c) for c in range(CLIENTS)}
     specs = {call["tag"]: call for cs in calls.values() for call in cs}
     # The first call of each of two clients is sent to both servers at once.
@@ -207,13 +270,13 @@ def test_concurrent_http_clients(servers, capsys: pytest.CaptureFixture) -> None
         res = upsert_request(one, specs[tag])
         assert res["status"] == 200, res
         assert res.get("idempotent_replay") is True, res
-    version_after = max(v for v, _ in txn_log(data.joinpath(*TABLE)))
+    version_after = max(v for v, _ in txn_log(lake))
 
     bad = {tag: rs for tag, rs in responses.items() if any(r["status"] != 200 for r in rs)}
     assert bad == {}, f"requests failed: {bad}"
 
     tag_of = {app_id(tag): tag for tag in specs}
-    log = [(v, tag_of.get(a, a)) for v, a in txn_log(data.joinpath(*TABLE))]
+    log = [(v, tag_of.get(a, a)) for v, a in txn_log(lake)]
     assert max(v for v, _ in log) == version_after, "a replay wrote a commit"
     committed_at = {tag: v for v, tag in log}
     results = {}
@@ -232,7 +295,11 @@ def test_concurrent_http_clients(servers, capsys: pytest.CaptureFixture) -> None
                 "rows_written": r.get("rows"),
             }
     verdict = verify(
-        specs, log, results, read_table(str(data.joinpath(*TABLE))), stats_checked=("rows_written",)
+        specs,
+        log,
+        results,
+        read_table(lake.table_uri, lake.storage_options),
+        stats_checked=("rows_written",),
     )
 
     # Lost races, from the engine's log lines in both servers.
@@ -242,7 +309,8 @@ def test_concurrent_http_clients(servers, capsys: pytest.CaptureFixture) -> None
     transient = sum(r["transient"] for rs in responses.values() for r in rs)
     with capsys.disabled():
         print(
-            f"\n[concurrent http clients] servers=2 clients={CLIENTS} requests={len(specs)} "
+            f"\n[concurrent http clients, {lake.kind}] servers=2 clients={CLIENTS} "
+            f"requests={len(specs)} "
             f"raced_duplicates={len(raced)} replays={len(replayed)} "
             f"committed={verdict.committed} conflicts_retried={replans + rebases} "
             f"replans={replans} transient_retries={transient} rows={verdict.rows} "
