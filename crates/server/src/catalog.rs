@@ -25,11 +25,12 @@ pub fn validate_name(kind: &str, name: &str) -> Result<(), ApiError> {
         || name.starts_with('.')
         || name
             .chars()
-            .any(|c| c == '/' || c == '\\' || c.is_control() || c == '\u{0}');
+            // '%': storage paths pass through URLs, and a decoded `%2e%2e` is `..`.
+            .any(|c| c == '/' || c == '\\' || c == '%' || c.is_control() || c == '\u{0}');
     if bad {
         return Err(ApiError::BadRequest(format!(
             "Invalid {kind} name {name:?}: names are identifiers and may not contain '/', '\\', \
-             control characters or start with '.'"
+             '%', control characters or start with '.'"
         )));
     }
     Ok(())
@@ -346,7 +347,7 @@ mod tests {
     #[test]
     fn names_that_escape_are_rejected() {
         for bad in [
-            "", ".", "..", "../x", "a/b", "a\\b", "x\0y", "a\nb", ".hidden",
+            "", ".", "..", "../x", "a/b", "a\\b", "x\0y", "a\nb", ".hidden", "%2e%2e", "a%2Fb",
         ] {
             assert!(validate_name("table", bad).is_err(), "{bad:?}");
         }
