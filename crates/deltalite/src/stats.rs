@@ -35,6 +35,8 @@ pub struct UpsertStats {
     pub commit_retries: usize,
     /// Times the whole upsert was re-planned against a newer snapshot.
     pub replans: usize,
+    /// The call's app transaction was already recorded: nothing was written.
+    pub already_applied: bool,
     /// Wall time per phase.
     pub timings: PhaseTimings,
 }

@@ -230,6 +230,7 @@ async fn plan_and_write(
             return Ok(Attempt::AlreadyApplied(UpsertStats {
                 version: state.version(),
                 source_rows: batches.iter().map(|b| b.num_rows()).sum(),
+                already_applied: true,
                 ..Default::default()
             }));
         }

@@ -293,13 +293,54 @@ fn guard_batches(
 
 /// Decode a spooled Parquet body to the end (panic-guarded) without keeping anything: a
 /// file the engine may store as it is must be readable, or every later read of the table
-/// would fail on it.
-pub fn validate_parquet(spool: &NamedTempFile) -> ApiResult<()> {
-    let source = open_source(spool, Format::Parquet, None)?;
-    for batch in source.batches {
-        batch.map_err(|e| bad(format!("not a readable Parquet file: {e}")))?;
-    }
-    Ok(())
+/// would fail on it. Row groups are decoded in parallel, one reader per core, on blocking
+/// threads (not the async workers); memory is one decoded batch per thread.
+pub async fn validate_parquet(path: &Path) -> ApiResult<()> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || validate_parquet_file(&path))
+        .await
+        .map_err(|e| ApiError::Internal(format!("Parquet validation task failed: {e}")))?
+}
+
+fn validate_parquet_file(path: &Path) -> ApiResult<()> {
+    const WHAT: &str = "not a readable Parquet file";
+    let reader = |row_groups: Option<Vec<usize>>| -> ApiResult<_> {
+        let file = File::open(path).map_err(io_err)?;
+        guarded(WHAT, || {
+            let mut builder = ParquetRecordBatchReaderBuilder::try_new(file)?.with_batch_size(8192);
+            let row_group_count = builder.metadata().num_row_groups();
+            if let Some(groups) = row_groups {
+                builder = builder.with_row_groups(groups);
+            }
+            Ok::<_, parquet::errors::ParquetError>((row_group_count, builder.build()?))
+        })
+        .map_err(bad)?
+        .map_err(|e| bad(format!("{WHAT}: {e}")))
+    };
+    let (row_groups, _) = reader(Some(Vec::new()))?;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, row_groups.max(1));
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|worker| {
+                scope.spawn(move || -> ApiResult<()> {
+                    let groups: Vec<usize> = (worker..row_groups).step_by(threads).collect();
+                    let (_, batches) = reader(Some(groups))?;
+                    let batches = guard_batches(WHAT, batches.map(|b| b.map_err(Into::into)));
+                    for batch in batches {
+                        batch.map_err(|e| bad(format!("{WHAT}: {e}")))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        workers.into_iter().try_for_each(|worker| {
+            worker
+                .join()
+                .map_err(|_| bad(format!("{WHAT}: the reader failed on malformed data")))?
+        })
+    })
 }
 
 /// A decoded source: schema plus a streaming batch iterator.
@@ -664,7 +705,7 @@ pub async fn upload(
                 // The engine may store the file as it is, checking only its footer: decode
                 // it once here, so a corrupt page is a 400 now instead of a stored file
                 // that breaks every later read of the table.
-                validate_parquet(&req.spool)?;
+                validate_parquet(req.spool.path()).await?;
                 table.adopt_parquet_file(req.spool.path(), &opts).await
             }
             _ => {
@@ -673,6 +714,9 @@ pub async fn upload(
             }
         }
         .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
+        if stats.already_applied {
+            return Ok(replay());
+        }
         Ok(IngestSummary::committed(
             stats.version,
             stats.rows_written,
@@ -732,6 +776,10 @@ pub async fn upsert(
             .upsert(&schema, &batches, &options)
             .await
             .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
+        if stats.already_applied {
+            // Another server committed this key while this one waited for the table.
+            return Ok(replay());
+        }
         Ok(IngestSummary::committed(
             stats.version,
             (stats.rows_updated + stats.rows_inserted) as u64,
@@ -773,6 +821,9 @@ pub async fn append_json(storage: &Storage, req: IngestRequest) -> ApiResult<Ing
             .append(source.batches, &opts)
             .await
             .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
+        if stats.already_applied {
+            return Ok(replay());
+        }
         Ok(IngestSummary::committed(
             stats.version,
             stats.rows_written,
