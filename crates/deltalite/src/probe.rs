@@ -8,13 +8,14 @@ use arrow::array::{Array, ArrayRef, BooleanArray};
 use arrow::compute::and;
 use arrow::datatypes::DataType;
 use deltalake::parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use deltalake::parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use deltalake::parquet::bloom_filter::Sbbf;
 use futures::TryStreamExt;
 use object_store::ObjectStore;
 
 use crate::error::Result;
 use crate::outcome::{Decider, Outcome};
-use crate::read::{open, present_roots, sparse_columns, stream_projected};
+use crate::read::{open_with_page_index, present_roots, sparse_columns, stream_projected};
 use crate::source::{Layout, SourcePartition};
 use crate::target::{TargetFile, prunable, within_bounds};
 
@@ -28,6 +29,8 @@ pub(crate) struct ProbeResult {
     /// Row groups read / skipped, for tracing.
     pub row_groups_read: usize,
     pub row_groups_skipped: usize,
+    /// Pages of the first key column skipped by the page index, in read row groups.
+    pub pages_skipped: usize,
 }
 
 /// Probe `file` for the keys of `part`.
@@ -39,7 +42,7 @@ pub(crate) async fn probe_file(
     decider: &Decider,
     read_batch_size: usize,
 ) -> Result<ProbeResult> {
-    let mut builder = open(store, file).await?;
+    let mut builder = open_with_page_index(store, file).await?;
     let wanted: Vec<usize> = layout
         .key_columns
         .iter()
@@ -142,8 +145,25 @@ pub(crate) async fn probe_file(
         return Ok(result);
     }
 
+    let pages = page_selection(&builder, layout, part, &candidates, &selected)?;
+    if let Some((_, skipped)) = &pages {
+        result.pages_skipped = *skipped;
+    }
     let root_indices: Vec<usize> = roots.iter().map(|(_, r)| *r).collect();
-    let mut stream = stream_projected(builder, &root_indices, selected, read_batch_size)?;
+    let mut stream = match pages {
+        Some((selection, _)) => {
+            if !selection.selects_any() {
+                return Ok(result);
+            }
+            stream_projected(
+                builder.with_row_selection(selection),
+                &root_indices,
+                selected,
+                read_batch_size,
+            )?
+        }
+        None => stream_projected(builder, &root_indices, selected, read_batch_size)?,
+    };
     while let Some(batch) = stream.try_next().await? {
         let columns = sparse_columns(&batch, &layout.data_schema, &wanted)?;
         let stored = decider.encode(&columns, batch.num_rows())?;
@@ -157,6 +177,84 @@ pub(crate) async fn probe_file(
         }
     }
     Ok(result)
+}
+
+/// The rows of the `selected` row groups worth reading, by the page index of the first
+/// prunable key column: a page whose min/max admits none of the row group's candidate
+/// keys is skipped (pages of different columns do not align, so one column decides).
+/// Returns the selection and the pages skipped; `None` without a usable page index.
+fn page_selection(
+    builder: &crate::read::FileBuilder,
+    layout: &Layout,
+    part: &SourcePartition,
+    candidates: &[Option<BooleanArray>],
+    selected: &[usize],
+) -> Result<Option<(RowSelection, usize)>> {
+    let metadata = builder.metadata();
+    let (Some(column_index), Some(offset_index)) =
+        (metadata.column_index(), metadata.offset_index())
+    else {
+        return Ok(None);
+    };
+    let Some(&k) = layout
+        .key_columns
+        .iter()
+        .find(|&&k| prunable(layout.data_schema.field(k).data_type()))
+    else {
+        return Ok(None);
+    };
+    let field = layout.data_schema.field(k);
+    let Ok(converter) =
+        StatisticsConverter::try_new(field.name(), builder.schema(), builder.parquet_schema())
+    else {
+        return Ok(None);
+    };
+    let (Ok(mins), Ok(maxes), Ok(Some(rows))) = (
+        converter.data_page_mins(column_index, offset_index, selected),
+        converter.data_page_maxes(column_index, offset_index, selected),
+        converter.data_page_row_counts(offset_index, metadata.row_groups(), selected),
+    ) else {
+        return Ok(None);
+    };
+    let (Ok(mins), Ok(maxes)) = (
+        arrow::compute::cast(&mins, field.data_type()),
+        arrow::compute::cast(&maxes, field.data_type()),
+    ) else {
+        return Ok(None);
+    };
+    // Pages per row group, to know which candidate mask applies to page `i`.
+    let mut owner: Vec<usize> = Vec::with_capacity(rows.len());
+    for &rg in selected {
+        let pages = offset_index
+            .get(rg)
+            .and_then(|columns| columns.get(converter.parquet_column_index()?))
+            .map_or(0, |column| column.page_locations().len());
+        owner.extend(std::iter::repeat_n(rg, pages));
+    }
+    if owner.len() != rows.len() || mins.len() != rows.len() || maxes.len() != rows.len() {
+        return Ok(None);
+    }
+    let keys = part.batch.column(k);
+    let mut selectors: Vec<RowSelector> = Vec::with_capacity(rows.len());
+    let mut skipped = 0;
+    for (page, &rg) in owner.iter().enumerate() {
+        let count = rows.value(page) as usize;
+        let bound = |a: &ArrayRef| a.is_valid(page).then(|| a.slice(page, 1));
+        let admits = match &candidates[rg] {
+            Some(mask) => {
+                let m = within_bounds(keys, bound(&mins).as_ref(), bound(&maxes).as_ref())?;
+                and(mask, &m)?.true_count() > 0
+            }
+            None => false,
+        };
+        if admits {
+            selectors.push(RowSelector::select(count));
+        } else {
+            skipped += 1;
+            selectors.push(RowSelector::skip(count));
+        }
+    }
+    Ok(Some((RowSelection::from(selectors), skipped)))
 }
 
 /// Narrow `current` to source keys the bloom filter may hold; `None` if the key type

@@ -32,6 +32,20 @@ pub(crate) async fn open(store: Arc<dyn ObjectStore>, file: &TargetFile) -> Resu
     Ok(ParquetRecordBatchStreamBuilder::new(reader).await?)
 }
 
+/// Open a target file reading its footer and its page index (for page-level pruning).
+#[allow(deprecated)]
+pub(crate) async fn open_with_page_index(
+    store: Arc<dyn ObjectStore>,
+    file: &TargetFile,
+) -> Result<FileBuilder> {
+    let reader = ParquetObjectReader::new(store, file.path.clone()).with_file_size(file.size);
+    Ok(ParquetRecordBatchStreamBuilder::new_with_options(
+        reader,
+        ArrowReaderOptions::new().with_page_index(true),
+    )
+    .await?)
+}
+
 /// Stream every row of a file, never fetching more than about `window_bytes` of pages at
 /// once when the file has an offset index (then a window is a row range whose pages are
 /// fetched alone), else one row group at a time. Memory stays bounded even for files

@@ -17,6 +17,8 @@ pub struct UpsertStats {
     pub files_carried_over: usize,
     /// Files whose key columns were read by the exact probe.
     pub files_probed: usize,
+    /// Data pages of a key column the probe skipped by their page-index min/max.
+    pub pages_skipped: usize,
     /// Stored rows replaced (or matched with no change, for key-only `keep` batches).
     pub rows_updated: usize,
     /// Source rows inserted.

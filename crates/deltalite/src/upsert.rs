@@ -206,6 +206,7 @@ struct PartitionResult {
     adds: Vec<Add>,
     removes: Vec<Remove>,
     probed: usize,
+    pages_skipped: usize,
     carried_over: usize,
     updated: usize,
     inserted: usize,
@@ -373,6 +374,7 @@ async fn plan_and_write(
         stats.files_removed += r.removes.len();
         stats.files_carried_over += r.carried_over;
         stats.files_probed += r.probed;
+        stats.pages_skipped += r.pages_skipped;
         stats.rows_updated += r.updated;
         stats.rows_inserted += r.inserted;
         stats.rows_copied += r.copied;
@@ -424,7 +426,7 @@ async fn process_partition(
             }
             result.probed = candidates.len();
             let probe_concurrency = shared.knobs.probe_concurrency;
-            let probed: Vec<(TargetFile, bool)> =
+            let probed: Vec<(TargetFile, bool, usize)> =
                 stream::iter(candidates.into_iter().map(|file| {
                     let shared = Arc::clone(&shared);
                     let part = Arc::clone(&part);
@@ -444,7 +446,7 @@ async fn process_partition(
                             for (row, outcome) in &found.outcomes {
                                 outcomes.record(*row, *outcome);
                             }
-                            Ok::<_, DeltaLiteError>((file, found.rewrite))
+                            Ok::<_, DeltaLiteError>((file, found.rewrite, found.pages_skipped))
                         });
                         task.await
                             .map_err(|e| DeltaLiteError::Other(format!("probe task failed: {e}")))?
@@ -453,9 +455,10 @@ async fn process_partition(
                 .buffer_unordered(probe_concurrency)
                 .try_collect()
                 .await?;
+            result.pages_skipped = probed.iter().map(|(_, _, pages)| pages).sum();
             probed
                 .into_iter()
-                .filter_map(|(file, rewrite)| rewrite.then_some(file))
+                .filter_map(|(file, rewrite, _)| rewrite.then_some(file))
                 .collect()
         }
     };

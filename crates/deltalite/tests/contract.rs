@@ -660,6 +660,72 @@ async fn the_only_match_in_the_last_row_group_of_a_large_file() {
     assert!(got.contains(&vec![(n - 1).to_string(), "last".to_string()]));
 }
 
+/// One row group of many pages (20,000 rows per page by default): the probe reads only
+/// the pages whose page-index min/max admit a source key, and still finds every match.
+#[tokio::test]
+async fn the_probe_skips_pages_by_the_page_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let schema = Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("v", DataType::Int64, true),
+    ]);
+    let mut t = create(&uri, &schema, &[]).await;
+    let n = 200_000i64;
+    let ids: Vec<Option<i64>> = (0..n).map(Some).collect();
+    t.append(
+        [Ok(batch(vec![("id", i64s(&ids)), ("v", i64s(&ids))]))],
+        &deltalite::write::WriteOptions::default(),
+    )
+    .await
+    .unwrap();
+    let path = dir.path().join("t").join(&t.files().unwrap()[0].path);
+    let reader = deltalite::parquet::file::reader::SerializedFileReader::new_with_options(
+        std::fs::File::open(&path).unwrap(),
+        deltalite::parquet::file::serialized_reader::ReadOptionsBuilder::new()
+            .with_page_index()
+            .build(),
+    )
+    .unwrap();
+    use deltalite::parquet::file::reader::FileReader;
+    assert_eq!(reader.metadata().num_row_groups(), 1);
+    let pages = reader.metadata().offset_index().unwrap()[0][0]
+        .page_locations()
+        .len();
+    assert!(pages >= 4, "want a row group of many pages, got {pages}");
+
+    // Keys in two pages (ids 5 and 150,000) plus one absent key inside the range (a
+    // NULL key never matches and must not select pages either).
+    let update = batch(vec![
+        ("id", i64s(&[Some(5), Some(150_000), None])),
+        ("v", i64s(&[Some(-1), Some(-2), Some(-3)])),
+    ]);
+    let s = upsert(&mut t, &update, &UpsertOptions::new(["id"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.pages_skipped,
+        pages - 2,
+        "2 of {pages} pages hold a key: {s:?}"
+    );
+    assert_eq!(
+        (s.rows_updated, s.rows_inserted, s.files_removed),
+        (2, 1, 1),
+        "{s:?}"
+    );
+    let got = rows(&uri).await;
+    assert_eq!(got.len() as i64, n + 1);
+    assert!(got.contains(&vec!["5".into(), "-1".into()]));
+    assert!(got.contains(&vec!["150000".into(), "-2".into()]));
+    assert!(got.contains(&vec!["1".into(), "1".into()]));
+    // A key beyond every page: all pages skipped, nothing rewritten.
+    let insert = batch(vec![("id", i64s(&[Some(n + 10)])), ("v", i64s(&[Some(0)]))]);
+    let s = upsert(&mut t, &insert, &UpsertOptions::new(["id"]))
+        .await
+        .unwrap();
+    assert_eq!((s.files_removed, s.rows_inserted), (0, 1), "{s:?}");
+}
+
 #[tokio::test]
 async fn keys_added_by_schema_evolution_are_null_in_old_files() {
     use deltalite::deltalake::kernel::{DataType as KType, PrimitiveType, StructField};
