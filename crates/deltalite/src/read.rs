@@ -13,6 +13,7 @@ use deltalake::parquet::arrow::arrow_reader::{
 use deltalake::parquet::arrow::async_reader::{
     ParquetObjectReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
+use deltalake::parquet::file::metadata::ParquetMetaData;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 
@@ -49,14 +50,17 @@ pub(crate) async fn open_with_page_index(
 /// Stream every row of a file, never fetching more than about `window_bytes` of pages at
 /// once when the file has an offset index (then a window is a row range whose pages are
 /// fetched alone), else one row group at a time. Memory stays bounded even for files
-/// written as one huge row group.
+/// written as one huge row group. Also returns the file's metadata.
 #[allow(deprecated)]
 pub(crate) async fn stream_file_windowed(
     store: Arc<dyn ObjectStore>,
     file: &TargetFile,
     batch_size: usize,
     window_bytes: usize,
-) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+) -> Result<(
+    Arc<ParquetMetaData>,
+    BoxStream<'static, Result<RecordBatch>>,
+)> {
     let mut reader =
         ParquetObjectReader::new(Arc::clone(&store), file.path.clone()).with_file_size(file.size);
     let metadata = ArrowReaderMetadata::load_async(
@@ -89,7 +93,7 @@ pub(crate) async fn stream_file_windowed(
     }
     let path = file.path.clone();
     let size = file.size;
-    Ok(stream::iter(windows)
+    let stream = stream::iter(windows)
         .then(move |(rg, start, len, rows)| {
             let reader =
                 ParquetObjectReader::new(Arc::clone(&store), path.clone()).with_file_size(size);
@@ -108,7 +112,8 @@ pub(crate) async fn stream_file_windowed(
             }
         })
         .try_flatten()
-        .boxed())
+        .boxed();
+    Ok((parquet, stream))
 }
 
 /// Columns of the data schema, by position, that a file actually holds.

@@ -46,14 +46,16 @@ pub(crate) async fn rewrite_file(
     ctx: &RewriteContext<'_>,
     file: &TargetFile,
 ) -> Result<(Vec<Add>, RewriteCounts)> {
-    let mut stream = stream_file_windowed(
+    let (stored_layout, mut stream) = stream_file_windowed(
         Arc::clone(ctx.store),
         file,
         ctx.read_batch_size,
         ctx.read_window_bytes,
     )
     .await?;
-    let mut writer = ctx.writers.partition_writer(&ctx.part.key)?;
+    let mut writer = ctx
+        .writers
+        .partition_writer_like(&ctx.part.key, &stored_layout)?;
     let mut counts = RewriteCounts::default();
     let result: Result<()> = async {
         while let Some(batch) = stream.try_next().await? {

@@ -8,7 +8,8 @@ use arrow::datatypes::SchemaRef;
 use delta_kernel::table_properties::DataSkippingNumIndexedCols;
 use deltalake::datafile::writer::{PartitionWriter, PartitionWriterConfig};
 use deltalake::logstore::ObjectStoreRef;
-use deltalake::parquet::basic::Compression;
+use deltalake::parquet::basic::{Compression, Encoding};
+use deltalake::parquet::file::metadata::ParquetMetaData;
 use deltalake::parquet::file::properties::WriterProperties;
 use deltalake::parquet::schema::types::ColumnPath;
 
@@ -75,10 +76,52 @@ impl WriterFactory {
 
     /// A new writer for one partition.
     pub(crate) fn partition_writer(&self, partition: &PartitionKey) -> Result<PartitionWriter> {
+        self.writer_with(partition, self.properties.clone())
+    }
+
+    /// A writer for the rewrite of a stored file: columns whose stored data pages were not
+    /// all dictionary-encoded (the writer gave up on the dictionary, or never used one)
+    /// are written without one. Trying again would only build and drop a dictionary per
+    /// page: the payload of a rewrite is mostly the stored rows.
+    pub(crate) fn partition_writer_like(
+        &self,
+        partition: &PartitionKey,
+        stored: &ParquetMetaData,
+    ) -> Result<PartitionWriter> {
+        let Some(row_group) = stored.row_groups().first() else {
+            return self.partition_writer(partition);
+        };
+        let mut props = None;
+        for column in row_group.columns() {
+            let Some(data_pages) = column.page_encoding_stats_mask() else {
+                continue;
+            };
+            let all_dictionary = column.dictionary_page_offset().is_some()
+                && (data_pages.is_only(Encoding::RLE_DICTIONARY)
+                    || data_pages.is_only(Encoding::PLAIN_DICTIONARY));
+            if !all_dictionary {
+                props = Some(
+                    props
+                        .unwrap_or_else(|| self.properties.clone().into_builder())
+                        .set_column_dictionary_enabled(column.column_path().clone(), false),
+                );
+            }
+        }
+        match props {
+            Some(props) => self.writer_with(partition, props.build()),
+            None => self.partition_writer(partition),
+        }
+    }
+
+    fn writer_with(
+        &self,
+        partition: &PartitionKey,
+        properties: WriterProperties,
+    ) -> Result<PartitionWriter> {
         let config = PartitionWriterConfig::try_new(
             Arc::clone(&self.data_schema),
             partition.values.clone(),
-            Some(self.properties.clone()),
+            Some(properties),
             Some(self.target_file_size),
             Some(self.write_batch_size),
             Some(self.upload_concurrency),

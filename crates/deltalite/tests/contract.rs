@@ -1109,3 +1109,71 @@ async fn a_failure_in_one_partition_leaves_no_files_from_the_others() {
     );
     let _ = uri;
 }
+
+/// A rewrite keeps dictionary encoding where the stored file profited from it and drops
+/// it where the stored writer gave up on it (high-cardinality payload): the rewrite does
+/// not rebuild and discard a dictionary per page.
+#[tokio::test]
+async fn rewrites_follow_the_stored_dictionary_choices() {
+    use deltalite::parquet::file::reader::{FileReader, SerializedFileReader};
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let schema = Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("kind", DataType::Utf8, true),
+        Field::new("payload", DataType::Utf8, true),
+    ]);
+    let mut t = create(&uri, &schema, &[]).await;
+    let n = 50_000i64;
+    let ids: Vec<Option<i64>> = (0..n).map(Some).collect();
+    let kinds: Vec<Option<&str>> = (0..n)
+        .map(|i| Some(["a", "b", "c"][i as usize % 3]))
+        .collect();
+    let payloads: Vec<Option<String>> = (0..n)
+        .map(|i| {
+            Some(format!(
+                "{:064x}",
+                (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ))
+        })
+        .collect();
+    let payload_refs: Vec<Option<&str>> = payloads.iter().map(|p| p.as_deref()).collect();
+    t.append(
+        [Ok(batch(vec![
+            ("id", i64s(&ids)),
+            ("kind", strings(&kinds)),
+            ("payload", strings(&payload_refs)),
+        ]))],
+        &deltalite::write::WriteOptions::default(),
+    )
+    .await
+    .unwrap();
+    let dictionary_pages = |t: &deltalite::DeltaLiteTable| -> Vec<bool> {
+        let path = dir.path().join("t").join(&t.files().unwrap()[0].path);
+        let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+        let rg = reader.metadata().row_group(0);
+        (0..3)
+            .map(|c| rg.column(c).dictionary_page_offset().is_some())
+            .collect()
+    };
+    assert_eq!(
+        dictionary_pages(&t),
+        [true, true, true],
+        "delta-rs tries a dictionary everywhere"
+    );
+    let update = batch(vec![
+        ("id", i64s(&[Some(7)])),
+        ("kind", strings(&[Some("b")])),
+        ("payload", strings(&[Some("new")])),
+    ]);
+    let s = upsert(&mut t, &update, &UpsertOptions::new(["id"]))
+        .await
+        .unwrap();
+    assert_eq!((s.files_removed, s.files_added, s.rows_updated), (1, 1, 1));
+    // payload (50,000 distinct 64-byte strings) outgrew the dictionary in the stored file
+    // and fell back to plain pages; id (400 KB) and kind fit theirs.
+    assert_eq!(dictionary_pages(&t), [true, true, false]);
+    let got = rows(&uri).await;
+    assert_eq!(got.len() as i64, n);
+    assert!(got.contains(&vec!["7".into(), "b".into(), "new".into()]));
+}
