@@ -30,6 +30,9 @@ class UpsertStats:
     @property
     def files_probed(self) -> int: ...
     @property
+    def pages_skipped(self) -> int:
+        """Key-column pages the probe skipped by their page-index min/max."""
+    @property
     def rows_updated(self) -> int: ...
     @property
     def rows_inserted(self) -> int: ...

@@ -208,6 +208,7 @@ struct PyUpsertStats {
     files_removed: usize,
     files_carried_over: usize,
     files_probed: usize,
+    pages_skipped: usize,
     rows_updated: usize,
     rows_inserted: usize,
     rows_copied: usize,
@@ -241,6 +242,7 @@ impl From<UpsertStats> for PyUpsertStats {
             files_removed: s.files_removed,
             files_carried_over: s.files_carried_over,
             files_probed: s.files_probed,
+            pages_skipped: s.pages_skipped,
             rows_updated: s.rows_updated,
             rows_inserted: s.rows_inserted,
             rows_copied: s.rows_copied,
@@ -256,7 +258,7 @@ impl From<UpsertStats> for PyUpsertStats {
 }
 
 impl PyUpsertStats {
-    fn counters(&self) -> [(&'static str, u64); 15] {
+    fn counters(&self) -> [(&'static str, u64); 16] {
         [
             ("version", self.version),
             ("partitions_touched", self.partitions_touched as u64),
@@ -264,6 +266,7 @@ impl PyUpsertStats {
             ("files_removed", self.files_removed as u64),
             ("files_carried_over", self.files_carried_over as u64),
             ("files_probed", self.files_probed as u64),
+            ("pages_skipped", self.pages_skipped as u64),
             ("rows_updated", self.rows_updated as u64),
             ("rows_inserted", self.rows_inserted as u64),
             ("rows_copied", self.rows_copied as u64),
