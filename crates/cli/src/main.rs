@@ -123,6 +123,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.spool_dir = args.spool_dir;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // DataFusion plans and evaluates expressions recursively; SQL nesting is capped
+        // (`sql::MAX_EXPR_DEPTH`), and the larger stack (virtual memory, touched only as
+        // deep as used) keeps that cap far from an overflow, in debug builds too.
+        .thread_stack_size(16 * 1024 * 1024)
         .build()?;
     runtime.block_on(deltalite_server::serve(
         config,

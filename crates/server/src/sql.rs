@@ -171,6 +171,7 @@ impl SqlSession {
         }
         for s in &statements {
             check_allowed(s)?;
+            check_depth(s)?;
         }
         Ok(statements.into_iter().collect())
     }
@@ -1057,6 +1058,82 @@ fn string_table(names: &[&str], rows: Vec<Vec<Option<String>>>) -> Result<MemTab
     let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     MemTable::try_new(schema, vec![vec![batch]]).map_err(df_err)
+}
+
+/// Deepest expression nesting a statement may have. The parser builds chains of infix
+/// operators (`1 + 1 + ...`, `x::INT::INT...`) without a recursion limit, and DataFusion
+/// clones and plans expressions recursively on the worker's stack: a few thousand levels
+/// overflowed it and aborted the whole server. Parenthesised nesting is already capped at
+/// 50 by the parser.
+pub const MAX_EXPR_DEPTH: usize = 256;
+/// Longest chain of set operations (`SELECT .. UNION ALL SELECT .. UNION ALL ..`).
+pub const MAX_SET_OPERATIONS: usize = 1000;
+
+/// Refuse statements nested deeper than [`MAX_EXPR_DEPTH`] / [`MAX_SET_OPERATIONS`]. The walk
+/// stops at the limit, so it never recurses deeper than that itself.
+fn check_depth(statement: &DFStatement) -> Result<(), ApiError> {
+    use datafusion::sql::sqlparser::ast::{self as sql, Visit};
+    use std::ops::ControlFlow;
+
+    struct Depth {
+        current: usize,
+        too_deep: Option<String>,
+    }
+    impl sql::Visitor for Depth {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &sql::Query) -> ControlFlow<()> {
+            // Set operations nest through `left`/`right` without a visitor hook: count the
+            // chain without recursion before the visitor descends into it.
+            let mut longest = 0;
+            let mut todo = vec![(query.body.as_ref(), 0usize)];
+            while let Some((body, n)) = todo.pop() {
+                longest = longest.max(n);
+                if let sql::SetExpr::SetOperation { left, right, .. } = body {
+                    todo.push((left.as_ref(), n + 1));
+                    todo.push((right.as_ref(), n + 1));
+                }
+            }
+            if longest > MAX_SET_OPERATIONS {
+                self.too_deep = Some(format!(
+                    "more than {MAX_SET_OPERATIONS} chained set operations (UNION/INTERSECT/EXCEPT)"
+                ));
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, _: &sql::Expr) -> ControlFlow<()> {
+            self.current += 1;
+            if self.current > MAX_EXPR_DEPTH {
+                self.too_deep = Some(format!(
+                    "expressions nested more than {MAX_EXPR_DEPTH} levels deep"
+                ));
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        }
+        fn post_visit_expr(&mut self, _: &sql::Expr) -> ControlFlow<()> {
+            self.current -= 1;
+            ControlFlow::Continue(())
+        }
+    }
+
+    let mut depth = Depth {
+        current: 0,
+        too_deep: None,
+    };
+    match statement {
+        DFStatement::Statement(s) => {
+            let _ = s.visit(&mut depth);
+        }
+        DFStatement::Explain(e) => return check_depth(&e.statement),
+        _ => {}
+    }
+    match depth.too_deep {
+        Some(what) => Err(sql_err(format!(
+            "Parser Error: statement too complex: {what}"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Reject statements that could reach outside the granted catalogs.
