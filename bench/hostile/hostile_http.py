@@ -78,7 +78,10 @@ class Server:
     def rss_mb(self) -> tuple[float, float]:
         """(VmRSS, VmHWM) in MB."""
         rss = hwm = 0.0
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+        status = Path(f"/proc/{self.proc.pid}/status")
+        if self.proc.poll() is not None or not status.exists():
+            return rss, hwm  # gone: reported by the main loop
+        for line in status.read_text().splitlines():
             if line.startswith("VmRSS:"):
                 rss = int(line.split()[1]) / 1024
             elif line.startswith("VmHWM:"):

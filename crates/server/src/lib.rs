@@ -71,11 +71,57 @@ pub async fn serve(
     let addr = listener.local_addr()?;
     tracing::info!(%addr, data = %config.data_root, catalogs = ?config.catalogs, "listening");
     println!("listening on http://{addr}");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    accept_loop(listener, app, shutdown).await;
     tracing::info!("server stopped");
     Ok(())
+}
+
+/// How long a client may take to send a request's headers before the connection is closed
+/// (a client that trickles header bytes would otherwise hold a connection forever; body
+/// pauses are bounded separately by `body_idle_timeout`).
+pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Serve HTTP/1.1 connections until `shutdown` resolves, then let in-flight requests
+/// finish. Like `axum::serve`, plus a header read timeout (which needs a timer that
+/// `axum::serve` does not configure).
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .serve_connection(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
 }
 
 /// With a local data root, upload bodies are spooled in `<root>/.spool`, on the tables'
