@@ -385,3 +385,25 @@ fn deeply_nested_sql_is_refused_and_the_server_survives() {
     let unions = format!("{}SELECT 1", "SELECT 1 UNION ALL ".repeat(300));
     assert_eq!(s.rows(&unions).len(), 301);
 }
+
+/// Functions whose result size is an argument are capped: one `repeat('x', 1e9)` used to
+/// allocate several GB outside any memory accounting.
+#[test]
+fn size_taking_functions_are_capped() {
+    let s = Server::start();
+    for sql in [
+        "SELECT repeat('x', 1000000000)",
+        "SELECT lpad('x', 1000000000)",
+        "SELECT rpad('x', 1000000000, 'y')",
+        "SELECT array_repeat(1, 1000000000)",
+        "SELECT list_repeat('a', 1000000000)",
+        "SELECT repeat(repeat('x', 1000000), 1000)",
+    ] {
+        let err = s.error(sql);
+        assert!(err.contains("would exceed"), "{sql}: {err}");
+    }
+    let rows = s.rows("SELECT repeat('ab', 3), lpad('x', 4), array_repeat(1, 2)");
+    assert_eq!(rows[0][0], "ababab");
+    assert_eq!(rows[0][1], "   x");
+    assert!(s.healthy());
+}
