@@ -83,20 +83,20 @@ fn detect_and_decode(bytes: &[u8], content_type: Option<&str>) {
 }
 
 fn sample_batch() -> RecordBatch {
-    let n = 300;
+    let n: i32 = 300;
     let ids: Int64Array = (0..n as i64).collect();
     let names: StringArray = (0..n)
         .map(|i| (i % 7 != 0).then(|| format!("name-{i}-é")))
         .collect();
     let floats: Float64Array = (0..n).map(|i| Some(i as f64 * 0.5 - 3.0)).collect();
     let flags: BooleanArray = (0..n).map(|i| Some(i % 3 == 0)).collect();
-    let days: Date32Array = (0..n as i32).map(|i| Some(19_000 + i)).collect();
+    let days: Date32Array = (0..n).map(|i| Some(19_000 + i)).collect();
     let ts = TimestampMicrosecondArray::from_iter_values((0..n as i64).map(|i| i * 1_000_000))
         .with_timezone("UTC");
     let list = ListArray::from_iter_primitive::<Int32Type, _, _>(
-        (0..n as i32).map(|i| Some(vec![Some(i), None, Some(i * 2)])),
+        (0..n).map(|i| Some(vec![Some(i), None, Some(i * 2)])),
     );
-    let inner: Int32Array = (0..n as i32).map(Some).collect();
+    let inner: Int32Array = (0..n).map(Some).collect();
     let st = StructArray::from(vec![(
         Arc::new(Field::new("x", DataType::Int32, true)),
         Arc::new(inner) as ArrayRef,
@@ -242,7 +242,7 @@ fn apply(mut b: Vec<u8>, m: &Mutation) -> Vec<u8> {
 
 fn mutated(seed: &'static [u8]) -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(mutation(), 1..6)
-        .prop_map(move |ms| ms.iter().fold(seed.to_vec(), |body, m| apply(body, m)))
+        .prop_map(move |ms| ms.iter().fold(seed.to_vec(), apply))
 }
 
 fn config() -> ProptestConfig {
