@@ -63,6 +63,11 @@ struct ServeArgs {
     #[arg(long, env = "DELTALITE_QUERY_TIMEOUT_SECS", default_value_t = 300)]
     query_timeout_secs: u64,
 
+    /// Memory, in MiB, that all running queries may hold together in sorts, joins and
+    /// aggregations; beyond it they spill to disk or fail with "Resources exhausted".
+    #[arg(long, env = "DELTALITE_QUERY_MEMORY_MB", default_value_t = 1024)]
+    query_memory_mb: usize,
+
     /// Longest pause, in seconds, between two pieces of a request body before the request
     /// is answered with 400 (an idle timeout; long uploads that keep sending are fine).
     #[arg(long, env = "DELTALITE_BODY_IDLE_TIMEOUT_SECS", default_value_t = 60)]
@@ -119,6 +124,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.storage_options = options;
     config.max_body_bytes = args.max_body_bytes;
     config.query_timeout = Duration::from_secs(args.query_timeout_secs.max(1));
+    config.query_memory_bytes = args.query_memory_mb.max(1).saturating_mul(1024 * 1024);
     config.body_idle_timeout = Duration::from_secs(args.body_idle_timeout_secs.max(1));
     config.spool_dir = args.spool_dir;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -407,3 +407,20 @@ fn size_taking_functions_are_capped() {
     assert_eq!(rows[0][1], "   x");
     assert!(s.healthy());
 }
+
+#[test]
+fn query_memory_is_bounded_by_the_pool() {
+    let s = Server::start_with(&["--query-memory-mb", "2"]);
+    // A hash join's build side cannot spill: with a 2 MiB pool it is refused, not grown.
+    let err = s.error(
+        "SELECT count(*) FROM generate_series(1, 2000000) a(x) \
+         JOIN generate_series(1, 2000000) b(y) ON a.x = b.y",
+    );
+    assert!(err.contains("Resources exhausted"), "{err}");
+    // Small queries still run, and so does the server.
+    assert_eq!(
+        s.rows("SELECT count(*) FROM generate_series(1, 1000) t(x)"),
+        vec![vec![serde_json::json!(1000)]]
+    );
+    assert!(s.healthy());
+}

@@ -36,6 +36,10 @@ pub struct ServerConfig {
     pub max_body_bytes: u64,
     /// Wall-clock limit of one `/query` request.
     pub query_timeout: Duration,
+    /// Memory all running queries may hold together in their sorts, joins and
+    /// aggregations (DataFusion's memory pool); a query that needs more spills to disk
+    /// where the operator can, else fails with "Resources exhausted".
+    pub query_memory_bytes: usize,
     /// Longest wait for the next piece of a request body (an idle timeout, not a limit on
     /// the whole upload): a client that stops sending, or drips a few bytes at a time
     /// slower than this, gets a 400 and the connection is closed.
@@ -120,6 +124,7 @@ impl ServerConfig {
             catalogs,
             max_body_bytes: 10 * 1024 * 1024 * 1024,
             query_timeout: Duration::from_secs(300),
+            query_memory_bytes: 1024 * 1024 * 1024,
             body_idle_timeout: Duration::from_secs(60),
             spool_dir: None,
         })

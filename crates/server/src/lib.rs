@@ -41,6 +41,9 @@ pub enum ServeError {
     /// The data root or a catalog could not be opened or created.
     #[error("storage: {0}")]
     Storage(ApiError),
+    /// The query runtime (memory pool) could not be built.
+    #[error("query runtime: {0}")]
+    QueryRuntime(#[from] datafusion::error::DataFusionError),
     /// Binding or serving failed.
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
@@ -65,7 +68,7 @@ pub async fn serve(
         config.spool_dir = default_spool_dir(&config.data_root)?;
     }
     let prometheus = metrics::install();
-    let state = routes::AppState::new(config.clone(), storage, prometheus);
+    let state = routes::AppState::new(config.clone(), storage, prometheus)?;
     let app = routes::router(state);
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;

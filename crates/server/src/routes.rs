@@ -16,6 +16,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json};
+use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use futures::StreamExt;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Deserialize;
@@ -48,6 +50,8 @@ pub struct AppState {
     storage: Arc<Storage>,
     auth: Authenticator,
     prometheus: Option<PrometheusHandle>,
+    /// One DataFusion runtime for every query: its memory pool bounds them together.
+    query_runtime: Arc<RuntimeEnv>,
     queries: Mutex<(HashMap<String, QueryEntry>, VecDeque<String>)>,
     tasks: Mutex<HashMap<String, String>>,
 }
@@ -58,15 +62,19 @@ impl AppState {
         config: ServerConfig,
         storage: Storage,
         prometheus: Option<PrometheusHandle>,
-    ) -> Arc<Self> {
-        Arc::new(Self {
+    ) -> Result<Arc<Self>, datafusion::error::DataFusionError> {
+        let query_runtime = RuntimeEnvBuilder::new()
+            .with_memory_pool(Arc::new(FairSpillPool::new(config.query_memory_bytes)))
+            .build_arc()?;
+        Ok(Arc::new(Self {
             auth: Authenticator::new(&config.users),
+            query_runtime,
             config,
             storage: Arc::new(storage),
             prometheus,
             queries: Mutex::new((HashMap::new(), VecDeque::new())),
             tasks: Mutex::new(HashMap::new()),
-        })
+        }))
     }
 
     fn queries(
@@ -447,6 +455,7 @@ async fn validate(
     let result = async {
         let mut session = SqlSession::new(
             Arc::clone(&state.storage),
+            Arc::clone(&state.query_runtime),
             user,
             req.catalog.as_deref(),
             req.schema.as_deref(),
@@ -645,6 +654,7 @@ async fn query(
     };
     let mut session = match SqlSession::new(
         Arc::clone(&state.storage),
+        Arc::clone(&state.query_runtime),
         user,
         req.catalog.as_deref(),
         req.schema.as_deref(),

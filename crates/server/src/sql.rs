@@ -15,6 +15,7 @@ use datafusion::catalog::{MemoryCatalogProvider, MemorySchemaProvider, SchemaPro
 use datafusion::common::{Column, TableReference};
 use datafusion::datasource::MemTable;
 use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::logical_expr::{ColumnarValue, LogicalPlan, Volatility, cast, create_udf};
 use datafusion::prelude::{Expr, SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
@@ -114,6 +115,7 @@ impl SqlSession {
     /// A session with the user's catalogs and the request's defaults.
     pub fn new(
         storage: Arc<Storage>,
+        runtime: Arc<RuntimeEnv>,
         user: User,
         catalog: Option<&str>,
         schema: Option<&str>,
@@ -148,7 +150,7 @@ impl SqlSession {
             .schema_force_view_types = false;
         // `TIMESTAMP WITH TIME ZONE` literals and casts are UTC, as the tables store them.
         config.options_mut().execution.time_zone = Some("+00:00".to_string());
-        let ctx = SessionContext::new_with_config(config);
+        let ctx = SessionContext::new_with_config_rt(config, runtime);
         for c in user.catalogs.iter() {
             ctx.register_catalog(c.as_str(), Arc::new(MemoryCatalogProvider::new()));
         }
