@@ -250,21 +250,8 @@ fn run(sizes: &[i64], dir: &Path, knobs: KnobArgs) {
     }
 }
 
-/// glibc's default of 8 arenas per core keeps freed row-group buffers spread over many
-/// arenas, so RSS tracks how many files a call touched rather than what is live (measured:
-/// 119 MB at 1M rows vs 356 MB at 16M with defaults). Two arenas keep RSS to the live set.
-fn limit_malloc_arenas() {
-    if std::env::var_os("MALLOC_ARENA_MAX").is_some() {
-        return; // glibc already applied the caller's choice
-    }
-    // SAFETY: called first thing in main, before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-    }
-}
-
 fn main() {
-    limit_malloc_arenas();
+    deltalite::alloc::cap_malloc_arenas();
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -94,6 +94,8 @@ struct ServeArgs {
 }
 
 fn main() -> anyhow::Result<()> {
+    // Before the runtime's threads exist (see `deltalite::alloc`).
+    deltalite::alloc::cap_malloc_arenas();
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),

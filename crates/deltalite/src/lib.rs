@@ -21,7 +21,9 @@
 //! - `budget`: per-call and process-global budgets.
 //! - `conform`, `keys`, `partition`, `read`, `writer`, `features`, `metrics`: helpers.
 //! - [`error`], [`options`], [`stats`]: the public types.
+//! - [`alloc`]: malloc arena cap for the processes that embed the engine.
 
+pub mod alloc;
 pub mod budget;
 mod commit;
 pub mod compact;

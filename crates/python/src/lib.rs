@@ -728,30 +728,9 @@ fn write_options(
     })
 }
 
-/// glibc's default (8 arenas per core) keeps freed row-group buffers spread over many
-/// arenas, so a process's RSS tracks how many files an upsert touched rather than what is
-/// live; the engine benchmark measured 119 MB at 1M rows vs 356 MB at 16M with defaults and
-/// a flat profile with two arenas. Applied at import unless the user chose otherwise
-/// (`MALLOC_ARENA_MAX`, or `DELTALITE_MALLOC_ARENA_MAX=0` to leave malloc alone).
-fn cap_malloc_arenas() {
-    if std::env::var_os("MALLOC_ARENA_MAX").is_some() {
-        return;
-    }
-    let arenas = std::env::var("DELTALITE_MALLOC_ARENA_MAX")
-        .ok()
-        .and_then(|v| v.trim().parse::<i32>().ok())
-        .unwrap_or(2);
-    if arenas > 0 {
-        // SAFETY: mallopt only adjusts allocator tuning; it is thread-safe in glibc.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, arenas);
-        }
-    }
-}
-
 #[pymodule]
 fn _deltalite(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    cap_malloc_arenas();
+    deltalite::alloc::cap_malloc_arenas();
     let py = m.py();
     m.add_class::<PyDeltaLiteTable>()?;
     m.add_class::<PyUpsertStats>()?;
