@@ -25,7 +25,6 @@ import random
 import re
 import select
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -36,65 +35,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import requests
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from server_process import ServerProcess
+
 USER, PASSWORD = "alice", "secret"
 AUTH = (USER, PASSWORD)
 MAX_BODY = 4 * 1024 * 1024
 IDLE_TIMEOUT_S = 2
-
-
-class Server:
-    def __init__(self, binary: str, work: Path):
-        self.log_path = work / "server.log"
-        self.log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--data",
-                str(work / "lake"),
-                "--users",
-                f"{USER}:{PASSWORD}",
-                "--catalogs",
-                "lakehouse",
-                "--max-body-bytes",
-                str(MAX_BODY),
-                "--body-idle-timeout-secs",
-                str(IDLE_TIMEOUT_S),
-                "--query-timeout-secs",
-                "30",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-        )
-        line = self.proc.stdout.readline().decode().strip()
-        if not line.startswith("listening on "):
-            raise SystemExit(f"server did not start: {line!r}")
-        self.base = line.removeprefix("listening on ")
-        host, port = self.base.removeprefix("http://").split(":")
-        self.addr = (host, int(port))
-
-    def rss_mb(self) -> tuple[float, float]:
-        """(VmRSS, VmHWM) in MB."""
-        rss = hwm = 0.0
-        status = Path(f"/proc/{self.proc.pid}/status")
-        if self.proc.poll() is not None or not status.exists():
-            return rss, hwm  # gone: reported by the main loop
-        for line in status.read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) / 1024
-            elif line.startswith("VmHWM:"):
-                hwm = int(line.split()[1]) / 1024
-        return rss, hwm
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
 
 
 def parquet_bytes(table: pa.Table, row_group_size: int = 50) -> bytes:
@@ -289,7 +236,7 @@ class Stats:
 
 
 class Client:
-    def __init__(self, server: Server, stats: Stats):
+    def __init__(self, server: ServerProcess, stats: Stats):
         self.server = server
         self.stats = stats
         self.http = requests.Session()
@@ -329,7 +276,7 @@ BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
 
 
 def raw_request(
-    server: Server, stats: Stats, kind: str, data: bytes, expect=None
+    server: ServerProcess, stats: Stats, kind: str, data: bytes, expect=None
 ) -> None:
     """Send bytes as they are and read the status line (the body may stay incomplete)."""
     s = socket.create_connection(server.addr, timeout=IDLE_TIMEOUT_S * 10)
@@ -354,7 +301,7 @@ def q(**params) -> str:
     )
 
 
-def slow_cases(server: Server, stats: Stats, stop: threading.Event) -> None:
+def slow_cases(server: ServerProcess, stats: Stats, stop: threading.Event) -> None:
     """Bodies and headers dripped over raw sockets, in a loop until `stop`."""
     auth = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
 
@@ -419,7 +366,7 @@ def slow_cases(server: Server, stats: Stats, stop: threading.Event) -> None:
         exchange("stalled-query-body", qhead, b"", 0, IDLE_TIMEOUT_S * 10)
 
 
-def stalled_headers(server: Server, wait_s: float) -> str:
+def stalled_headers(server: ServerProcess, wait_s: float) -> str:
     """Send half a request line and headers, then nothing: does the server hang up?"""
     s = socket.create_connection(server.addr, timeout=wait_s)
     start = time.monotonic()
@@ -466,7 +413,19 @@ def main() -> None:
     a = ap.parse_args()
     rng = random.Random(a.seed)
     work = Path(tempfile.mkdtemp(prefix="deltalite-hostile-"))
-    server = Server(a.bin, work)
+    server = ServerProcess(
+        a.bin,
+        work,
+        AUTH,
+        [
+            "--max-body-bytes",
+            str(MAX_BODY),
+            "--body-idle-timeout-secs",
+            str(IDLE_TIMEOUT_S),
+            "--query-timeout-secs",
+            "30",
+        ],
+    )
     stats = Stats()
     client = Client(server, stats)
     stop = threading.Event()

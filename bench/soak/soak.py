@@ -25,7 +25,6 @@ import collections
 import io
 import json
 import random
-import subprocess
 import sys
 import tempfile
 import threading
@@ -35,6 +34,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from server_process import ServerProcess
 
 AUTH = ("soak", "soak")
 EVENTS_SCHEMA = pa.schema(
@@ -66,50 +68,6 @@ def parquet_bytes(table: pa.Table) -> bytes:
     buf = io.BytesIO()
     pq.write_table(table, buf)
     return buf.getvalue()
-
-
-class Server:
-    def __init__(self, binary: str, work: Path):
-        self.log = open(work / "server.log", "wb")  # noqa: SIM115 (closed in stop())
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--data",
-                str(work / "lake"),
-                "--users",
-                f"{AUTH[0]}:{AUTH[1]}",
-                "--catalogs",
-                "lakehouse",
-                "--log",
-                "warn",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-        )
-        line = self.proc.stdout.readline().decode().strip()
-        if not line.startswith("listening on "):
-            raise SystemExit(f"server did not start: {line!r}")
-        self.base = line.removeprefix("listening on ")
-
-    def rss_mb(self) -> tuple[float, float]:
-        rss = hwm = 0.0
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) / 1024
-            elif line.startswith("VmHWM:"):
-                hwm = int(line.split()[1]) / 1024
-        return rss, hwm
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
 
 
 class Shared:
@@ -266,7 +224,7 @@ def main() -> None:
     ap.add_argument("--rss-limit-mb", type=float, default=1024)
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="deltalite-soak-"))
-    server = Server(a.bin, work)
+    server = ServerProcess(a.bin, work, AUTH, ["--log", "warn"])
     shared = Shared()
     rss_samples: list[float] = []
     stop = threading.Event()
