@@ -12,7 +12,7 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use axum::body::Body;
-use deltalite::write::WriteOptions;
+use deltalite::write::{WriteOptions, WriteStats};
 use deltalite::{AppTransaction, DeltaLiteError, DeltaLiteTable, OmittedColumns, OnDuplicate};
 use futures::StreamExt;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -552,6 +552,14 @@ pub struct IngestSummary {
 }
 
 impl IngestSummary {
+    /// What a non-upsert write did: committed, or a replay when its key was already in.
+    fn written(stats: &WriteStats, created: bool) -> Self {
+        if stats.already_applied {
+            return replay();
+        }
+        Self::committed(stats.version, stats.rows_written, created)
+    }
+
     /// A committed write of `rows` rows at `version`.
     fn committed(version: u64, rows: u64, created: bool) -> Self {
         Self {
@@ -714,14 +722,7 @@ pub async fn upload(
             }
         }
         .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
-        if stats.already_applied {
-            return Ok(replay());
-        }
-        Ok(IngestSummary::committed(
-            stats.version,
-            stats.rows_written,
-            created.is_some(),
-        ))
+        Ok(IngestSummary::written(&stats, created.is_some()))
     }
     .await;
     undo_create_on_error(storage, &req.name, created, result).await
@@ -821,14 +822,7 @@ pub async fn append_json(storage: &Storage, req: IngestRequest) -> ApiResult<Ing
             .append(source.batches, &opts)
             .await
             .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
-        if stats.already_applied {
-            return Ok(replay());
-        }
-        Ok(IngestSummary::committed(
-            stats.version,
-            stats.rows_written,
-            created.is_some(),
-        ))
+        Ok(IngestSummary::written(&stats, created.is_some()))
     }
     .await;
     undo_create_on_error(storage, &req.name, created, result).await
