@@ -111,12 +111,14 @@ def test_oversized_stream_stops_reading_early(table):
 def test_exhausted_commit_retries(table_path, table):
     table.upsert(rows([1, 2]), primary_keys=["id"])
     stale = DeltaLiteTable.open(table_path)
-    # A concurrent writer (deltalake) commits to the same partition after `stale` loaded.
+    also_stale = DeltaLiteTable.open(table_path)
+    # A concurrent writer (deltalake) commits to the same partition after both loaded.
     write_deltalake(table_path, rows([3]), mode="append")
     with pytest.raises(DeltaLiteCommitConflictError):
         stale.upsert(rows([1], v=9), primary_keys=["id"], commit_max_retries=0)
-    # With retries the stale handle re-plans and wins without losing the other write.
-    stats = stale.upsert(rows([1], v=9), primary_keys=["id"], commit_max_retries=2)
+    # With retries a stale handle re-plans and wins without losing the other write. (The
+    # handle that gave up has reloaded meanwhile, so it would not conflict again.)
+    stats = also_stale.upsert(rows([1], v=9), primary_keys=["id"], commit_max_retries=2)
     assert stats.commit_retries >= 1
     got = {r["id"]: r["v"] for r in read_delta(table_path).to_pylist()}
     assert got == {1: 9, 2: 0, 3: 0}
