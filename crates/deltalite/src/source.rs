@@ -105,6 +105,10 @@ impl Layout {
     }
 }
 
+/// Encoded key -> source row. Seeded per process (foldhash's `RandomState`), so crafted
+/// keys cannot aim at collisions; much cheaper per stored row than SipHash.
+pub(crate) type KeyIndex = HashMap<Box<[u8]>, u32, foldhash::fast::RandomState>;
+
 /// One partition's share of the source, deduplicated and indexed.
 pub(crate) struct SourcePartition {
     /// The partition, typed and serialized.
@@ -116,7 +120,7 @@ pub(crate) struct SourcePartition {
     /// Encoded cursor of each row, when a cursor is in use.
     pub cursors: Option<Rows>,
     /// Key bytes -> row of `batch`, over non-NULL keys.
-    pub index: HashMap<Box<[u8]>, u32>,
+    pub index: KeyIndex,
 }
 
 impl SourcePartition {
@@ -194,7 +198,8 @@ pub(crate) fn prepare(
 
         // Winner per key: with a cursor the greatest cursor (ties: later row); without,
         // the later row when duplicates are allowed.
-        let mut winner: HashMap<&[u8], u32> = HashMap::with_capacity(part_batch.num_rows());
+        let mut winner: HashMap<&[u8], u32, foldhash::fast::RandomState> =
+            HashMap::with_capacity_and_hasher(part_batch.num_rows(), Default::default());
         let mut duplicates = 0usize;
         for (row, _) in null_key.iter().enumerate().filter(|(_, null)| !**null) {
             let k = keys.row(row);
@@ -249,7 +254,7 @@ pub(crate) fn prepare(
             };
             (batch, keys, null_key, cursors)
         };
-        let mut index = HashMap::with_capacity(batch.num_rows());
+        let mut index = KeyIndex::with_capacity_and_hasher(batch.num_rows(), Default::default());
         for (row, _) in null_key.iter().enumerate().filter(|(_, null)| !**null) {
             index.insert(Box::<[u8]>::from(keys.row(row).as_ref()), row as u32);
         }

@@ -9,8 +9,8 @@ use delta_kernel::table_properties::DataSkippingNumIndexedCols;
 use deltalake::datafile::writer::{PartitionWriter, PartitionWriterConfig};
 use deltalake::logstore::ObjectStoreRef;
 use deltalake::parquet::basic::{Compression, Encoding};
-use deltalake::parquet::file::metadata::ParquetMetaData;
-use deltalake::parquet::file::properties::WriterProperties;
+use deltalake::parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
+use deltalake::parquet::file::properties::{DEFAULT_BLOOM_FILTER_NDV, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 
 use crate::error::Result;
@@ -29,6 +29,7 @@ pub(crate) struct WriterFactory {
     num_indexed_cols: DataSkippingNumIndexedCols,
     stats_columns: Option<Vec<String>>,
     row_group_bytes: usize,
+    bloom_columns: Vec<ColumnPath>,
 }
 
 /// What the factory needs to know.
@@ -52,8 +53,13 @@ impl WriterFactory {
             .set_compression(Compression::SNAPPY)
             .set_max_row_group_bytes(Some(row_group_bytes))
             .set_write_batch_size(settings.write_batch_size.min(8192));
-        for name in &settings.bloom_columns {
-            props = props.set_column_bloom_filter_enabled(ColumnPath::from(name.as_str()), true);
+        let bloom_columns: Vec<ColumnPath> = settings
+            .bloom_columns
+            .iter()
+            .map(|name| ColumnPath::from(name.as_str()))
+            .collect();
+        for column in &bloom_columns {
+            props = props.set_column_bloom_filter_enabled(column.clone(), true);
         }
         Self {
             store,
@@ -66,6 +72,7 @@ impl WriterFactory {
             num_indexed_cols: settings.num_indexed_cols,
             stats_columns: settings.stats_columns,
             row_group_bytes,
+            bloom_columns,
         }
     }
 
@@ -79,10 +86,12 @@ impl WriterFactory {
         self.writer_with(partition, self.properties.clone())
     }
 
-    /// A writer for the rewrite of a stored file: columns whose stored data pages were not
-    /// all dictionary-encoded (the writer gave up on the dictionary, or never used one)
-    /// are written without one. Trying again would only build and drop a dictionary per
-    /// page: the payload of a rewrite is mostly the stored rows.
+    /// A writer for the rewrite of a stored file, which learns from how the stored file
+    /// encoded: columns whose stored data pages were not all dictionary-encoded (the
+    /// writer gave up on the dictionary, or never used one) are written without one, and
+    /// columns the stored file could not compress are written uncompressed. Trying again
+    /// would only build and drop a dictionary per page, or spend CPU on Snappy to save
+    /// nothing: the payload of a rewrite is mostly the stored rows.
     pub(crate) fn partition_writer_like(
         &self,
         partition: &PartitionKey,
@@ -91,7 +100,7 @@ impl WriterFactory {
         let Some(row_group) = stored.row_groups().first() else {
             return self.partition_writer(partition);
         };
-        let mut props = None;
+        let mut props = self.properties.clone().into_builder();
         for column in row_group.columns() {
             let Some(data_pages) = column.page_encoding_stats_mask() else {
                 continue;
@@ -100,17 +109,26 @@ impl WriterFactory {
                 && (data_pages.is_only(Encoding::RLE_DICTIONARY)
                     || data_pages.is_only(Encoding::PLAIN_DICTIONARY));
             if !all_dictionary {
-                props = Some(
-                    props
-                        .unwrap_or_else(|| self.properties.clone().into_builder())
-                        .set_column_dictionary_enabled(column.column_path().clone(), false),
+                props = props.set_column_dictionary_enabled(column.column_path().clone(), false);
+            }
+            if incompressible(column) {
+                props = props.set_column_compression(
+                    column.column_path().clone(),
+                    Compression::UNCOMPRESSED,
                 );
             }
         }
-        match props {
-            Some(props) => self.writer_with(partition, props.build()),
-            None => self.partition_writer(partition),
+        // Size bloom filters for the rows an output row group will hold (the stored
+        // file's bytes per row tell how many fit), not parquet's default of a million
+        // distinct values: filling a 1 MiB filter per row group per key column (folded
+        // down only when the group closes) cost ~10% of a rewrite's CPU in cache misses
+        // and freshly zeroed pages.
+        if let Some(ndv) = rows_per_row_group(stored, self.row_group_bytes) {
+            for column in &self.bloom_columns {
+                props = props.set_column_bloom_filter_max_ndv(column.clone(), ndv);
+            }
         }
+        self.writer_with(partition, props.build())
     }
 
     fn writer_with(
@@ -134,4 +152,29 @@ impl WriterFactory {
             self.stats_columns.clone(),
         )?)
     }
+}
+
+/// Whether Snappy saved less than a tenth of a stored column chunk (random bytes, hashes,
+/// already-compressed blobs; what it still finds there is mostly the plain encoding's
+/// length prefixes): compressing it again costs CPU on every write and read for little.
+fn incompressible(column: &ColumnChunkMetaData) -> bool {
+    let (compressed, raw) = (column.compressed_size(), column.uncompressed_size());
+    column.compression() != Compression::UNCOMPRESSED && raw > 0 && compressed * 10 >= raw * 9
+}
+
+/// Rows that fit a row group of `row_group_bytes` at the stored file's encoded bytes per
+/// row, within `[1024, parquet's default ndv]`.
+fn rows_per_row_group(stored: &ParquetMetaData, row_group_bytes: usize) -> Option<u64> {
+    let (rows, bytes) = stored
+        .row_groups()
+        .iter()
+        .fold((0i64, 0i64), |(rows, bytes), rg| {
+            (rows + rg.num_rows(), bytes + rg.compressed_size())
+        });
+    if rows <= 0 || bytes <= 0 {
+        return None;
+    }
+    let bytes_per_row = (bytes as f64 / rows as f64).max(1.0);
+    let fit = (row_group_bytes as f64 / bytes_per_row).ceil() as u64;
+    Some(fit.clamp(1024, DEFAULT_BLOOM_FILTER_NDV))
 }

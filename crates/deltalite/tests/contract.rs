@@ -1112,9 +1112,11 @@ async fn a_failure_in_one_partition_leaves_no_files_from_the_others() {
 
 /// A rewrite keeps dictionary encoding where the stored file profited from it and drops
 /// it where the stored writer gave up on it (high-cardinality payload): the rewrite does
-/// not rebuild and discard a dictionary per page.
+/// not rebuild and discard a dictionary per page. Likewise it stops compressing a column
+/// that Snappy could not shrink in the stored file.
 #[tokio::test]
-async fn rewrites_follow_the_stored_dictionary_choices() {
+async fn rewrites_follow_the_stored_encoding_choices() {
+    use deltalite::parquet::basic::Compression;
     use deltalite::parquet::file::reader::{FileReader, SerializedFileReader};
     let dir = tempfile::tempdir().unwrap();
     let uri = tmp_uri(&dir, "t");
@@ -1122,6 +1124,7 @@ async fn rewrites_follow_the_stored_dictionary_choices() {
         Field::new("id", DataType::Int64, true),
         Field::new("kind", DataType::Utf8, true),
         Field::new("payload", DataType::Utf8, true),
+        Field::new("noise", DataType::Binary, true),
     ]);
     let mut t = create(&uri, &schema, &[]).await;
     let n = 50_000i64;
@@ -1138,42 +1141,88 @@ async fn rewrites_follow_the_stored_dictionary_choices() {
         })
         .collect();
     let payload_refs: Vec<Option<&str>> = payloads.iter().map(|p| p.as_deref()).collect();
+    // 32 random bytes per row: nothing for Snappy to find.
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(7);
+    let noise: Vec<Vec<u8>> = (0..n)
+        .map(|_| (0..32).map(|_| rand::Rng::random::<u8>(&mut rng)).collect())
+        .collect();
+    let noise_array = || -> ArrayRef {
+        Arc::new(deltalite::arrow::array::BinaryArray::from_iter_values(
+            noise.iter().map(|v| v.as_slice()),
+        ))
+    };
     t.append(
         [Ok(batch(vec![
             ("id", i64s(&ids)),
             ("kind", strings(&kinds)),
             ("payload", strings(&payload_refs)),
+            ("noise", noise_array()),
         ]))],
         &deltalite::write::WriteOptions::default(),
     )
     .await
     .unwrap();
-    let dictionary_pages = |t: &deltalite::DeltaLiteTable| -> Vec<bool> {
+    let encodings = |t: &deltalite::DeltaLiteTable| -> Vec<(bool, Compression)> {
         let path = dir.path().join("t").join(&t.files().unwrap()[0].path);
         let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
         let rg = reader.metadata().row_group(0);
-        (0..3)
-            .map(|c| rg.column(c).dictionary_page_offset().is_some())
+        (0..4)
+            .map(|c| {
+                let column = rg.column(c);
+                (
+                    column.dictionary_page_offset().is_some(),
+                    column.compression(),
+                )
+            })
             .collect()
+    };
+    let dictionary_pages =
+        |t: &deltalite::DeltaLiteTable| -> Vec<bool> { encodings(t).iter().map(|e| e.0).collect() };
+    let codecs = |t: &deltalite::DeltaLiteTable| -> Vec<Compression> {
+        encodings(t).iter().map(|e| e.1).collect()
     };
     assert_eq!(
         dictionary_pages(&t),
-        [true, true, true],
+        [true, true, true, true],
         "delta-rs tries a dictionary everywhere"
     );
+    assert_eq!(codecs(&t), [Compression::SNAPPY; 4]);
     let update = batch(vec![
         ("id", i64s(&[Some(7)])),
         ("kind", strings(&[Some("b")])),
         ("payload", strings(&[Some("new")])),
+        (
+            "noise",
+            Arc::new(deltalite::arrow::array::BinaryArray::from_iter_values([
+                b"n",
+            ])),
+        ),
     ]);
     let s = upsert(&mut t, &update, &UpsertOptions::new(["id"]))
         .await
         .unwrap();
     assert_eq!((s.files_removed, s.files_added, s.rows_updated), (1, 1, 1));
-    // payload (50,000 distinct 64-byte strings) outgrew the dictionary in the stored file
-    // and fell back to plain pages; id (400 KB) and kind fit theirs.
-    assert_eq!(dictionary_pages(&t), [true, true, false]);
+    // payload and noise (50,000 distinct values each) outgrew the dictionary in the
+    // stored file and fell back to plain pages; id (400 KB) and kind fit theirs.
+    assert_eq!(dictionary_pages(&t), [true, true, false, false]);
+    // Random bytes did not shrink under Snappy; zero-padded hex digits did.
+    assert_eq!(
+        codecs(&t),
+        [
+            Compression::SNAPPY,
+            Compression::SNAPPY,
+            Compression::SNAPPY,
+            Compression::UNCOMPRESSED
+        ]
+    );
     let got = rows(&uri).await;
     assert_eq!(got.len() as i64, n);
-    assert!(got.contains(&vec!["7".into(), "b".into(), "new".into()]));
+    assert!(got.contains(&vec!["7".into(), "b".into(), "new".into(), "6e".into()]));
+    let untouched: Vec<String> = vec![
+        "8".into(),
+        "c".into(),
+        payloads[8].clone().unwrap(),
+        noise[8].iter().map(|b| format!("{b:02x}")).collect(),
+    ];
+    assert!(got.contains(&untouched), "stored rows survive the rewrite");
 }
