@@ -3,8 +3,10 @@
 Same shape as the engine bench (bench/engine): tables of N million rows in 4 partitions
 (~60 random payload bytes per row, written in 1M-row appends), then 20,000-row upserts
 (half uniform updates, half inserts). Each upsert runs in a fresh process, engines
-alternate, and each engine upserts into its own copy of the table. Prints wall time and
-peak RSS (the child's VmHWM) per engine and size, and the ratios.
+alternate, and every upsert starts from a fresh copy of the same base table (so no run
+profits from a previous run's rewrite: MERGE's first run leaves one file per partition,
+which made its second run cheaper). Prints wall time and peak RSS (the child's VmHWM) per
+engine and size, and the ratios.
 
     python bench/python/bench_upsert.py --sizes 1,4,16 --runs 2 --dir /tmp/deltalite-pybench
 
@@ -145,14 +147,12 @@ def main() -> None:
         if not os.path.isdir(os.path.join(base, "_delta_log")):
             run_child("build", "--table", base, "--millions", str(millions))
         results: dict[str, list[dict]] = {"deltalite": [], "merge": []}
-        for engine in results:
-            copy = os.path.join(args.dir, f"{engine}_{millions}m")
-            shutil.rmtree(copy, ignore_errors=True)
-            shutil.copytree(base, copy)
         for run in range(args.runs):
             order = ["deltalite", "merge"] if run % 2 == 0 else ["merge", "deltalite"]
             for engine in order:
                 copy = os.path.join(args.dir, f"{engine}_{millions}m")
+                shutil.rmtree(copy, ignore_errors=True)
+                shutil.copytree(base, copy)
                 r = run_child(
                     "upsert",
                     "--engine",

@@ -38,7 +38,7 @@ enum Cmd {
         /// Table sizes in millions of rows.
         #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
         sizes: Vec<i64>,
-        /// Where tables live (reused across runs).
+        /// Where base tables live (built once, copied for every upsert).
         #[arg(long, default_value = "/tmp/deltalite-bench")]
         dir: PathBuf,
         #[command(flatten)]
@@ -191,6 +191,20 @@ fn child(args: &[String]) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
 fn run(sizes: &[i64], dir: &Path, knobs: KnobArgs) {
     std::fs::create_dir_all(dir).expect("bench dir");
     println!(
@@ -207,17 +221,23 @@ fn run(sizes: &[i64], dir: &Path, knobs: KnobArgs) {
     );
     let mut peaks: Vec<(i64, f64)> = Vec::new();
     for &m in sizes {
-        let table = dir.join(format!("t{m}m"));
-        if !table.join("_delta_log").is_dir() {
-            eprintln!("building {m}M-row table at {}", table.display());
+        let base = dir.join(format!("base_{m}m"));
+        if !base.join("_delta_log").is_dir() {
+            eprintln!("building {m}M-row table at {}", base.display());
             child(&[
                 "build".into(),
                 "--millions".into(),
                 m.to_string(),
                 "--table".into(),
-                uri(&table),
+                uri(&base),
             ]);
         }
+        // Upsert into a fresh copy, so every run measures the same table.
+        let table = dir.join(format!("run_{m}m"));
+        if table.exists() {
+            std::fs::remove_dir_all(&table).expect("remove the previous run's copy");
+        }
+        copy_dir(&base, &table).expect("copy the base table");
         let mut args = vec![
             "upsert".into(),
             "--millions".into(),
