@@ -7,10 +7,12 @@ use std::collections::{BTreeMap, HashMap};
 use deltalake::protocol::DeltaOperation;
 use deltalake::table::config::TablePropertiesExt;
 
+use crate::budget::EnvDefaults;
 use crate::error::{DeltaLiteError, Result};
 use crate::rearrange::{RearrangeSettings, Rearrangement, properties};
 use crate::table::DeltaLiteTable;
 use crate::target::{TargetFile, active_files, check_file_supported};
+use crate::upload::MultipartPolicy;
 
 /// Options of a compaction.
 #[derive(Debug, Clone)]
@@ -102,6 +104,12 @@ impl DeltaLiteTable {
                 read_batch_size: options.read_batch_size,
                 max_buffered_bytes: options.max_buffered_bytes,
                 bloom_filter_columns: options.bloom_filter_columns.clone(),
+                // `CompactOptions` has no multipart knobs: the process defaults apply.
+                multipart: MultipartPolicy::for_table(
+                    table.table_url(),
+                    EnvDefaults::get().multipart_threshold,
+                    EnvDefaults::get().multipart_part_size,
+                ),
             },
         )?;
 

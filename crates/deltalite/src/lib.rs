@@ -19,6 +19,8 @@
 //! - `outcome`: the per-row match decision (cursor rule, omitted columns).
 //! - `commit`: one commit, with the engine's own partition-level conflict rule.
 //! - `budget`: per-call and process-global budgets.
+//! - `upload`: the call's multipart threshold and part size applied under delta-rs's
+//!   writer on object stores (a store wrapper that defers, re-chunks and orders parts).
 //! - `conform`, `keys`, `partition`, `read`, `writer`, `features`, `metrics`: helpers.
 //! - [`error`], [`options`], [`stats`]: the public types.
 //! - [`alloc`]: malloc arena cap for the processes that embed the engine.
@@ -45,6 +47,7 @@ mod source;
 pub mod stats;
 pub mod table;
 mod target;
+mod upload;
 mod upsert;
 pub mod write;
 mod writer;

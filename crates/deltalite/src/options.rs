@@ -106,9 +106,14 @@ pub struct Knobs {
     pub target_file_size: Option<u64>,
     /// Oversized-source guard in bytes; `0` disables.
     pub max_source_bytes: usize,
-    /// Objects at least this large are uploaded in parts; `0` disables multipart.
+    /// Output files at least this large go up to an object store in parts, smaller ones
+    /// in one PUT; `0` disables multipart (every file in one PUT). Files up to delta-rs's
+    /// write buffer (`DELTARS_UPLOAD_PART_SIZE`, 5 MiB) always go up in one PUT. Local
+    /// tables stream to disk and ignore it. The cost: an open output file is held in
+    /// memory until it reaches the threshold, and each writer reserves that much of the
+    /// byte budgets (`max_buffered_bytes` and the process budget, clamped to them).
     pub multipart_threshold: usize,
-    /// Size of one multipart part.
+    /// Size of one multipart part; below S3's minimum (5 MiB) it is raised to it.
     pub multipart_part_size: usize,
     /// Commit attempts after the first before giving up with a conflict error.
     pub commit_max_retries: usize,

@@ -26,6 +26,7 @@ use crate::partition::PartitionKey;
 use crate::read::{open, stream_projected};
 use crate::table::DeltaLiteTable;
 use crate::target::TargetFile;
+use crate::upload::MultipartPolicy;
 use crate::writer::{WriterFactory, WriterSettings};
 
 /// How the new files are written.
@@ -37,6 +38,8 @@ pub(crate) struct RearrangeSettings {
     pub read_batch_size: usize,
     pub max_buffered_bytes: usize,
     pub bloom_filter_columns: Vec<String>,
+    /// How the new files go up (`None`: a local table's store as it is).
+    pub multipart: Option<MultipartPolicy>,
 }
 
 /// Copies groups of files into new files and collects the actions of one commit.
@@ -94,6 +97,7 @@ impl Rearrangement {
                     .data_skipping_stats_columns
                     .as_ref()
                     .map(|cols| cols.iter().map(|c| c.to_string()).collect()),
+                multipart: settings.multipart,
             },
         );
         let kernel_schema: StructType =

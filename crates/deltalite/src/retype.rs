@@ -12,11 +12,13 @@ use deltalake::table::config::TablePropertiesExt;
 use arrow::datatypes::{Field, Schema};
 use std::sync::Arc;
 
+use crate::budget::EnvDefaults;
 use crate::compact::{CompactOptions, CompactStats};
 use crate::error::{DeltaLiteError, Result};
 use crate::rearrange::{RearrangeSettings, Rearrangement, properties};
 use crate::table::DeltaLiteTable;
 use crate::target::{active_files, check_file_supported};
+use crate::upload::MultipartPolicy;
 
 impl DeltaLiteTable {
     /// Give the named columns new types (each `Field` names an existing, non-partition
@@ -80,6 +82,12 @@ impl DeltaLiteTable {
                 read_batch_size: options.read_batch_size,
                 max_buffered_bytes: options.max_buffered_bytes,
                 bloom_filter_columns: options.bloom_filter_columns.clone(),
+                // `CompactOptions` has no multipart knobs: the process defaults apply.
+                multipart: MultipartPolicy::for_table(
+                    table.table_url(),
+                    EnvDefaults::get().multipart_threshold,
+                    EnvDefaults::get().multipart_part_size,
+                ),
             },
         )?;
         let mut stats = CompactStats::default();

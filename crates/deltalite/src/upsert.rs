@@ -32,6 +32,7 @@ use crate::rewrite::{RewriteContext, abort, rewrite_file};
 use crate::source::{Layout, SourcePartition, check_source_size, prepare};
 use crate::stats::{PhaseTimings, UpsertStats};
 use crate::target::{TargetFile, active_files, check_file_supported, stats_may_match};
+use crate::upload::MultipartPolicy;
 use crate::writer::{WriterFactory, WriterSettings};
 
 const MIB: usize = 1024 * 1024;
@@ -277,6 +278,11 @@ async fn plan_and_write(
                 .data_skipping_stats_columns
                 .as_ref()
                 .map(|cols| cols.iter().map(|c| c.to_string()).collect()),
+            multipart: MultipartPolicy::for_table(
+                table.table_url(),
+                knobs.multipart_threshold,
+                knobs.multipart_part_size,
+            ),
         },
     );
     let decider = Decider::new(

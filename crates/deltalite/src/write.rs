@@ -565,6 +565,8 @@ async fn upload(
     part_size: usize,
 ) -> Result<()> {
     use std::io::{Read, Seek};
+    // S3 refuses parts under 5 MiB (but the last), so a smaller request is raised.
+    let part_size = crate::upload::effective_part_size(part_size);
     let upload = store.put_multipart(location).await?;
     let mut multipart = WriteMultipart::new_with_chunk_size(upload, part_size);
     let mut buffer = vec![0u8; part_size.min(8 * 1024 * 1024)];

@@ -1,5 +1,7 @@
-//! Output files: delta-rs's streaming `PartitionWriter` (multipart uploads as row groups
-//! complete, Add actions with statistics), configured from the call's knobs.
+//! Output files: delta-rs's streaming `PartitionWriter` (uploads as row groups complete,
+//! Add actions with statistics), configured from the call's knobs. On object stores its
+//! store is wrapped (`upload.rs`) so the call's multipart threshold and part size decide
+//! how each file goes up, not delta-rs's process-wide part size.
 
 use std::num::NonZeroU64;
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use deltalake::parquet::schema::types::ColumnPath;
 
 use crate::error::Result;
 use crate::partition::PartitionKey;
+use crate::upload::MultipartPolicy;
 
 const MIB: usize = 1024 * 1024;
 
@@ -30,6 +33,8 @@ pub(crate) struct WriterFactory {
     stats_columns: Option<Vec<String>>,
     row_group_bytes: usize,
     bloom_columns: Vec<ColumnPath>,
+    /// Bytes an open file's upload may hold beyond its row group (see `writer_bytes`).
+    upload_bytes: usize,
 }
 
 /// What the factory needs to know.
@@ -44,6 +49,9 @@ pub(crate) struct WriterSettings {
     pub upload_concurrency: usize,
     pub num_indexed_cols: DataSkippingNumIndexedCols,
     pub stats_columns: Option<Vec<String>>,
+    /// How output files go up; `None` leaves the store as it is (local tables, see
+    /// [`MultipartPolicy::for_table`]).
+    pub multipart: Option<MultipartPolicy>,
 }
 
 impl WriterFactory {
@@ -61,6 +69,20 @@ impl WriterFactory {
         for column in &bloom_columns {
             props = props.set_column_bloom_filter_enabled(column.clone(), true);
         }
+        let upload_concurrency = settings.upload_concurrency.max(1);
+        // delta-rs rolls to a new file once the encoded size reaches the target, checking
+        // between slices, so a file is about the target plus one row group: the most an
+        // upload can hold whatever the threshold (all of it, with threshold 0).
+        let file_bytes = usize::try_from(settings.target_file_size)
+            .unwrap_or(usize::MAX)
+            .saturating_add(row_group_bytes);
+        let (store, upload_bytes) = match settings.multipart {
+            Some(policy) => (
+                policy.wrap(store),
+                policy.held_bytes(row_group_bytes, upload_concurrency, file_bytes),
+            ),
+            None => (store, 0),
+        };
         Self {
             store,
             data_schema: settings.data_schema,
@@ -68,17 +90,22 @@ impl WriterFactory {
             target_file_size: NonZeroU64::new(settings.target_file_size.max(1))
                 .unwrap_or(NonZeroU64::MIN),
             write_batch_size: settings.write_batch_size,
-            upload_concurrency: settings.upload_concurrency.max(1),
+            upload_concurrency,
             num_indexed_cols: settings.num_indexed_cols,
             stats_columns: settings.stats_columns,
             row_group_bytes,
             bloom_columns,
+            upload_bytes,
         }
     }
 
-    /// Bytes one open writer may hold (its row group), for budgeting.
+    /// Bytes one open writer may hold, for budgeting: its row group, plus on object stores
+    /// what its upload holds before and between parts (up to the multipart threshold; see
+    /// `MultipartPolicy::held_bytes`). Local uploads stream to disk and add nothing.
+    /// Files the writer already closed and still uploads in the background are bounded by
+    /// delta-rs's own upload budget (`DELTARS_MAX_IN_FLIGHT_UPLOAD_BYTES`), not this.
     pub(crate) fn writer_bytes(&self) -> usize {
-        self.row_group_bytes
+        self.row_group_bytes.saturating_add(self.upload_bytes)
     }
 
     /// A new writer for one partition.
@@ -177,4 +204,41 @@ fn rows_per_row_group(stored: &ParquetMetaData, row_group_bytes: usize) -> Optio
     let bytes_per_row = (bytes as f64 / rows as f64).max(1.0);
     let fit = (row_group_bytes as f64 / bytes_per_row).ceil() as u64;
     Some(fit.clamp(1024, DEFAULT_BLOOM_FILTER_NDV))
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+
+    fn factory(target_file_size: u64, multipart: Option<MultipartPolicy>) -> WriterFactory {
+        WriterFactory::new(
+            Arc::new(object_store::memory::InMemory::new()),
+            WriterSettings {
+                data_schema: Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, true)])),
+                bloom_columns: Vec::new(),
+                target_file_size,
+                row_group_bytes: 8 * MIB,
+                write_batch_size: 1024,
+                upload_concurrency: 2,
+                num_indexed_cols: DataSkippingNumIndexedCols::AllColumns,
+                stats_columns: None,
+                multipart,
+            },
+        )
+    }
+
+    #[test]
+    fn writer_budget_covers_the_upload_buffer_on_object_stores_only() {
+        let target = 100 * MIB as u64;
+        assert_eq!(factory(target, None).writer_bytes(), 8 * MIB);
+        // An object store: the file may sit in memory up to the 64 MiB threshold.
+        let policy = MultipartPolicy::new(64 * MIB, 16 * MIB);
+        let held = factory(target, Some(policy)).writer_bytes();
+        assert!(held >= 8 * MIB + 64 * MIB, "{held}");
+        // Small files cannot hold more than themselves (target plus one row group).
+        let small = factory(MIB as u64, Some(policy)).writer_bytes();
+        assert_eq!(small, 8 * MIB + MIB + 8 * MIB);
+    }
 }
