@@ -153,6 +153,7 @@ def main() -> None:
                 copy = os.path.join(args.dir, f"{engine}_{millions}m")
                 shutil.rmtree(copy, ignore_errors=True)
                 shutil.copytree(base, copy)
+                os.sync()  # the upsert must not compete with the copy's writeback
                 r = run_child(
                     "upsert",
                     "--engine",

@@ -199,7 +199,9 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
         if entry.file_type()?.is_dir() {
             copy_dir(&entry.path(), &target)?;
         } else {
-            std::fs::copy(entry.path(), target)?;
+            std::fs::copy(entry.path(), &target)?;
+            // Flushed now, so the upsert does not compete with the copy's writeback.
+            std::fs::File::open(&target)?.sync_all()?;
         }
     }
     Ok(())
