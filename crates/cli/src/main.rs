@@ -88,6 +88,16 @@ struct ServeArgs {
     )]
     storage_options: Vec<String>,
 
+    /// Most queries the query log (GET /query/{id}) remembers; beyond it the oldest
+    /// finished ones are forgotten (their ids answer 404). Bounds the server's memory.
+    #[arg(long, env = "DELTALITE_QUERY_LOG_ENTRIES", default_value_t = deltalite_server::registry::DEFAULT_QUERY_LOG_ENTRIES)]
+    query_log_entries: usize,
+
+    /// Most memory, in MiB, the query log may hold (statements are logged up to 64 KiB
+    /// each); beyond it the oldest finished queries are forgotten.
+    #[arg(long, env = "DELTALITE_QUERY_LOG_MB", default_value_t = deltalite_server::registry::DEFAULT_QUERY_LOG_BYTES / (1024 * 1024))]
+    query_log_mb: usize,
+
     /// Log filter (tracing's EnvFilter syntax), e.g. info or deltalite_server=debug.
     #[arg(long, env = "DELTALITE_LOG", default_value = "info")]
     log: String,
@@ -129,6 +139,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.query_memory_bytes = args.query_memory_mb.max(1).saturating_mul(1024 * 1024);
     config.body_idle_timeout = Duration::from_secs(args.body_idle_timeout_secs.max(1));
     config.spool_dir = args.spool_dir;
+    config.query_log_entries = args.query_log_entries.max(1);
+    config.query_log_bytes = args.query_log_mb.saturating_mul(1024 * 1024);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // DataFusion plans and evaluates expressions recursively; SQL nesting is capped

@@ -46,6 +46,12 @@ pub struct ServerConfig {
     pub body_idle_timeout: Duration,
     /// Directory for upload spool files; the system temp dir when `None`.
     pub spool_dir: Option<PathBuf>,
+    /// Most entries the query log (`GET /query/{id}`) keeps; older finished ones are
+    /// dropped first.
+    pub query_log_entries: usize,
+    /// Most bytes (statements, errors and the other logged text, approximately) the query
+    /// log keeps; older finished entries are dropped first.
+    pub query_log_bytes: usize,
 }
 
 impl ServerConfig {
@@ -127,6 +133,8 @@ impl ServerConfig {
             query_memory_bytes: 1024 * 1024 * 1024,
             body_idle_timeout: Duration::from_secs(60),
             spool_dir: None,
+            query_log_entries: crate::registry::DEFAULT_QUERY_LOG_ENTRIES,
+            query_log_bytes: crate::registry::DEFAULT_QUERY_LOG_BYTES,
         })
     }
 }

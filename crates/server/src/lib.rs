@@ -12,7 +12,8 @@
 //! - [`sql`]: DataFusion session per request, DDL/DML as Delta commits, information_schema.
 //! - [`types`]: DuckDB type names for Arrow types and back.
 //! - [`ndjson`]: JSON rendering of Arrow values for the streamed result protocol.
-//! - [`routes`]: the axum router, query registry (log, cancellation), output formats.
+//! - [`routes`]: the axum router, query handling, output formats.
+//! - [`registry`]: the bounded query log (with cancellation handles) and task list.
 //! - [`metrics`]: Prometheus exposition.
 //! - [`error`]: [`ApiError`] and its HTTP mapping.
 
@@ -23,6 +24,7 @@ pub mod error;
 pub mod ingest;
 pub mod metrics;
 pub mod ndjson;
+pub mod registry;
 pub mod routes;
 pub mod sql;
 pub mod types;
@@ -68,6 +70,9 @@ pub async fn serve(
         config.spool_dir = default_spool_dir(&config.data_root)?;
     }
     let prometheus = metrics::install();
+    if let Some(handle) = &prometheus {
+        metrics::spawn_upkeep(handle.clone());
+    }
     let state = routes::AppState::new(config.clone(), storage, prometheus)?;
     let app = routes::router(state);
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
