@@ -73,6 +73,9 @@ pub async fn serve(
     if let Some(handle) = &prometheus {
         metrics::spawn_upkeep(handle.clone());
     }
+    if let Some(every) = config.malloc_trim_interval {
+        spawn_malloc_trim(every);
+    }
     let state = routes::AppState::new(config.clone(), storage, prometheus)?;
     let app = routes::router(state);
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
@@ -82,6 +85,30 @@ pub async fn serve(
     accept_loop(listener, app, shutdown).await;
     tracing::info!("server stopped");
     Ok(())
+}
+
+/// Trim malloc's free memory every `every`, on the blocking pool (the trim holds the
+/// arena locks for milliseconds; the async workers keep serving).
+fn spawn_malloc_trim(every: std::time::Duration) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let trim = tokio::task::spawn_blocking(|| {
+                let start = std::time::Instant::now();
+                let released = deltalite::alloc::release_free_memory();
+                (released, start.elapsed())
+            });
+            match trim.await {
+                Ok((released, took)) => {
+                    tracing::debug!(released, micros = took.as_micros() as u64, "malloc trim");
+                }
+                Err(e) => tracing::warn!(error = %e, "malloc trim task failed"),
+            }
+        }
+    });
 }
 
 /// How long a client may take to send a request's headers before the connection is closed

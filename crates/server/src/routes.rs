@@ -58,6 +58,7 @@ impl AppState {
     ) -> Result<Arc<Self>, datafusion::error::DataFusionError> {
         let query_runtime = RuntimeEnvBuilder::new()
             .with_memory_pool(Arc::new(FairSpillPool::new(config.query_memory_bytes)))
+            .with_metadata_cache_limit(config.query_footer_cache_bytes)
             .build_arc()?;
         let queries = QueryLog::new(config.query_log_entries, config.query_log_bytes);
         Ok(Arc::new(Self {
