@@ -18,15 +18,16 @@ version. Exits non-zero on any error or mismatch.
 
 Usage: .venv/bin/python bench/soak/soak.py --bin target/release/deltalite
        [--seconds 180] [--clients 8] [--keys 5000] [--mix all|query|append|upsert]
-       [--prefill N] [--report-every 30] [--compact-every S] [--malloc-stats]
+       [--prefill N] [--report-every 30] [--compact-every S] [--malloc-stats[-lines]]
 
 To separate what the server's RSS is made of, `--mix` restricts the timed phase to one kind
 of work (`query` runs only queries, over tables filled by `--prefill` write requests first),
 every `--report-every` seconds a line puts RSS next to each table's Delta version, active
 file count and checkpoints (read from `_delta_log` by `bench/lib/delta_log.py`),
 `--compact-every` compacts both tables out of band (the `deltalite` Python module) so their
-file counts stay small, and `--malloc-stats` asks glibc (through gdb) how much of the RSS
-is live heap and how much malloc holds freed, then trims it.
+file counts stay small, and `--malloc-stats` asks glibc (through gdb) at the end how much of
+the RSS is live heap and how much malloc holds freed, then trims it (`--malloc-stats-lines`:
+on every report line too).
 """
 
 import argparse
@@ -387,8 +388,12 @@ def main() -> None:
     ap.add_argument(
         "--malloc-stats",
         action="store_true",
-        help="ask glibc through gdb how much of the RSS is live heap: on every report "
-        "line (pausing the server for about a second) and at the end",
+        help="at the end, ask glibc through gdb how much of the RSS is live heap",
+    )
+    ap.add_argument(
+        "--malloc-stats-lines",
+        action="store_true",
+        help="also on every report line (pauses the server for about a second each)",
     )
     ap.add_argument(
         "--server-arg",
@@ -461,7 +466,7 @@ def main() -> None:
                     with shared.lock:
                         done = sum(len(v) for v in shared.latencies.values())
                     heap = ""
-                    if a.malloc_stats:
+                    if a.malloc_stats_lines:
                         # Pauses the server for about a second (gdb attaches).
                         totals = malloc_totals(server)
                         if totals is not None:
