@@ -1,5 +1,6 @@
 """Watch a local Delta table's `_delta_log` from outside the server: the latest version,
-the number of active data files (adds minus removes) and the checkpoints written.
+the number of active data files (adds minus removes), the checkpoints written and the
+number of actions in the last one.
 
 Reads each commit JSON once (incrementally), so sampling every few seconds stays cheap
 while a soak commits thousands of versions. The bench scripts use it to put the server's
@@ -51,8 +52,18 @@ class DeltaLogWatcher:
                     elif "remove" in action:
                         self.active.discard(action["remove"]["path"])
                 self.next_version = v + 1
+        # The last checkpoint's action count: adds plus the remove tombstones it must keep
+        # for `delta.deletedFileRetentionDuration` (a week by default), which every reader
+        # of the table loads.
+        checkpoint_actions = 0
+        try:
+            last = json.loads((self.log_dir / "_last_checkpoint").read_text())
+            checkpoint_actions = int(last.get("size", 0))
+        except (OSError, ValueError):
+            pass
         return {
             "version": self.next_version - 1,
             "files": len(self.active),
             "checkpoints": len(self.checkpoints),
+            "checkpoint_actions": checkpoint_actions,
         }

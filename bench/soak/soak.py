@@ -18,16 +18,19 @@ version. Exits non-zero on any error or mismatch.
 
 Usage: .venv/bin/python bench/soak/soak.py --bin target/release/deltalite
        [--seconds 180] [--clients 8] [--keys 5000] [--mix all|query|append|upsert]
-       [--prefill N] [--report-every 30] [--compact-every S] [--malloc-stats[-lines]]
+       [--prefill N] [--report-every 30] [--compact-every S] [--tombstone-retention I]
+       [--malloc-stats[-lines]]
 
 To separate what the server's RSS is made of, `--mix` restricts the timed phase to one kind
 of work (`query` runs only queries, over tables filled by `--prefill` write requests first),
 every `--report-every` seconds a line puts RSS next to each table's Delta version, active
 file count and checkpoints (read from `_delta_log` by `bench/lib/delta_log.py`),
 `--compact-every` compacts both tables out of band (the `deltalite` Python module) so their
-file counts stay small, and `--malloc-stats` asks glibc (through gdb) at the end how much of
-the RSS is live heap and how much malloc holds freed, then trims it (`--malloc-stats-lines`:
-on every report line too).
+file counts stay small, `--tombstone-retention` shortens how long checkpoints keep the
+tombstones of removed files (every upsert and compaction removes files), and
+`--malloc-stats` asks glibc (through gdb) at the end how much of the RSS is live heap and
+how much malloc holds freed, then trims it (`--malloc-stats-lines`: on every report line
+too).
 """
 
 import argparse
@@ -246,7 +249,8 @@ def table_state(watchers: dict[str, DeltaLogWatcher]) -> str:
     for name, w in watchers.items():
         st = w.poll()
         parts.append(
-            f"{name} v{st['version']} {st['files']} files {st['checkpoints']} ckpt"
+            f"{name} v{st['version']} {st['files']} files "
+            f"ckpt {st['checkpoints']}/{st['checkpoint_actions']} actions"
         )
     return ", ".join(parts)
 
@@ -386,6 +390,12 @@ def main() -> None:
         help="compact both tables out of band every S seconds (0: never)",
     )
     ap.add_argument(
+        "--tombstone-retention",
+        default=None,
+        help="set delta.deletedFileRetentionDuration on both tables (e.g. 'interval 2 "
+        "minutes'): checkpoints keep remove tombstones that long (default a week)",
+    )
+    ap.add_argument(
         "--malloc-stats",
         action="store_true",
         help="at the end, ask glibc through gdb how much of the RSS is live heap",
@@ -427,6 +437,16 @@ def main() -> None:
             )
             if r.status_code != 200:
                 raise SystemExit(f"setup {table}: {r.status_code} {r.text}")
+
+        if a.tombstone_retention:
+            # Out of band, as an operator would: a table property, so the engine's own
+            # commits keep it.
+            from deltalake import DeltaTable
+
+            for name in ("events", "kv"):
+                DeltaTable(str(tables_dir / name)).alter.set_table_properties(
+                    {"delta.deletedFileRetentionDuration": a.tombstone_retention}
+                )
 
         if a.prefill:
             t0 = time.monotonic()
@@ -574,7 +594,8 @@ def main() -> None:
         print(f"clients       {a.clients}, {wall:.0f} s, key space {a.keys}")
         print(
             f"workload      mix {a.mix}, prefill {a.prefill} writes, "
-            f"compaction {f'every {a.compact_every:.0f} s' if a.compact_every else 'none'}"
+            f"compaction {f'every {a.compact_every:.0f} s' if a.compact_every else 'none'}, "
+            f"tombstone retention {a.tombstone_retention or 'default (1 week)'}"
         )
         print(f"requests      {total} ({total / wall:.1f}/s)")
         print(
