@@ -17,7 +17,20 @@ one row per upserted key holding the values of the upsert with the highest commi
 version. Exits non-zero on any error or mismatch.
 
 Usage: .venv/bin/python bench/soak/soak.py --bin target/release/deltalite
-       [--seconds 180] [--clients 8] [--keys 5000]
+       [--seconds 180] [--clients 8] [--keys 5000] [--mix all|query|append|upsert]
+       [--prefill N] [--report-every 30] [--compact-every S] [--tombstone-retention I]
+       [--malloc-stats[-lines]]
+
+To separate what the server's RSS is made of, `--mix` restricts the timed phase to one kind
+of work (`query` runs only queries, over tables filled by `--prefill` write requests first),
+every `--report-every` seconds a line puts RSS next to each table's Delta version, active
+file count and checkpoints (read from `_delta_log` by `bench/lib/delta_log.py`),
+`--compact-every` compacts both tables out of band (the `deltalite` Python module) so their
+file counts stay small, `--tombstone-retention` shortens how long checkpoints keep the
+tombstones of removed files (every upsert and compaction removes files), and
+`--malloc-stats` asks glibc (through gdb) at the end how much of the RSS is live heap and
+how much malloc holds freed, then trims it (`--malloc-stats-lines`: on every report line
+too).
 """
 
 import argparse
@@ -25,6 +38,8 @@ import collections
 import io
 import json
 import random
+import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -36,6 +51,7 @@ import pyarrow.parquet as pq
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from delta_log import DeltaLogWatcher
 from server_process import ServerProcess
 
 AUTH = ("soak", "soak")
@@ -62,6 +78,13 @@ MIX = [  # (kind, weight)
     ("query-agg", 2),
     ("query-point", 4),
 ]
+# `--mix` keeps these kinds of MIX (with their weights) for the timed phase.
+MIXES = {
+    "all": {k for k, _ in MIX},
+    "query": {"query-agg", "query-point"},
+    "append": {"append-parquet", "append-csv"},
+    "upsert": {"upsert"},
+}
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
@@ -107,15 +130,22 @@ def client(
     deadline: float,
     keys: int,
     seed: int,
+    mix: set[str],
+    max_requests: int | None = None,
+    seq_start: int = 0,
 ) -> None:
-    rng = random.Random(seed * 1000 + cid)
+    # A prefill pass and the timed pass of one client use different seeds and id ranges
+    # (`seq_start`), so appended ids stay unique per client.
+    rng = random.Random(seed * 1000 + cid + seq_start)
     http = requests.Session()
-    kinds = [k for k, _ in MIX]
-    weights = [w for _, w in MIX]
-    seq = 0
+    kinds = [k for k, _ in MIX if k in mix]
+    weights = [w for k, w in MIX if k in mix]
+    seq = seq_start
     upload = f"{base}/upload?catalog=lakehouse&schema=main&table=events&mode=append"
     upsert = f"{base}/upsert?catalog=lakehouse&schema=main&table=kv&primary_key=k"
-    while time.monotonic() < deadline:
+    sent = 0
+    while time.monotonic() < deadline and (max_requests is None or sent < max_requests):
+        sent += 1
         kind = rng.choices(kinds, weights)[0]
         try:
             if kind in ("append-parquet", "append-csv"):
@@ -214,6 +244,124 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))] if s else 0.0
 
 
+def table_state(watchers: dict[str, DeltaLogWatcher]) -> str:
+    parts = []
+    for name, w in watchers.items():
+        st = w.poll()
+        parts.append(
+            f"{name} v{st['version']} {st['files']} files "
+            f"ckpt {st['checkpoints']}/{st['checkpoint_actions']} actions"
+        )
+    return ", ".join(parts)
+
+
+def server_state(base: str) -> str:
+    """The server's own gauges of its long-lived state (query log, the query runtime's
+    Parquet footer cache), from /metrics; empty for a server that does not publish them."""
+    try:
+        text = requests.get(f"{base}/metrics", auth=AUTH, timeout=30).text
+    except requests.exceptions.RequestException:
+        return ""
+    gauges = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name.startswith("deltalite_query_"):
+            try:
+                gauges[name] = float(value)
+            except ValueError:
+                pass
+    if "deltalite_query_log_entries" not in gauges:
+        return ""
+    meta = gauges.get('deltalite_query_cache_bytes{cache="file_metadata"}', 0)
+    return (
+        f"qlog {gauges['deltalite_query_log_entries']:5.0f} "
+        f"{gauges.get('deltalite_query_log_bytes', 0) / 2**20:4.1f} MB  "
+        f"footers {meta / 2**20:4.1f} MB  "
+    )
+
+
+def malloc_totals(server: ServerProcess) -> tuple[float, float] | None:
+    """glibc's own count, through gdb: (bytes malloc got from the system, bytes in use),
+    in MB, or None when gdb is missing or the numbers cannot be read. `malloc_stats()`
+    prints to the server's stderr, which the ServerProcess logs to a file."""
+    before = server.log_path.stat().st_size
+    try:
+        subprocess.run(
+            [
+                "gdb",
+                "-p",
+                str(server.proc.pid),
+                "-batch",
+                "-nx",
+                "-ex",
+                "call (void)malloc_stats()",
+            ],
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    time.sleep(0.2)
+    with open(server.log_path, "rb") as f:
+        f.seek(before)
+        text = f.read().decode(errors="replace")
+    total = text.rsplit("Total (incl. mmap):", 1)
+    if len(total) != 2:
+        return None
+    system = re.search(r"system bytes\s*=\s*(\d+)", total[1])
+    in_use = re.search(r"in use bytes\s*=\s*(\d+)", total[1])
+    if not system or not in_use:
+        return None
+    return int(system.group(1)) / 2**20, int(in_use.group(1)) / 2**20
+
+
+def heap_report(server: ServerProcess) -> str:
+    """What the RSS is made of at the end: live heap, freed memory malloc keeps, and the
+    RSS after `malloc_trim(0)` hands the free pages back."""
+    rss = server.rss_mb()[0]
+    anon_file = rss_split(server)
+    totals = malloc_totals(server)
+    if totals is None:
+        return "malloc stats  unavailable (needs gdb and ptrace)"
+    system, in_use = totals
+    subprocess.run(
+        [
+            "gdb",
+            "-p",
+            str(server.proc.pid),
+            "-batch",
+            "-nx",
+            "-ex",
+            "call (int)malloc_trim(0)",
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    time.sleep(0.5)
+    after = rss_split(server)
+    return (
+        f"malloc stats  RSS {rss:.0f} MB ({anon_file}): malloc holds {system:.0f} MB "
+        f"from the system, {in_use:.0f} MB of it in use (live heap), {system - in_use:.0f} MB "
+        f"freed but kept\n"
+        f"              RSS after malloc_trim(0) {server.rss_mb()[0]:.0f} MB ({after})"
+    )
+
+
+def rss_split(server: ServerProcess) -> str:
+    """Anonymous (heap, stacks) vs file-backed (the binary's code) resident memory."""
+    fields = {}
+    try:
+        for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("RssAnon", "RssFile"):
+                fields[key] = int(value.split()[0]) / 1024
+    except OSError:
+        return "?"
+    return ", ".join(f"{k} {v:.0f} MB" for k, v in fields.items())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -222,13 +370,58 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rss-limit-mb", type=float, default=1024)
+    ap.add_argument("--mix", choices=sorted(MIXES), default="all")
+    ap.add_argument(
+        "--prefill",
+        type=int,
+        default=0,
+        help="write requests (appends and upserts) sent before the timed phase",
+    )
+    ap.add_argument(
+        "--report-every",
+        type=float,
+        default=30,
+        help="seconds between RSS / table-state lines (0: none)",
+    )
+    ap.add_argument(
+        "--compact-every",
+        type=float,
+        default=0,
+        help="compact both tables out of band every S seconds (0: never)",
+    )
+    ap.add_argument(
+        "--tombstone-retention",
+        default=None,
+        help="set delta.deletedFileRetentionDuration on both tables (e.g. 'interval 2 "
+        "minutes'): checkpoints keep remove tombstones that long (default a week)",
+    )
+    ap.add_argument(
+        "--malloc-stats",
+        action="store_true",
+        help="at the end, ask glibc through gdb how much of the RSS is live heap",
+    )
+    ap.add_argument(
+        "--malloc-stats-lines",
+        action="store_true",
+        help="also on every report line (pauses the server for about a second each)",
+    )
+    ap.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="extra `deltalite serve` argument, e.g. --server-arg=--malloc-trim-secs=0",
+    )
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="deltalite-soak-"))
-    server = ServerProcess(a.bin, work, AUTH, ["--log", "warn"])
+    log = [] if any(x.startswith("--log") for x in a.server_arg) else ["--log", "warn"]
+    server = ServerProcess(a.bin, work, AUTH, [*log, *a.server_arg])
     shared = Shared()
     rss_samples: list[float] = []
     stop = threading.Event()
     ok = True
+    tables_dir = work / "lake" / "lakehouse" / "main"
+    watchers = {t: DeltaLogWatcher(tables_dir / t) for t in ("events", "kv")}
+    compactions = collections.Counter()
     try:
         http = requests.Session()
         for table, schema, params in [
@@ -245,18 +438,97 @@ def main() -> None:
             if r.status_code != 200:
                 raise SystemExit(f"setup {table}: {r.status_code} {r.text}")
 
+        if a.tombstone_retention:
+            # Out of band, as an operator would: a table property, so the engine's own
+            # commits keep it.
+            from deltalake import DeltaTable
+
+            for name in ("events", "kv"):
+                DeltaTable(str(tables_dir / name)).alter.set_table_properties(
+                    {"delta.deletedFileRetentionDuration": a.tombstone_retention}
+                )
+
+        if a.prefill:
+            t0 = time.monotonic()
+            prefill = [
+                threading.Thread(
+                    target=client,
+                    args=(c, server.base, shared, float("inf"), a.keys, a.seed),
+                    kwargs={
+                        "mix": MIXES["append"] | MIXES["upsert"],
+                        "max_requests": -(-a.prefill // a.clients),
+                        "seq_start": 10**9,
+                    },
+                )
+                for c in range(a.clients)
+            ]
+            for t in prefill:
+                t.start()
+            for t in prefill:
+                t.join()
+            shared.latencies.clear()
+            print(
+                f"prefill       {a.prefill} write requests in {time.monotonic() - t0:.0f} s, "
+                f"{table_state(watchers)}",
+                flush=True,
+            )
+
+        report: list[str] = []
+
         def sample() -> None:
+            next_report = time.monotonic()
             while not stop.is_set():
-                rss_samples.append(server.rss_mb()[0])
+                rss, hwm = server.rss_mb()
+                rss_samples.append(rss)
+                now = time.monotonic()
+                if a.report_every and now >= next_report:
+                    next_report = now + a.report_every
+                    with shared.lock:
+                        done = sum(len(v) for v in shared.latencies.values())
+                    heap = ""
+                    if a.malloc_stats_lines:
+                        # Pauses the server for about a second (gdb attaches).
+                        totals = malloc_totals(server)
+                        if totals is not None:
+                            heap = f"heap {totals[1]:4.0f}/{totals[0]:4.0f} MB  "
+                    line = (
+                        f"{now - started:6.0f} s  RSS {rss:5.0f} MB  HWM {hwm:5.0f} MB  "
+                        f"{heap}{server_state(server.base)}requests {done:6d}  "
+                        f"{table_state(watchers)}"
+                    )
+                    report.append(line)
+                    print(line, flush=True)
                 time.sleep(0.5)
 
+        def compact() -> None:
+            # Out of band, as an operator's maintenance job would: a second writer process
+            # (here the `deltalite` module in this process) racing the server's commits.
+            import deltalite
+
+            while not stop.wait(a.compact_every):
+                for name in ("events", "kv"):
+                    try:
+                        t = deltalite.DeltaLiteTable.open(str(tables_dir / name))
+                        st = t.compact(primary_keys="k" if name == "kv" else None)
+                        compactions[name] += 1
+                        compactions[f"{name} files removed"] += st.files_removed
+                    except Exception as e:  # noqa: BLE001 (a lost race is reported, not fatal)
+                        compactions[f"{name} failed"] += 1
+                        print(f"compaction of {name} failed: {e}", flush=True)
+
+        started = time.monotonic()
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        started = time.monotonic()
+        compactor = None
+        if a.compact_every:
+            compactor = threading.Thread(target=compact, daemon=True)
+            compactor.start()
         deadline = started + a.seconds
         threads = [
             threading.Thread(
-                target=client, args=(c, server.base, shared, deadline, a.keys, a.seed)
+                target=client,
+                args=(c, server.base, shared, deadline, a.keys, a.seed),
+                kwargs={"mix": MIXES[a.mix]},
             )
             for c in range(a.clients)
         ]
@@ -267,6 +539,8 @@ def main() -> None:
         wall = time.monotonic() - started
         stop.set()
         sampler.join()
+        if compactor is not None:
+            compactor.join()
         hwm = server.rss_mb()[1]
 
         # Verify the tables against what the clients sent.
@@ -316,8 +590,13 @@ def main() -> None:
 
         total = sum(len(v) for v in shared.latencies.values())
         peak = max(rss_samples, default=0.0)
-        print(f"binary        {a.bin}")
+        print(f"binary        {a.bin} {' '.join(a.server_arg)}".rstrip())
         print(f"clients       {a.clients}, {wall:.0f} s, key space {a.keys}")
+        print(
+            f"workload      mix {a.mix}, prefill {a.prefill} writes, "
+            f"compaction {f'every {a.compact_every:.0f} s' if a.compact_every else 'none'}, "
+            f"tombstone retention {a.tombstone_retention or 'default (1 week)'}"
+        )
         print(f"requests      {total} ({total / wall:.1f}/s)")
         print(
             f"{'kind':16} {'count':>7} {'req/s':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"
@@ -350,9 +629,18 @@ def main() -> None:
             f"tables        events {sum(shared.appended.values())} rows appended, "
             f"kv {len(shared.upserted)} keys upserted"
         )
+        print(f"table state   {table_state(watchers)}")
+        if a.compact_every:
+            print(f"compactions   {dict(sorted(compactions.items()))}")
         print(f"verification  {'ok' if not mismatches else 'FAILED'}")
         for m in mismatches:
             print(f"  {m}")
+        if report:
+            print("RSS over time (every line: seconds into the timed phase)")
+            for line in report:
+                print(f"  {line}")
+        if a.malloc_stats:
+            print(heap_report(server))
         ok = not shared.errors and not mismatches and hwm < a.rss_limit_mb
     finally:
         stop.set()

@@ -88,6 +88,27 @@ struct ServeArgs {
     )]
     storage_options: Vec<String>,
 
+    /// Most queries the query log (GET /query/{id}) remembers; beyond it the oldest
+    /// finished ones are forgotten (their ids answer 404). Bounds the server's memory.
+    #[arg(long, env = "DELTALITE_QUERY_LOG_ENTRIES", default_value_t = deltalite_server::registry::DEFAULT_QUERY_LOG_ENTRIES)]
+    query_log_entries: usize,
+
+    /// Most memory, in MiB, the query log may hold (statements are logged up to 64 KiB
+    /// each); beyond it the oldest finished queries are forgotten.
+    #[arg(long, env = "DELTALITE_QUERY_LOG_MB", default_value_t = deltalite_server::registry::DEFAULT_QUERY_LOG_BYTES / (1024 * 1024))]
+    query_log_mb: usize,
+
+    /// Every this many seconds, hand the memory malloc holds free back to the OS
+    /// (glibc's malloc_trim); 0 never. Without it the RSS stays near the highest memory
+    /// use seen so far, even when that memory is free.
+    #[arg(long, env = "DELTALITE_MALLOC_TRIM_SECS", default_value_t = deltalite_server::config::DEFAULT_MALLOC_TRIM_INTERVAL.as_secs())]
+    malloc_trim_secs: u64,
+
+    /// Memory, in MiB, for decoded Parquet footers that queries share (an LRU cache);
+    /// 0 turns the cache off.
+    #[arg(long, env = "DELTALITE_QUERY_FOOTER_CACHE_MB", default_value_t = deltalite_server::config::DEFAULT_QUERY_FOOTER_CACHE_BYTES / (1024 * 1024))]
+    query_footer_cache_mb: usize,
+
     /// Log filter (tracing's EnvFilter syntax), e.g. info or deltalite_server=debug.
     #[arg(long, env = "DELTALITE_LOG", default_value = "info")]
     log: String,
@@ -129,6 +150,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.query_memory_bytes = args.query_memory_mb.max(1).saturating_mul(1024 * 1024);
     config.body_idle_timeout = Duration::from_secs(args.body_idle_timeout_secs.max(1));
     config.spool_dir = args.spool_dir;
+    config.query_log_entries = args.query_log_entries.max(1);
+    config.query_log_bytes = args.query_log_mb.saturating_mul(1024 * 1024);
+    config.query_footer_cache_bytes = args.query_footer_cache_mb.saturating_mul(1024 * 1024);
+    config.malloc_trim_interval =
+        (args.malloc_trim_secs > 0).then(|| Duration::from_secs(args.malloc_trim_secs));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // DataFusion plans and evaluates expressions recursively; SQL nesting is capped

@@ -57,6 +57,74 @@ fn auth_health_and_metrics() {
     );
 }
 
+/// The value of an unlabelled gauge in Prometheus text.
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == name).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+#[test]
+fn query_log_and_lock_map_stay_at_their_caps() {
+    let s = Server::start_with(&["--query-log-entries", "5"]);
+    let (st, body) = s.upload(&format!("{T}&table=q&mode=create"), "text/csv", "a\n1\n");
+    assert_eq!(st, 200, "{body}");
+    for i in 0..12 {
+        let lines = s.query_json_as(
+            ("alice", "secret"),
+            json!({"statement": "SELECT a FROM q", "query_id": format!("cap-{i}")}),
+        );
+        assert_eq!(lines[2], json!([1]));
+    }
+    // Appends to tables that do not exist: each takes (and used to keep) a writer lock.
+    for i in 0..200 {
+        let (st, _) = s.upload(
+            &format!("{T}&table=missing{i}&mode=append"),
+            "text/csv",
+            "a\n1\n",
+        );
+        assert_eq!(st, 400);
+    }
+    let status = |id: &str| {
+        s.client
+            .get(s.url(&format!("/query/{id}")))
+            .basic_auth("alice", Some("secret"))
+            .send()
+            .expect("send")
+            .status()
+            .as_u16()
+    };
+    assert_eq!(status("cap-0"), 404, "the oldest entries are forgotten");
+    assert_eq!(status("cap-6"), 404);
+    assert_eq!(status("cap-7"), 200);
+    assert_eq!(status("cap-11"), 200);
+    let metrics = s
+        .client
+        .get(s.url("/metrics"))
+        .basic_auth("alice", Some("secret"))
+        .send()
+        .expect("send")
+        .text()
+        .expect("text");
+    assert_eq!(
+        gauge(&metrics, "deltalite_query_log_entries"),
+        Some(5.0),
+        "{metrics}"
+    );
+    let bytes = gauge(&metrics, "deltalite_query_log_bytes").expect("bytes gauge");
+    assert!(
+        bytes > 0.0 && bytes < 5.0 * 2048.0,
+        "{bytes} bytes for 5 short queries"
+    );
+    let locks = gauge(&metrics, "deltalite_table_locks").expect("locks gauge");
+    assert!(locks <= 64.0, "{locks} lock entries after 201 table names");
+    assert!(
+        metrics.contains("deltalite_query_cache_bytes{cache=\"file_metadata\"}"),
+        "{metrics}"
+    );
+}
+
 #[test]
 fn upload_modes_and_formats() {
     let s = Server::start();

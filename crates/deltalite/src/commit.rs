@@ -3,8 +3,10 @@
 //! delta-rs is asked to commit exactly against the snapshot the call read (no retries of
 //! its own). When another writer got there first, the engine reads the winning commits
 //! itself: if any of them touched a partition this call read (or changed the schema or
-//! protocol, or any file of an unpartitioned table), the call is re-planned from the new
-//! snapshot; otherwise the same actions are committed on top (a rebase). The rule does not
+//! protocol, or any file of an unpartitioned table), or removed a file this call removes
+//! (a compaction: no data change, but the rows this call rewrote now live in the compacted
+//! file too), the call is re-planned from the new snapshot; otherwise the same actions are
+//! committed on top (a rebase). The rule does not
 //! depend on which delta-rs features are compiled in.
 //!
 //! A commit whose response was lost may still have landed: the store wrote the log entry
@@ -69,6 +71,13 @@ pub(crate) async fn commit(
             _ => None,
         })
         .collect();
+    let own_removes: HashSet<&str> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Remove(remove) => Some(remove.path.as_str()),
+            _ => None,
+        })
+        .collect();
     loop {
         let read_version = table.version().unwrap_or(0);
         let attempt = {
@@ -108,7 +117,8 @@ pub(crate) async fn commit(
                 }
                 *retries_left -= 1;
                 *retries_used += 1;
-                if touches_read_set(table, read_version + 1, latest, read_set).await? {
+                if touches_read_set(table, read_version + 1, latest, read_set, &own_removes).await?
+                {
                     tracing::info!(
                         read_version,
                         latest,
@@ -171,6 +181,7 @@ async fn touches_read_set(
     from: u64,
     to: u64,
     read_set: &ReadSet,
+    own_removes: &HashSet<&str>,
 ) -> Result<bool> {
     let state = table.snapshot()?;
     let partition_columns = state.metadata().partition_columns().to_vec();
@@ -182,6 +193,14 @@ async fn touches_read_set(
             return Ok(true);
         };
         for action in get_actions(version, &bytes)? {
+            // Checked before the data-change filter below: a compaction's removes carry
+            // `dataChange: false`, yet committing this call's remove of the same file
+            // would keep both the compacted copy and this call's rewrite of its rows.
+            if let Action::Remove(remove) = &action
+                && own_removes.contains(remove.path.as_str())
+            {
+                return Ok(true);
+            }
             let partition_values: Option<&HashMap<String, Option<String>>> = match &action {
                 Action::Metadata(_) | Action::Protocol(_) => return Ok(true),
                 Action::Txn(Transaction { app_id, .. }) if read_set.app_ids.contains(app_id) => {

@@ -88,6 +88,97 @@ async fn a_stale_writer_to_another_partition_rebases_without_replanning() {
     );
 }
 
+/// A compaction commits no data change, but it removes the files a stale upsert is about
+/// to replace: rebasing the upsert over it would add the rewritten rows next to the
+/// compacted copy of the same rows. Found by the server soak with out-of-band compaction
+/// (every key twice after the first compaction).
+#[tokio::test]
+async fn a_stale_upsert_replans_over_a_compaction_of_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let _ = create(&uri, &schema(), &[]).await;
+    let mut a = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+    for (ids, tag) in [
+        (&[1, 2][..], "one"),
+        (&[3, 4][..], "two"),
+        (&[5][..], "three"),
+    ] {
+        upsert(
+            &mut a,
+            &rows_batch(ids, "d", tag),
+            &UpsertOptions::new(["id"]),
+        )
+        .await
+        .unwrap();
+    }
+    let mut b = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+    let compacted = a
+        .compact(&deltalite::compact::CompactOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(compacted.files_removed, 3, "{compacted:?}");
+    let s = upsert(
+        &mut b,
+        &rows_batch(&[3], "d", "new"),
+        &UpsertOptions::new(["id"]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.replans, 1, "{s:?}");
+    assert_eq!(
+        rows(&uri).await,
+        vec![
+            vec!["1", "d", "one"],
+            vec!["2", "d", "one"],
+            vec!["3", "d", "new"],
+            vec!["4", "d", "two"],
+            vec!["5", "d", "three"],
+        ]
+    );
+}
+
+/// The other order: an upsert replaced a file a stale compaction is about to compact.
+/// The compaction must not commit the old rows again.
+#[tokio::test]
+async fn a_stale_compaction_does_not_bring_back_rows_an_upsert_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let _ = create(&uri, &schema(), &[]).await;
+    let mut a = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+    for (ids, tag) in [
+        (&[1, 2][..], "one"),
+        (&[3, 4][..], "two"),
+        (&[5][..], "three"),
+    ] {
+        upsert(
+            &mut a,
+            &rows_batch(ids, "d", tag),
+            &UpsertOptions::new(["id"]),
+        )
+        .await
+        .unwrap();
+    }
+    let mut stale = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+    upsert(
+        &mut a,
+        &rows_batch(&[3], "d", "new"),
+        &UpsertOptions::new(["id"]),
+    )
+    .await
+    .unwrap();
+    let compacted = stale
+        .compact(&deltalite::compact::CompactOptions::default())
+        .await;
+    let want = vec![
+        vec!["1", "d", "one"],
+        vec!["2", "d", "one"],
+        vec!["3", "d", "new"],
+        vec!["4", "d", "two"],
+        vec!["5", "d", "three"],
+    ];
+    assert_eq!(rows(&uri).await, want, "compaction: {compacted:?}");
+}
+
 #[tokio::test]
 async fn exhausted_retries_raise_a_conflict_and_leave_no_files() {
     let dir = tempfile::tempdir().unwrap();

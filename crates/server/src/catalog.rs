@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use deltalite::DeltaLiteTable;
 use futures::TryStreamExt;
@@ -80,8 +80,22 @@ pub struct Storage {
     pub options: HashMap<String, String>,
     /// One writer per table at a time inside this process; Delta's optimistic concurrency
     /// still protects against other processes.
-    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    locks: Mutex<TableLocks>,
 }
+
+/// The per-table writer locks. Entries are weak: a lock lives as long as a request holds
+/// or waits for it, so the map does not keep one entry per table name ever written to
+/// (names of tables that do not exist included: the lock is taken before the check).
+#[derive(Default)]
+struct TableLocks {
+    map: HashMap<String, Weak<tokio::sync::Mutex<()>>>,
+    /// Map size at which dead entries are swept next; doubling it after each sweep
+    /// keeps the sweeps' cost constant per lock taken.
+    sweep_at: usize,
+}
+
+/// Smallest [`TableLocks::sweep_at`]: sweeping a handful of entries is not worth a pass.
+const MIN_LOCK_SWEEP: usize = 64;
 
 impl std::fmt::Debug for Storage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -120,7 +134,7 @@ impl Storage {
                 store: Arc::from(store),
                 base,
                 options,
-                locks: Mutex::new(HashMap::new()),
+                locks: Mutex::new(TableLocks::default()),
             })
         } else {
             let path = PathBuf::from(root.trim_start_matches("file://"));
@@ -136,7 +150,7 @@ impl Storage {
                 store: Arc::new(store),
                 base: ObjectPath::from(""),
                 options,
-                locks: Mutex::new(HashMap::new()),
+                locks: Mutex::new(TableLocks::default()),
             })
         }
     }
@@ -329,14 +343,34 @@ impl Storage {
         }
     }
 
-    /// The per-table writer lock.
+    /// The per-table writer lock: every request that holds the returned handle at the
+    /// same time gets the same lock.
     pub fn table_lock(&self, name: &TableName) -> Arc<tokio::sync::Mutex<()>> {
         let key = name.to_string();
-        let mut locks = match self.locks.lock() {
+        let mut locks = self.table_locks();
+        if let Some(lock) = locks.map.get(&key).and_then(Weak::upgrade) {
+            return lock;
+        }
+        if locks.map.len() >= locks.sweep_at {
+            locks.map.retain(|_, lock| lock.strong_count() > 0);
+            locks.sweep_at = (2 * locks.map.len()).max(MIN_LOCK_SWEEP);
+        }
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        locks.map.insert(key, Arc::downgrade(&lock));
+        lock
+    }
+
+    /// Entries in the writer-lock map (live or not yet swept), for `/metrics`.
+    pub fn table_lock_count(&self) -> usize {
+        self.table_locks().map.len()
+    }
+
+    fn table_locks(&self) -> std::sync::MutexGuard<'_, TableLocks> {
+        // The map stays consistent if a holder panicked: use it rather than fail.
+        match self.locks.lock() {
             Ok(l) => l,
             Err(poisoned) => poisoned.into_inner(),
-        };
-        Arc::clone(locks.entry(key).or_default())
+        }
     }
 }
 

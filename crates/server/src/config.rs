@@ -8,6 +8,12 @@ use std::time::Duration;
 use crate::catalog::validate_name;
 use crate::error::ConfigError;
 
+/// Default of [`ServerConfig::query_footer_cache_bytes`] (DataFusion's own default).
+pub const DEFAULT_QUERY_FOOTER_CACHE_BYTES: usize = 50 * 1024 * 1024;
+
+/// Default of [`ServerConfig::malloc_trim_interval`].
+pub const DEFAULT_MALLOC_TRIM_INTERVAL: Duration = Duration::from_secs(10);
+
 /// One configured user and the catalogs it may see.
 #[derive(Debug, Clone)]
 pub struct UserConfig {
@@ -40,12 +46,25 @@ pub struct ServerConfig {
     /// aggregations (DataFusion's memory pool); a query that needs more spills to disk
     /// where the operator can, else fails with "Resources exhausted".
     pub query_memory_bytes: usize,
+    /// Bytes of decoded Parquet footers the query runtime caches across queries (an LRU
+    /// shared by all queries; DataFusion's default is 50 MiB). Part of the server's
+    /// steady memory: with many small files it fills within minutes.
+    pub query_footer_cache_bytes: usize,
     /// Longest wait for the next piece of a request body (an idle timeout, not a limit on
     /// the whole upload): a client that stops sending, or drips a few bytes at a time
     /// slower than this, gets a 400 and the connection is closed.
     pub body_idle_timeout: Duration,
     /// Directory for upload spool files; the system temp dir when `None`.
     pub spool_dir: Option<PathBuf>,
+    /// Most entries the query log (`GET /query/{id}`) keeps; older finished ones are
+    /// dropped first.
+    pub query_log_entries: usize,
+    /// Most bytes (statements, errors and the other logged text, approximately) the query
+    /// log keeps; older finished entries are dropped first.
+    pub query_log_bytes: usize,
+    /// How often the server hands the free memory malloc holds back to the OS
+    /// (`malloc_trim`); `None` never.
+    pub malloc_trim_interval: Option<Duration>,
 }
 
 impl ServerConfig {
@@ -125,8 +144,12 @@ impl ServerConfig {
             max_body_bytes: 10 * 1024 * 1024 * 1024,
             query_timeout: Duration::from_secs(300),
             query_memory_bytes: 1024 * 1024 * 1024,
+            query_footer_cache_bytes: DEFAULT_QUERY_FOOTER_CACHE_BYTES,
             body_idle_timeout: Duration::from_secs(60),
             spool_dir: None,
+            query_log_entries: crate::registry::DEFAULT_QUERY_LOG_ENTRIES,
+            query_log_bytes: crate::registry::DEFAULT_QUERY_LOG_BYTES,
+            malloc_trim_interval: Some(DEFAULT_MALLOC_TRIM_INTERVAL),
         })
     }
 }

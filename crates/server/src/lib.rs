@@ -12,7 +12,8 @@
 //! - [`sql`]: DataFusion session per request, DDL/DML as Delta commits, information_schema.
 //! - [`types`]: DuckDB type names for Arrow types and back.
 //! - [`ndjson`]: JSON rendering of Arrow values for the streamed result protocol.
-//! - [`routes`]: the axum router, query registry (log, cancellation), output formats.
+//! - [`routes`]: the axum router, query handling, output formats.
+//! - [`registry`]: the bounded query log (with cancellation handles) and task list.
 //! - [`metrics`]: Prometheus exposition.
 //! - [`error`]: [`ApiError`] and its HTTP mapping.
 
@@ -23,6 +24,7 @@ pub mod error;
 pub mod ingest;
 pub mod metrics;
 pub mod ndjson;
+pub mod registry;
 pub mod routes;
 pub mod sql;
 pub mod types;
@@ -68,6 +70,12 @@ pub async fn serve(
         config.spool_dir = default_spool_dir(&config.data_root)?;
     }
     let prometheus = metrics::install();
+    if let Some(handle) = &prometheus {
+        metrics::spawn_upkeep(handle.clone());
+    }
+    if let Some(every) = config.malloc_trim_interval {
+        spawn_malloc_trim(every);
+    }
     let state = routes::AppState::new(config.clone(), storage, prometheus)?;
     let app = routes::router(state);
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
@@ -77,6 +85,30 @@ pub async fn serve(
     accept_loop(listener, app, shutdown).await;
     tracing::info!("server stopped");
     Ok(())
+}
+
+/// Trim malloc's free memory every `every`, on the blocking pool (the trim holds the
+/// arena locks for milliseconds; the async workers keep serving).
+fn spawn_malloc_trim(every: std::time::Duration) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let trim = tokio::task::spawn_blocking(|| {
+                let start = std::time::Instant::now();
+                let released = deltalite::alloc::release_free_memory();
+                (released, start.elapsed())
+            });
+            match trim.await {
+                Ok((released, took)) => {
+                    tracing::debug!(released, micros = took.as_micros() as u64, "malloc trim");
+                }
+                Err(e) => tracing::warn!(error = %e, "malloc trim task failed"),
+            }
+        }
+    });
 }
 
 /// How long a client may take to send a request's headers before the connection is closed

@@ -31,3 +31,77 @@ pub fn record_request(route: &str, status: u16, seconds: f64) {
     metrics::histogram!("deltalite_http_request_duration_seconds", "route" => route.to_string())
         .record(seconds);
 }
+
+/// How often histogram samples are folded into their summaries.
+pub const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Fold recorded histogram samples into their (fixed-size) summaries every
+/// [`UPKEEP_INTERVAL`]. The exporter keeps every raw sample until this runs or `/metrics` is
+/// scraped; `install_recorder` does not schedule it, so on a server nobody scrapes, each
+/// request's latency sample would be kept forever.
+pub fn spawn_upkeep(handle: PrometheusHandle) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(UPKEEP_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            handle.run_upkeep();
+        }
+    });
+}
+
+/// Sizes of the server's long-lived in-memory state.
+pub struct StateSizes<'a> {
+    /// Entries in the query log.
+    pub query_log_entries: usize,
+    /// Bytes the query log holds, approximately.
+    pub query_log_bytes: usize,
+    /// Task ids remembered for `GET /tasks/{id}`.
+    pub tasks: usize,
+    /// Per-table writer locks held in the lock map.
+    pub table_locks: usize,
+    /// The query runtime, whose caches (Parquet footers, file statistics, listings) are
+    /// shared by all queries.
+    pub query_runtime: &'a datafusion::execution::runtime_env::RuntimeEnv,
+}
+
+/// Publish [`StateSizes`] as gauges, so that an operator (and the soak benchmark) can see
+/// each bounded structure next to the process's RSS.
+pub fn record_state(s: &StateSizes<'_>) {
+    metrics::gauge!("deltalite_query_log_entries").set(s.query_log_entries as f64);
+    metrics::gauge!("deltalite_query_log_bytes").set(s.query_log_bytes as f64);
+    metrics::gauge!("deltalite_tasks_entries").set(s.tasks as f64);
+    metrics::gauge!("deltalite_table_locks").set(s.table_locks as f64);
+    let caches = s.query_runtime.cache_manager.as_ref();
+    let report = |name: &'static str, entries: usize, bytes: usize, limit: usize| {
+        metrics::gauge!("deltalite_query_cache_entries", "cache" => name).set(entries as f64);
+        metrics::gauge!("deltalite_query_cache_bytes", "cache" => name).set(bytes as f64);
+        metrics::gauge!("deltalite_query_cache_limit_bytes", "cache" => name).set(limit as f64);
+    };
+    let metadata = caches.get_file_metadata_cache();
+    let entries = metadata.list_entries();
+    report(
+        "file_metadata",
+        entries.len(),
+        entries.values().map(|e| e.size_bytes).sum(),
+        metadata.cache_limit(),
+    );
+    if let Some(stats) = caches.get_file_statistic_cache() {
+        let entries = stats.list_entries();
+        report(
+            "file_statistics",
+            entries.len(),
+            entries.values().map(|e| e.size_bytes).sum(),
+            stats.cache_limit(),
+        );
+    }
+    if let Some(lists) = caches.get_list_files_cache() {
+        let entries = lists.list_entries();
+        report(
+            "list_files",
+            entries.len(),
+            entries.values().map(|e| e.size_bytes).sum(),
+            lists.cache_limit(),
+        );
+    }
+}

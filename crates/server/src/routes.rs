@@ -1,6 +1,6 @@
-//! HTTP routes, the query registry (log + cancellation) and result output formats.
+//! HTTP routes, query handling (logged and cancellable through [`crate::registry`]) and
+//! result output formats.
 
-use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -31,18 +31,9 @@ use crate::config::{ServerConfig, split_list};
 use crate::error::{ApiError, ApiResult};
 use crate::ingest::{self, Format, IngestRequest, UploadMode};
 use crate::ndjson::{RowWriter, json_line};
+use crate::registry::{Cancel, QueryLog, QueryStart, TaskLog};
 use crate::sql::{Output, SqlSession};
 use crate::types::duckdb_field_type;
-
-const MAX_LOGGED_QUERIES: usize = 10_000;
-
-struct QueryEntry {
-    user: String,
-    session_id: String,
-    token: CancellationToken,
-    running: bool,
-    log: Value,
-}
 
 /// Shared server state.
 pub struct AppState {
@@ -52,8 +43,10 @@ pub struct AppState {
     prometheus: Option<PrometheusHandle>,
     /// One DataFusion runtime for every query: its memory pool bounds them together.
     query_runtime: Arc<RuntimeEnv>,
-    queries: Mutex<(HashMap<String, QueryEntry>, VecDeque<String>)>,
-    tasks: Mutex<HashMap<String, String>>,
+    /// Bounded (entries and bytes, `--query-log-entries`, `--query-log-mb`).
+    queries: Mutex<QueryLog>,
+    /// Bounded (`registry::MAX_TASKS`).
+    tasks: Mutex<TaskLog>,
 }
 
 impl AppState {
@@ -65,25 +58,50 @@ impl AppState {
     ) -> Result<Arc<Self>, datafusion::error::DataFusionError> {
         let query_runtime = RuntimeEnvBuilder::new()
             .with_memory_pool(Arc::new(FairSpillPool::new(config.query_memory_bytes)))
+            .with_metadata_cache_limit(config.query_footer_cache_bytes)
             .build_arc()?;
+        let queries = QueryLog::new(config.query_log_entries, config.query_log_bytes);
         Ok(Arc::new(Self {
             auth: Authenticator::new(&config.users),
             query_runtime,
             config,
             storage: Arc::new(storage),
             prometheus,
-            queries: Mutex::new((HashMap::new(), VecDeque::new())),
-            tasks: Mutex::new(HashMap::new()),
+            queries: Mutex::new(queries),
+            tasks: Mutex::new(TaskLog::new(crate::registry::MAX_TASKS)),
         }))
     }
 
-    fn queries(
-        &self,
-    ) -> std::sync::MutexGuard<'_, (HashMap<String, QueryEntry>, VecDeque<String>)> {
+    // A panic while one of these was locked leaves consistent data (every update is a
+    // few field writes), so a poisoned lock is used rather than failing every request.
+    fn queries(&self) -> std::sync::MutexGuard<'_, QueryLog> {
         match self.queries.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         }
+    }
+
+    fn tasks(&self) -> std::sync::MutexGuard<'_, TaskLog> {
+        match self.tasks.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Sizes of the server's long-lived in-memory state, for `/metrics`.
+    fn record_state_gauges(&self) {
+        let (entries, bytes) = {
+            let q = self.queries();
+            (q.len(), q.bytes())
+        };
+        let tasks = self.tasks().len();
+        crate::metrics::record_state(&crate::metrics::StateSizes {
+            query_log_entries: entries,
+            query_log_bytes: bytes,
+            tasks,
+            table_locks: self.storage.table_lock_count(),
+            query_runtime: &self.query_runtime,
+        });
     }
 }
 
@@ -149,6 +167,7 @@ async fn healthz() -> Json<Value> {
 }
 
 async fn metrics_text(State(state): State<S>) -> Response {
+    state.record_state_gauges();
     let body = state
         .prometheus
         .as_ref()
@@ -354,12 +373,7 @@ async fn append(
     match result {
         Ok(_) => {
             let task_id = uuid::Uuid::new_v4().to_string();
-            if let Ok(mut tasks) = state.tasks.lock() {
-                if tasks.len() > MAX_LOGGED_QUERIES {
-                    tasks.clear();
-                }
-                tasks.insert(task_id.clone(), user.name.clone());
-            }
+            state.tasks().insert(task_id.clone(), user.name.clone());
             Json(json!({"ok": true, "error_code": null, "error_message": null, "task_id": task_id}))
                 .into_response()
         }
@@ -386,11 +400,7 @@ async fn task(
     Extension(user): Extension<User>,
     Path(task_id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let known = state
-        .tasks
-        .lock()
-        .map(|t| t.get(&task_id) == Some(&user.name))
-        .unwrap_or(false);
+    let known = state.tasks().owned_by(&task_id, &user.name);
     if !known {
         return Err(ApiError::NotFound(format!("Task {task_id} not found")));
     }
@@ -476,11 +486,9 @@ async fn query_log(
     Extension(user): Extension<User>,
     Path(query_id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let queries = state.queries();
-    match queries.0.get(&query_id) {
-        Some(entry) if entry.user == user.name => Ok(Json(entry.log.clone())),
-        _ => Err(ApiError::NotFound(format!("Query {query_id} not found"))),
-    }
+    let log = state.queries().get(&query_id, &user.name);
+    log.map(Json)
+        .ok_or_else(|| ApiError::NotFound(format!("Query {query_id} not found")))
 }
 
 #[derive(Debug, Deserialize)]
@@ -494,36 +502,15 @@ async fn cancel_query(
     Path(query_id): Path<String>,
     Query(params): Query<CancelParams>,
 ) -> Json<Value> {
-    let queries = state.queries();
-    let (cancelled, message) = match queries.0.get(&query_id) {
-        Some(entry)
-            if entry.user == user.name
-                && params
-                    .session_id
-                    .as_ref()
-                    .is_none_or(|s| *s == entry.session_id) =>
-        {
-            if entry.running {
-                entry.token.cancel();
-                (true, "Query cancelled".to_string())
-            } else {
-                (false, "Query already finished".to_string())
-            }
-        }
-        _ => (false, format!("Query {query_id} not found")),
+    let outcome = state
+        .queries()
+        .cancel(&query_id, &user.name, params.session_id.as_deref());
+    let (cancelled, message) = match outcome {
+        Cancel::Cancelled => (true, "Query cancelled".to_string()),
+        Cancel::AlreadyFinished => (false, "Query already finished".to_string()),
+        Cancel::NotFound => (false, format!("Query {query_id} not found")),
     };
     Json(json!({"cancelled": cancelled, "message": message}))
-}
-
-fn truncate_chars(s: &str, max_bytes: usize) -> &str {
-    if s.len() <= max_bytes {
-        return s;
-    }
-    let mut end = max_bytes;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 fn now_iso() -> String {
@@ -532,22 +519,8 @@ fn now_iso() -> String {
 
 /// Finish a query's log entry.
 fn finish_log(state: &AppState, query_id: &str, start: Instant, rows: u64, error: Option<String>) {
-    let mut queries = state.queries();
-    if let Some(entry) = queries.0.get_mut(query_id) {
-        entry.running = false;
-        if let Value::Object(log) = &mut entry.log {
-            log.insert("end_time".into(), Value::from(now_iso()));
-            log.insert(
-                "duration_ms".into(),
-                Value::from(start.elapsed().as_millis() as u64),
-            );
-            log.insert(
-                "error".into(),
-                error.map(Value::from).unwrap_or(Value::Null),
-            );
-            log.insert("stats".into(), json!({"rows": rows}));
-        }
-    }
+    let (end, ms) = (now_iso(), start.elapsed().as_millis() as u64);
+    state.queries().finish(query_id, end, ms, rows, error);
 }
 
 enum OutFormat {
@@ -596,45 +569,23 @@ async fn query(
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let token = CancellationToken::new();
     let start = Instant::now();
-    {
-        let mut queries = state.queries();
-        let log = json!({
-            "uuid": query_id,
-            "start_time": now_iso(),
-            "end_time": null,
-            "duration_ms": null,
-            // The log keeps at most 64 KiB of each statement: the registry holds thousands.
-            "query": truncate_chars(&statement, 64 * 1024),
-            "session_id": session_id,
-            "client_interface": "http",
-            "error": null,
-            "visible": req.visible.as_ref().and_then(Value::as_bool).unwrap_or(true),
-            "requested_by": req.requested_by,
-            "user_agent": header_str(&headers, header::USER_AGENT),
-            "stats": null,
-            "progress": null,
-        });
-        let (map, order) = &mut *queries;
-        if let Some(old) = map.insert(
-            query_id.clone(),
-            QueryEntry {
-                user: user.name.clone(),
-                session_id: session_id.clone(),
-                token: token.clone(),
-                running: true,
-                log,
-            },
-        ) {
-            old.token.cancel();
-        } else {
-            order.push_back(query_id.clone());
-        }
-        while order.len() > MAX_LOGGED_QUERIES {
-            if let Some(oldest) = order.pop_front() {
-                map.remove(&oldest);
-            }
-        }
-    }
+    state.queries().start(
+        QueryStart {
+            query_id: query_id.clone(),
+            user: user.name.clone(),
+            session_id: session_id.clone(),
+            statement: statement.clone(),
+            start_time: now_iso(),
+            visible: req
+                .visible
+                .as_ref()
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+            requested_by: req.requested_by.clone(),
+            user_agent: header_str(&headers, header::USER_AGENT),
+        },
+        token.clone(),
+    );
     let deadline = tokio::time::Instant::now() + state.config.query_timeout;
     // A failure before any result: logged, then an in-stream `{"error"}` for NDJSON
     // (still 200, as the protocol says) or an HTTP error for the other formats.
