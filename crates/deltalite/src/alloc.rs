@@ -66,10 +66,11 @@ mod tests {
         // 32 MiB in 64 KiB blocks (under the mmap threshold, so from the heap), then a
         // small block that stays live after them: free() alone can only return the top
         // of a heap, so these pages stay with malloc until a trim.
+        // black_box: the optimizer may not elide these heap allocations.
         let blocks: Vec<Vec<u8>> = (0..512)
-            .map(|i| vec![(i % 250 + 1) as u8; 64 * 1024])
+            .map(|i| std::hint::black_box(vec![(i % 250 + 1) as u8; 64 * 1024]))
             .collect();
-        let pin = vec![1u8; 64];
+        let pin = std::hint::black_box(Box::new([1u8; 64]));
         drop(blocks);
         assert!(super::release_free_memory());
         assert_eq!(pin[0], 1);
