@@ -929,6 +929,18 @@ fn cancel_and_timeout_and_shutdown() {
             .unwrap_or_default()
     });
     std::thread::sleep(Duration::from_millis(800));
+    // Another user reusing the id is refused and does not cancel alice's query (her
+    // cancel below still finds it running).
+    let r = s.post_as(
+        ("bob", "pw"),
+        "/query",
+        "application/json",
+        json!({"statement": "SELECT 1", "query_id": "long-1"})
+            .to_string()
+            .into_bytes(),
+        &[],
+    );
+    assert_eq!(r.status().as_u16(), 400);
     let v: Value = s
         .client
         .delete(s.url("/query/long-1?session_id=s1"))

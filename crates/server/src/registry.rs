@@ -131,6 +131,11 @@ pub struct QueryLog {
     max_bytes: usize,
 }
 
+/// A query id that already names another user's query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("query_id is already in use; choose another")]
+pub struct QueryIdTaken;
+
 /// The answer to a cancellation request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cancel {
@@ -154,9 +159,18 @@ impl QueryLog {
         }
     }
 
-    /// Log a starting query. A running query with the same id is cancelled and its entry
-    /// replaced (query ids name one query at a time).
-    pub fn start(&mut self, q: QueryStart, token: CancellationToken) {
+    /// Log a starting query. A running query of the same user with the same id is
+    /// cancelled and its entry replaced (query ids name one query at a time). An id that
+    /// names another user's entry is refused: reusing it would cancel that user's query,
+    /// or drop their log entry.
+    pub fn start(&mut self, q: QueryStart, token: CancellationToken) -> Result<(), QueryIdTaken> {
+        if self
+            .entries
+            .get(&q.query_id)
+            .is_some_and(|existing| existing.user != q.user)
+        {
+            return Err(QueryIdTaken);
+        }
         let requested_by = q
             .requested_by
             .filter(|v| v.to_string().len() <= MAX_LOGGED_REQUESTED_BY_BYTES)
@@ -186,6 +200,7 @@ impl QueryLog {
             self.order.push_back(q.query_id);
         }
         self.evict();
+        Ok(())
     }
 
     /// Record a query's end.

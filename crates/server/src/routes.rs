@@ -569,23 +569,26 @@ async fn query(
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let token = CancellationToken::new();
     let start = Instant::now();
-    state.queries().start(
-        QueryStart {
-            query_id: query_id.clone(),
-            user: user.name.clone(),
-            session_id: session_id.clone(),
-            statement: statement.clone(),
-            start_time: now_iso(),
-            visible: req
-                .visible
-                .as_ref()
-                .and_then(Value::as_bool)
-                .unwrap_or(true),
-            requested_by: req.requested_by.clone(),
-            user_agent: header_str(&headers, header::USER_AGENT),
-        },
-        token.clone(),
-    );
+    state
+        .queries()
+        .start(
+            QueryStart {
+                query_id: query_id.clone(),
+                user: user.name.clone(),
+                session_id: session_id.clone(),
+                statement: statement.clone(),
+                start_time: now_iso(),
+                visible: req
+                    .visible
+                    .as_ref()
+                    .and_then(Value::as_bool)
+                    .unwrap_or(true),
+                requested_by: req.requested_by.clone(),
+                user_agent: header_str(&headers, header::USER_AGENT),
+            },
+            token.clone(),
+        )
+        .map_err(|taken| ApiError::BadRequest(taken.to_string()))?;
     let deadline = tokio::time::Instant::now() + state.config.query_timeout;
     // A failure before any result: logged, then an in-stream `{"error"}` for NDJSON
     // (still 200, as the protocol says) or an HTTP error for the other formats.

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use deltalite_server::catalog::{Storage, TableName};
 use deltalite_server::registry::{
-    Cancel, MAX_LOGGED_REQUESTED_BY_BYTES, MAX_LOGGED_STATEMENT_BYTES, QueryLog, QueryStart,
-    TaskLog,
+    Cancel, MAX_LOGGED_REQUESTED_BY_BYTES, MAX_LOGGED_STATEMENT_BYTES, QueryIdTaken, QueryLog,
+    QueryStart, TaskLog,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -29,7 +29,8 @@ fn start(id: &str, statement: &str) -> QueryStart {
 }
 
 fn run(log: &mut QueryLog, id: &str, statement: &str) {
-    log.start(start(id, statement), CancellationToken::new());
+    log.start(start(id, statement), CancellationToken::new())
+        .unwrap();
     log.finish(id, "2026-11-30T00:00:01Z".into(), 1000, 1, None);
 }
 
@@ -78,14 +79,14 @@ fn oversized_requested_by_is_not_kept() {
     let mut log = QueryLog::new(10, usize::MAX);
     let mut q = start("r", "SELECT 1");
     q.requested_by = Some(json!({"blob": "y".repeat(MAX_LOGGED_REQUESTED_BY_BYTES)}));
-    log.start(q, CancellationToken::new());
+    log.start(q, CancellationToken::new()).unwrap();
     assert_eq!(
         log.get("r", "alice").expect("entry")["requested_by"],
         Value::Null
     );
     let mut q = start("s", "SELECT 1");
     q.requested_by = Some(json!({"id": 1}));
-    log.start(q, CancellationToken::new());
+    log.start(q, CancellationToken::new()).unwrap();
     assert_eq!(
         log.get("s", "alice").expect("entry")["requested_by"],
         json!({"id": 1})
@@ -96,7 +97,8 @@ fn oversized_requested_by_is_not_kept() {
 fn running_queries_stay_cancellable_while_finished_ones_are_evicted() {
     let mut log = QueryLog::new(10, usize::MAX);
     let token = CancellationToken::new();
-    log.start(start("long", "SELECT 42"), token.clone());
+    log.start(start("long", "SELECT 42"), token.clone())
+        .unwrap();
     for i in 0..100 {
         run(&mut log, &format!("q{i}"), "SELECT 1");
     }
@@ -125,9 +127,10 @@ fn running_queries_stay_cancellable_while_finished_ones_are_evicted() {
 fn a_reused_query_id_cancels_the_old_query_and_holds_one_entry() {
     let mut log = QueryLog::new(10, usize::MAX);
     let first = CancellationToken::new();
-    log.start(start("same", "SELECT 1"), first.clone());
+    log.start(start("same", "SELECT 1"), first.clone()).unwrap();
     let bytes = log.bytes();
-    log.start(start("same", "SELECT 2"), CancellationToken::new());
+    log.start(start("same", "SELECT 2"), CancellationToken::new())
+        .unwrap();
     assert!(first.is_cancelled());
     assert_eq!(log.len(), 1);
     assert_eq!(log.bytes(), bytes);
@@ -135,6 +138,27 @@ fn a_reused_query_id_cancels_the_old_query_and_holds_one_entry() {
         log.get("same", "alice").expect("entry")["query"],
         json!("SELECT 2")
     );
+}
+
+/// A query id is per user: another user reusing it must neither cancel the running
+/// query nor replace its log entry.
+#[test]
+fn another_users_query_id_is_refused_and_the_query_keeps_running() {
+    let mut log = QueryLog::new(10, usize::MAX);
+    let alices = CancellationToken::new();
+    log.start(start("mine", "SELECT 1"), alices.clone())
+        .unwrap();
+    let mut mallory = start("mine", "SELECT 2");
+    mallory.user = "mallory".into();
+    let refused = log.start(mallory, CancellationToken::new());
+    assert_eq!(refused, Err(QueryIdTaken));
+    assert!(!alices.is_cancelled(), "alice's query was cancelled");
+    assert_eq!(
+        log.get("mine", "alice").expect("alice's entry")["query"],
+        json!("SELECT 1")
+    );
+    assert!(log.get("mine", "mallory").is_none());
+    assert_eq!(log.cancel("mine", "mallory", None), Cancel::NotFound);
 }
 
 #[test]
