@@ -88,6 +88,26 @@ async fn a_stale_writer_to_another_partition_rebases_without_replanning() {
     );
 }
 
+/// A table whose partition `d` holds ids 1-5 in three files (tags one, two, three).
+async fn three_files_in_one_partition(uri: &str) -> DeltaLiteTable {
+    let _ = create(uri, &schema(), &[]).await;
+    let mut table = DeltaLiteTable::open(uri, HashMap::new()).await.unwrap();
+    for (ids, tag) in [
+        (&[1, 2][..], "one"),
+        (&[3, 4][..], "two"),
+        (&[5][..], "three"),
+    ] {
+        upsert(
+            &mut table,
+            &rows_batch(ids, "d", tag),
+            &UpsertOptions::new(["id"]),
+        )
+        .await
+        .unwrap();
+    }
+    table
+}
+
 /// A compaction commits no data change, but it removes the files a stale upsert is about
 /// to replace: rebasing the upsert over it would add the rewritten rows next to the
 /// compacted copy of the same rows. Found by the server soak with out-of-band compaction
@@ -96,21 +116,7 @@ async fn a_stale_writer_to_another_partition_rebases_without_replanning() {
 async fn a_stale_upsert_replans_over_a_compaction_of_its_files() {
     let dir = tempfile::tempdir().unwrap();
     let uri = tmp_uri(&dir, "t");
-    let _ = create(&uri, &schema(), &[]).await;
-    let mut a = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
-    for (ids, tag) in [
-        (&[1, 2][..], "one"),
-        (&[3, 4][..], "two"),
-        (&[5][..], "three"),
-    ] {
-        upsert(
-            &mut a,
-            &rows_batch(ids, "d", tag),
-            &UpsertOptions::new(["id"]),
-        )
-        .await
-        .unwrap();
-    }
+    let mut a = three_files_in_one_partition(&uri).await;
     let mut b = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
     let compacted = a
         .compact(&deltalite::compact::CompactOptions::default())
@@ -143,21 +149,7 @@ async fn a_stale_upsert_replans_over_a_compaction_of_its_files() {
 async fn a_stale_compaction_does_not_bring_back_rows_an_upsert_replaced() {
     let dir = tempfile::tempdir().unwrap();
     let uri = tmp_uri(&dir, "t");
-    let _ = create(&uri, &schema(), &[]).await;
-    let mut a = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
-    for (ids, tag) in [
-        (&[1, 2][..], "one"),
-        (&[3, 4][..], "two"),
-        (&[5][..], "three"),
-    ] {
-        upsert(
-            &mut a,
-            &rows_batch(ids, "d", tag),
-            &UpsertOptions::new(["id"]),
-        )
-        .await
-        .unwrap();
-    }
+    let mut a = three_files_in_one_partition(&uri).await;
     let mut stale = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
     upsert(
         &mut a,
