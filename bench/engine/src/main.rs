@@ -273,7 +273,7 @@ fn run(sizes: &[i64], dir: &Path, knobs: KnobArgs) {
 }
 
 fn main() {
-    deltalite::alloc::cap_malloc_arenas();
+    deltalite::alloc::tune_malloc();
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

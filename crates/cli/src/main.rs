@@ -116,7 +116,7 @@ struct ServeArgs {
 
 fn main() -> anyhow::Result<()> {
     // Before the runtime's threads exist (see `deltalite::alloc`).
-    deltalite::alloc::cap_malloc_arenas();
+    deltalite::alloc::tune_malloc();
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),

@@ -730,7 +730,7 @@ fn write_options(
 
 #[pymodule]
 fn _deltalite(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    deltalite::alloc::cap_malloc_arenas();
+    deltalite::alloc::tune_malloc();
     let py = m.py();
     m.add_class::<PyDeltaLiteTable>()?;
     m.add_class::<PyUpsertStats>()?;
