@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray};
+use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array};
 use arrow::compute::and;
 use arrow::datatypes::DataType;
 use deltalake::parquet::arrow::arrow_reader::statistics::StatisticsConverter;
@@ -13,9 +13,13 @@ use deltalake::parquet::bloom_filter::Sbbf;
 use futures::TryStreamExt;
 use object_store::ObjectStore;
 
-use crate::error::Result;
+use crate::error::{DeltaLiteError, Result};
 use crate::outcome::{Decider, Outcome};
-use crate::read::{open_with_page_index, present_roots, sparse_columns, stream_projected};
+use crate::read::{
+    open_with_row_numbers, present_roots, row_numbers, row_numbers_are_positions, sparse_columns,
+    stream_projected,
+};
+use crate::rewrite::Replacement;
 use crate::source::{Layout, SourcePartition};
 use crate::target::{TargetFile, prunable, within_bounds};
 
@@ -26,6 +30,9 @@ pub(crate) struct ProbeResult {
     pub rewrite: bool,
     /// Decisions for matched source rows.
     pub outcomes: Vec<(u32, Outcome)>,
+    /// The stored rows the source replaces, ascending by position, so that the rewrite
+    /// need not look keys up again; `None` if the file's row numbers cannot be trusted.
+    pub replaced: Option<Vec<Replacement>>,
     /// Row groups read / skipped, for tracing.
     pub row_groups_read: usize,
     pub row_groups_skipped: usize,
@@ -42,7 +49,7 @@ pub(crate) async fn probe_file(
     decider: &Decider,
     read_batch_size: usize,
 ) -> Result<ProbeResult> {
-    let mut builder = open_with_page_index(store, file).await?;
+    let mut builder = open_with_row_numbers(store, file).await?;
     let wanted: Vec<usize> = layout
         .key_columns
         .iter()
@@ -164,19 +171,42 @@ pub(crate) async fn probe_file(
         }
         None => stream_projected(builder, &root_indices, selected, read_batch_size)?,
     };
+    let mut replaced = row_numbers_are_positions(&metadata).then(Vec::new);
     while let Some(batch) = stream.try_next().await? {
         let columns = sparse_columns(&batch, &layout.data_schema, &wanted)?;
         let stored = decider.encode(&columns, batch.num_rows())?;
+        let positions = row_numbers(&batch)?;
         for row in 0..batch.num_rows() {
             if let Some((source_row, outcome)) = decider.decide(part, &stored, row) {
                 if outcome == Outcome::Updated {
                     result.rewrite = true;
+                    if let Some(replaced) = replaced.as_mut() {
+                        replaced.push(Replacement {
+                            position: position(positions, row)?,
+                            source_row,
+                        });
+                    }
                 }
                 result.outcomes.push((source_row, outcome));
             }
         }
     }
+    if let Some(replaced) = replaced.as_mut() {
+        // Read in file order already; the rewrite walks the list in step with its own
+        // in-order read and would misplace rows if it were not sorted.
+        if !replaced.is_sorted_by_key(|r| r.position) {
+            replaced.sort_unstable_by_key(|r| r.position);
+        }
+    }
+    result.replaced = replaced;
     Ok(result)
+}
+
+/// The file position of `row` of a probe batch.
+fn position(positions: &Int64Array, row: usize) -> Result<u64> {
+    let number = positions.value(row);
+    u64::try_from(number)
+        .map_err(|_| DeltaLiteError::Other(format!("negative row number {number} in a probe read")))
 }
 
 /// The rows of the `selected` row groups worth reading, by the page index of the first

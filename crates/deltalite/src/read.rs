@@ -3,9 +3,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, NullArray, RecordBatch};
-use arrow::datatypes::SchemaRef;
-use deltalake::parquet::arrow::ProjectionMask;
+use arrow::array::{ArrayRef, AsArray, Int64Array, NullArray, RecordBatch};
+use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
 use deltalake::parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
 };
@@ -13,12 +12,13 @@ use deltalake::parquet::arrow::arrow_reader::{
 use deltalake::parquet::arrow::async_reader::{
     ParquetObjectReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
+use deltalake::parquet::arrow::{ProjectionMask, RowNumber};
 use deltalake::parquet::file::metadata::ParquetMetaData;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 
 use crate::conform::cast_column;
-use crate::error::Result;
+use crate::error::{DeltaLiteError, Result};
 use crate::target::TargetFile;
 
 // `ParquetObjectReader` is deprecated upstream in favour of hand-written readers; it is
@@ -33,18 +33,45 @@ pub(crate) async fn open(store: Arc<dyn ObjectStore>, file: &TargetFile) -> Resu
     Ok(ParquetRecordBatchStreamBuilder::new(reader).await?)
 }
 
+/// Name of the virtual column that [`open_with_row_numbers`] adds.
+const ROW_NUMBER: &str = "__deltalite_row_number";
+
 /// Open a target file reading its footer and its page index (for page-level pruning).
+/// Every batch read from it ends with a virtual column of each row's position in the file
+/// (see [`row_numbers`]), whatever row groups and row selection the read skips.
 #[allow(deprecated)]
-pub(crate) async fn open_with_page_index(
+pub(crate) async fn open_with_row_numbers(
     store: Arc<dyn ObjectStore>,
     file: &TargetFile,
 ) -> Result<FileBuilder> {
     let reader = ParquetObjectReader::new(store, file.path.clone()).with_file_size(file.size);
-    Ok(ParquetRecordBatchStreamBuilder::new_with_options(
-        reader,
-        ArrowReaderOptions::new().with_page_index(true),
-    )
-    .await?)
+    let row_number = Field::new(ROW_NUMBER, DataType::Int64, false).with_extension_type(RowNumber);
+    let options = ArrowReaderOptions::new()
+        .with_page_index(true)
+        .with_virtual_columns(vec![Arc::new(row_number)])?;
+    Ok(ParquetRecordBatchStreamBuilder::new_with_options(reader, options).await?)
+}
+
+/// Whether the row numbers of a file's reads are positions in row-group order. The reader
+/// numbers rows by the ordinals stored in the footer (assigned in order when absent);
+/// a writer that stored other ordinals would make them disagree with a full read.
+pub(crate) fn row_numbers_are_positions(metadata: &ParquetMetaData) -> bool {
+    metadata
+        .row_groups()
+        .iter()
+        .enumerate()
+        .all(|(i, rg)| rg.ordinal().and_then(|o| usize::try_from(o).ok()) == Some(i))
+}
+
+/// The row-number column of a batch read from a file opened by [`open_with_row_numbers`].
+pub(crate) fn row_numbers(batch: &RecordBatch) -> Result<&Int64Array> {
+    // Virtual columns come after every projected column.
+    batch
+        .num_columns()
+        .checked_sub(1)
+        .filter(|&last| batch.schema_ref().field(last).name() == ROW_NUMBER)
+        .and_then(|last| batch.column(last).as_primitive_opt::<Int64Type>())
+        .ok_or_else(|| DeltaLiteError::Other("a probe read came without row numbers".into()))
 }
 
 /// Stream every row of a file, never fetching more than about `window_bytes` of pages at
@@ -170,4 +197,43 @@ pub(crate) fn sparse_columns(
         };
     }
     Ok(columns)
+}
+
+#[cfg(test)]
+mod tests {
+    use deltalake::parquet::file::metadata::{FileMetaData, RowGroupMetaData};
+    use deltalake::parquet::schema::types::{SchemaDescriptor, Type};
+
+    use super::*;
+
+    fn metadata(ordinals: &[Option<i16>]) -> ParquetMetaData {
+        let root = Type::group_type_builder("schema").build().unwrap();
+        let schema = Arc::new(SchemaDescriptor::new(Arc::new(root)));
+        let row_groups = ordinals
+            .iter()
+            .map(|ordinal| {
+                let rg = RowGroupMetaData::builder(Arc::clone(&schema)).set_num_rows(10);
+                match ordinal {
+                    Some(o) => rg.set_ordinal(*o),
+                    None => rg,
+                }
+                .build()
+                .unwrap()
+            })
+            .collect();
+        let file = FileMetaData::new(2, 10 * ordinals.len() as i64, None, None, schema, None);
+        ParquetMetaData::new(file, row_groups)
+    }
+
+    #[test]
+    fn row_numbers_are_positions_only_for_ordinals_in_file_order() {
+        assert!(row_numbers_are_positions(&metadata(&[
+            Some(0),
+            Some(1),
+            Some(2)
+        ])));
+        assert!(!row_numbers_are_positions(&metadata(&[Some(1), Some(0)])));
+        assert!(!row_numbers_are_positions(&metadata(&[Some(0), Some(0)])));
+        assert!(!row_numbers_are_positions(&metadata(&[None, None])));
+    }
 }

@@ -27,8 +27,8 @@ use crate::error::{DeltaLiteError, Result};
 use crate::features::check_supported;
 use crate::options::{Knobs, OmittedColumns, PruneStrategy, UpsertOptions};
 use crate::outcome::{Decider, Outcome, Outcomes};
-use crate::probe::probe_file;
-use crate::rewrite::{RewriteContext, abort, rewrite_file};
+use crate::probe::{ProbeResult, probe_file};
+use crate::rewrite::{Replacement, RewriteContext, abort, rewrite_file};
 use crate::source::{Layout, SourcePartition, check_source_size, prepare};
 use crate::stats::{PhaseTimings, UpsertStats};
 use crate::target::{TargetFile, active_files, check_file_supported, stats_may_match};
@@ -440,8 +440,11 @@ async fn process_partition(
     let outcomes = Arc::new(Outcomes::new(part.batch.num_rows()));
     let prune_started = Instant::now();
     let total_files = files.len();
-    let to_rewrite: Vec<TargetFile> = match shared.knobs.prune_strategy {
-        PruneStrategy::None => files,
+    // Each file to rewrite with the rows the probe found it replaces (none decided yet
+    // without a probe).
+    let to_rewrite: Vec<(TargetFile, Option<Vec<Replacement>>)> = match shared.knobs.prune_strategy
+    {
+        PruneStrategy::None => files.into_iter().map(|file| (file, None)).collect(),
         PruneStrategy::Probe => {
             let mut candidates = Vec::new();
             for file in files {
@@ -451,7 +454,7 @@ async fn process_partition(
             }
             result.probed = candidates.len();
             let probe_concurrency = shared.knobs.probe_concurrency;
-            let probed: Vec<(TargetFile, bool, usize)> =
+            let probed: Vec<(TargetFile, ProbeResult)> =
                 stream::iter(candidates.into_iter().map(|file| {
                     let shared = Arc::clone(&shared);
                     let part = Arc::clone(&part);
@@ -459,7 +462,7 @@ async fn process_partition(
                     async move {
                         let task = tokio::spawn(async move {
                             let _slot = shared.budget.file((file.size as usize).min(4 * MIB)).await;
-                            let found = probe_file(
+                            let mut found = probe_file(
                                 Arc::clone(&shared.store),
                                 &file,
                                 &part,
@@ -468,10 +471,11 @@ async fn process_partition(
                                 shared.knobs.read_batch_size,
                             )
                             .await?;
-                            for (row, outcome) in &found.outcomes {
-                                outcomes.record(*row, *outcome);
+                            // Recorded now: only the replacements wait for the rewrite.
+                            for (row, outcome) in std::mem::take(&mut found.outcomes) {
+                                outcomes.record(row, outcome);
                             }
-                            Ok::<_, DeltaLiteError>((file, found.rewrite, found.pages_skipped))
+                            Ok::<_, DeltaLiteError>((file, found))
                         });
                         task.await
                             .map_err(|e| DeltaLiteError::Other(format!("probe task failed: {e}")))?
@@ -480,10 +484,10 @@ async fn process_partition(
                 .buffer_unordered(probe_concurrency)
                 .try_collect()
                 .await?;
-            result.pages_skipped = probed.iter().map(|(_, _, pages)| pages).sum();
+            result.pages_skipped = probed.iter().map(|(_, found)| found.pages_skipped).sum();
             probed
                 .into_iter()
-                .filter_map(|(file, rewrite, _)| rewrite.then_some(file))
+                .filter_map(|(file, found)| found.rewrite.then_some((file, found.replaced)))
                 .collect()
         }
     };
@@ -491,7 +495,7 @@ async fn process_partition(
     result.carried_over = total_files - to_rewrite.len();
 
     let rewritten: Vec<Result<(Vec<Add>, crate::rewrite::RewriteCounts, Remove)>> =
-        stream::iter(to_rewrite.into_iter().map(|file| {
+        stream::iter(to_rewrite.into_iter().map(|(file, replaced)| {
             let shared = Arc::clone(&shared);
             let part = Arc::clone(&part);
             let outcomes = Arc::clone(&outcomes);
@@ -514,7 +518,7 @@ async fn process_partition(
                         read_window_bytes: shared.read_window_bytes,
                         writers: &shared.writers,
                     };
-                    let (adds, counts) = rewrite_file(&ctx, &file).await?;
+                    let (adds, counts) = rewrite_file(&ctx, &file, replaced.as_deref()).await?;
                     Ok::<_, DeltaLiteError>((adds, counts, file.remove))
                 });
                 task.await

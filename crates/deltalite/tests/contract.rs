@@ -726,6 +726,221 @@ async fn the_probe_skips_pages_by_the_page_index() {
     assert_eq!((s.files_removed, s.rows_inserted), (0, 1), "{s:?}");
 }
 
+/// Append `b` as one file written by delta-rs's own writer with the given Parquet
+/// properties (row group and page sizes the engine's writer would not choose; no dedup).
+async fn append_with_delta_rs(
+    uri: &str,
+    b: deltalite::arrow::array::RecordBatch,
+    props: deltalite::parquet::file::properties::WriterProperties,
+) {
+    use deltalite::deltalake::writer::{DeltaWriter, RecordBatchWriter};
+    let mut table = deltalite::deltalake::DeltaTableBuilder::from_url(
+        deltalite::table::table_url(uri).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    table.load().await.unwrap();
+    let mut writer = RecordBatchWriter::for_table(&table)
+        .unwrap()
+        .with_writer_properties(props);
+    writer.write(b).await.unwrap();
+    writer.flush_and_commit(&mut table).await.unwrap();
+}
+
+/// Row groups of `rows_per_group` rows, pages of `rows_per_page` rows.
+fn small_groups_and_pages(
+    rows_per_group: usize,
+    rows_per_page: usize,
+) -> deltalite::parquet::file::properties::WriterProperties {
+    deltalite::parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(rows_per_group))
+        .set_data_page_row_count_limit(rows_per_page)
+        .set_write_batch_size(rows_per_page)
+        .build()
+}
+
+/// (row groups, pages per row group of the first column) of the table's only file.
+async fn file_layout(dir: &tempfile::TempDir, t: &deltalite::DeltaLiteTable) -> (usize, usize) {
+    use deltalite::parquet::file::reader::FileReader;
+    let files = t.files().unwrap();
+    assert_eq!(files.len(), 1);
+    let path = dir.path().join("t").join(&files[0].path);
+    let reader = deltalite::parquet::file::reader::SerializedFileReader::new_with_options(
+        std::fs::File::open(&path).unwrap(),
+        deltalite::parquet::file::serialized_reader::ReadOptionsBuilder::new()
+            .with_page_index()
+            .build(),
+    )
+    .unwrap();
+    let meta = reader.metadata();
+    let pages = meta.offset_index().unwrap()[0][0].page_locations().len();
+    (meta.num_row_groups(), pages)
+}
+
+/// The rewrite replaces the stored rows the probe found by their position in the file.
+/// Matches in a middle page of a middle row group and in the last row group (its last
+/// row included), with whole row groups and pages skipped by the probe and rewrite
+/// slices that align with neither: every other row must come back unchanged.
+#[tokio::test]
+async fn replaced_rows_are_found_by_position_across_row_groups_and_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let schema = Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("v", DataType::Utf8, true),
+    ]);
+    let mut t = create(&uri, &schema, &[]).await;
+    let n = 5_000i64;
+    let stored = batch(vec![
+        ("id", i64s(&(0..n).map(Some).collect::<Vec<_>>())),
+        (
+            "v",
+            Arc::new(deltalite::arrow::array::StringArray::from(
+                (0..n).map(|i| format!("old-{i}")).collect::<Vec<_>>(),
+            )) as ArrayRef,
+        ),
+    ]);
+    append_with_delta_rs(&uri, stored.clone(), small_groups_and_pages(1_000, 100)).await;
+    t.reload().await.unwrap();
+    let (groups, pages) = file_layout(&dir, &t).await;
+    assert_eq!((groups, pages), (5, 10), "5 row groups of 10 pages");
+
+    // 2,555 and 2,599: inside and at the end of page 5 of row group 2; 4,000 and 4,999:
+    // first and last row of the last row group; 7,000: a new key.
+    let keys = [2_555i64, 2_599, 4_000, 4_999, 7_000];
+    let update = batch(vec![
+        ("id", i64s(&keys.map(Some))),
+        ("v", strings(&keys.map(|_| Some("new")))),
+    ]);
+    let mut o = UpsertOptions::new(["id"]);
+    o.knobs.read_batch_size = 333;
+    let s = upsert(&mut t, &update, &o).await.unwrap();
+    // Row groups 2 and 4 are read, of their 20 pages only 5, 0 and 9.
+    assert_eq!((s.pages_skipped, s.files_removed), (17, 1), "{s:?}");
+    assert_eq!((s.rows_updated, s.rows_inserted), (4, 1), "{s:?}");
+    assert_eq!(s.rows_copied as i64, n - 4, "{s:?}");
+
+    let mut expected = batch_rows(&stored);
+    for row in expected.iter_mut() {
+        if keys.contains(&row[0].parse().unwrap()) {
+            row[1] = "new".into();
+        }
+    }
+    expected.push(vec!["7000".into(), "new".into()]);
+    expected.sort();
+    assert_eq!(rows(&uri).await, expected);
+}
+
+/// A file written by another writer may hold a key twice (here 2 in two row groups, 5
+/// twice in one): every stored copy is replaced, as MERGE would.
+#[tokio::test]
+async fn every_stored_copy_of_a_key_is_replaced() {
+    // With a probe the rewrite replaces rows by the probe's positions; without one it
+    // decides per row: both must agree.
+    for strategy in [PruneStrategy::Probe, PruneStrategy::None] {
+        every_stored_copy_of_a_key_is_replaced_with(strategy).await;
+    }
+}
+
+async fn every_stored_copy_of_a_key_is_replaced_with(strategy: PruneStrategy) {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let mut t = seeded(&dir, vec![]).await.1;
+    let stored: RecordBatchRows = vec![
+        (Some(1), Some("d"), Some("a")),
+        (Some(2), Some("d"), Some("b")),
+        (Some(3), Some("d"), Some("c")),
+        (Some(2), Some("d"), Some("b-again")),
+        (Some(5), Some("d"), Some("f")),
+        (Some(5), Some("d"), Some("f-again")),
+        (Some(4), Some("d"), Some("e")),
+        (Some(6), Some("d"), Some("g")),
+    ];
+    append_with_delta_rs(&uri, id_day_val(&stored), small_groups_and_pages(3, 1)).await;
+    t.reload().await.unwrap();
+    assert_eq!(rows(&uri).await.len(), 8);
+
+    let update = id_day_val(&vec![
+        (Some(2), Some("d"), Some("new2")),
+        (Some(5), Some("d"), Some("new5")),
+    ]);
+    let mut o = UpsertOptions::new(["id"]);
+    o.knobs.prune_strategy = strategy;
+    let s = upsert(&mut t, &update, &o).await.unwrap();
+    assert_eq!(
+        (s.rows_updated, s.rows_inserted, s.rows_copied),
+        (2, 0, 4),
+        "{s:?}"
+    );
+    assert_eq!(
+        rows(&uri).await,
+        expect(&[
+            ("1", "d", "a"),
+            ("2", "d", "new2"),
+            ("2", "d", "new2"),
+            ("3", "d", "c"),
+            ("4", "d", "e"),
+            ("5", "d", "new5"),
+            ("5", "d", "new5"),
+            ("6", "d", "g"),
+        ])
+    );
+}
+
+/// Cursor mode: in one file of several row groups, the matches whose stored cursor is
+/// newer or equal keep their stored row while the winners beside them are replaced.
+#[tokio::test]
+async fn losers_keep_their_stored_rows_beside_replaced_winners() {
+    for strategy in [PruneStrategy::Probe, PruneStrategy::None] {
+        losers_keep_their_stored_rows_beside_replaced_winners_with(strategy).await;
+    }
+}
+
+async fn losers_keep_their_stored_rows_beside_replaced_winners_with(strategy: PruneStrategy) {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let mut t = create(&uri, &cursor_schema(), &[]).await;
+    let n = 3_000i64;
+    let names: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
+    let stored_rows: Vec<(i64, Option<i64>, Option<i64>, &str)> = (0..n)
+        .map(|i| (i, Some(10), None, names[i as usize].as_str()))
+        .collect();
+    let stored = cursor_batch(&stored_rows);
+    append_with_delta_rs(&uri, stored.clone(), small_groups_and_pages(700, 50)).await;
+    t.reload().await.unwrap();
+    assert_eq!(file_layout(&dir, &t).await.0, 5);
+
+    // Winners (cursor 20) and losers (5 older, 10 equal), next to each other.
+    let incoming = cursor_batch(&[
+        (100, Some(20), None, "w100"),
+        (101, Some(5), None, "l101"),
+        (1_499, Some(10), None, "l1499"),
+        (1_500, Some(20), None, "w1500"),
+        (2_998, Some(5), None, "l2998"),
+        (2_999, Some(20), None, "w2999"),
+    ]);
+    let mut o = cursor_opts();
+    o.knobs.prune_strategy = strategy;
+    let s = upsert(&mut t, &incoming, &o).await.unwrap();
+    assert_eq!(
+        (s.rows_updated, s.rows_dropped_by_cursor, s.files_removed),
+        (3, 3, 1),
+        "{s:?}"
+    );
+    assert_eq!(s.rows_copied as i64, n - 3, "{s:?}");
+
+    let mut expected = batch_rows(&stored);
+    for row in expected.iter_mut() {
+        let id: i64 = row[0].parse().unwrap();
+        if [100, 1_500, 2_999].contains(&id) {
+            *row = vec![id.to_string(), "20".into(), "NULL".into(), format!("w{id}")];
+        }
+    }
+    expected.sort();
+    assert_eq!(rows(&uri).await, expected);
+}
+
 #[tokio::test]
 async fn keys_added_by_schema_evolution_are_null_in_old_files() {
     use deltalite::deltalake::kernel::{DataType as KType, PrimitiveType, StructField};
