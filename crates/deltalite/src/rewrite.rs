@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
+use arrow::array::UInt32Array;
 use arrow::array::{ArrayRef, RecordBatch};
-use arrow::compute::interleave;
+use arrow::compute::{concat_batches, take};
 use deltalake::datafile::writer::PartitionWriter;
 use deltalake::kernel::Add;
 use futures::TryStreamExt;
@@ -73,19 +74,23 @@ pub(crate) async fn rewrite_file(
         // batch's first position.
         let mut start = 0u64;
         let mut remaining = known;
+        let mut replacements: Vec<RecordBatch> = Vec::new();
         while let Some(batch) = stream.try_next().await? {
             let stored = crate::conform::conform_stored(&batch, &ctx.layout.data_schema)?;
             let end = start + stored.num_rows() as u64;
-            let merged = match remaining.as_mut() {
+            let split = match remaining.as_mut() {
                 Some(rest) => {
-                    merge_batch(ctx, &stored, start, take_before(rest, end), &mut counts)?
+                    split_batch(ctx, &stored, start, take_before(rest, end), &mut counts)?
                 }
                 None => {
                     let decided = decide_batch(ctx, &stored, start)?;
-                    merge_batch(ctx, &stored, start, &decided, &mut counts)?
+                    split_batch(ctx, &stored, start, &decided, &mut counts)?
                 }
             };
-            writer.write(&merged).await?;
+            for kept in &split.kept {
+                writer.write(kept).await?;
+            }
+            replacements.extend(split.replacements);
             start = end;
         }
         if let Some(&[first, ..]) = remaining {
@@ -94,6 +99,11 @@ pub(crate) async fn rewrite_file(
                 "{}: the probe replaces row {} but the file has {start} rows",
                 file.path, first.position
             )));
+        }
+        if let Some(first) = replacements.first() {
+            writer
+                .write(&concat_batches(&first.schema(), &replacements)?)
+                .await?;
         }
         Ok(())
     }
@@ -144,53 +154,70 @@ fn decide_batch(
     Ok(replaced)
 }
 
-/// Replace the stored rows named by `replaced` (positions within the batch that starts
-/// at file position `start`); everything else is copied.
-fn merge_batch(
+/// A stored batch split for writing: the rows the source does not replace, as zero-copy
+/// slices of the batch, and the rows that replace the others (few, rebuilt by `take`).
+/// The replacements are written after the file's kept rows: row order within a file
+/// carries no meaning in Delta, and slicing instead of interleaving saves copying every
+/// stored row once more (~1 GB for a 16M-row rewrite).
+struct Split {
+    kept: Vec<RecordBatch>,
+    replacements: Option<RecordBatch>,
+}
+
+/// Split a batch that starts at file position `start` around the stored rows named by
+/// `replaced` (ascending positions within the batch).
+fn split_batch(
     ctx: &RewriteContext<'_>,
     stored: &RecordBatch,
     start: u64,
     replaced: &[Replacement],
     counts: &mut RewriteCounts,
-) -> Result<RecordBatch> {
+) -> Result<Split> {
     let rows = stored.num_rows();
-    if replaced.is_empty() {
-        counts.copied += rows;
-        return Ok(stored.clone());
+    let local = batch_rows(rows, start, replaced)?;
+    counts.updated += local.len();
+    counts.copied += rows - local.len();
+    if local.is_empty() {
+        return Ok(Split {
+            kept: vec![stored.clone()],
+            replacements: None,
+        });
     }
-    let picks = picks(rows, start, replaced)?;
-    counts.updated += replaced.len();
-    counts.copied += rows - replaced.len();
+    let kept = kept_ranges(rows, &local)
+        .map(|(offset, len)| stored.slice(offset, len))
+        .collect();
+    let stored_rows = UInt32Array::from(local);
+    let source_rows: UInt32Array = replaced.iter().map(|r| r.source_row).collect();
     let columns = stored
         .columns()
         .iter()
         .enumerate()
         .map(|(i, stored_col)| {
+            // `keep`: a column the batch does not carry keeps the stored value.
             if ctx.omitted == OmittedColumns::Keep && !ctx.carried[i] {
-                return Ok(Arc::clone(stored_col));
+                return Ok(take(stored_col.as_ref(), &stored_rows, None)?);
             }
-            let source_col = ctx.part.batch.column(i);
-            Ok(interleave(
-                &[stored_col.as_ref(), source_col.as_ref()],
-                &picks,
-            )?)
+            Ok(take(ctx.part.batch.column(i).as_ref(), &source_rows, None)?)
         })
         .collect::<Result<Vec<ArrayRef>>>()?;
-    Ok(RecordBatch::try_new(stored.schema(), columns)?)
+    Ok(Split {
+        kept,
+        replacements: Some(RecordBatch::try_new(stored.schema(), columns)?),
+    })
 }
 
-/// The `interleave` indices of a batch of `rows` stored rows starting at file position
-/// `start`: (0, i) keeps stored row i, (1, j) takes source row j. A replacement outside
-/// the batch, or a row replaced twice, means the caller lost track of positions.
-fn picks(rows: usize, start: u64, replaced: &[Replacement]) -> Result<Vec<(usize, usize)>> {
-    let mut picks: Vec<(usize, usize)> = (0..rows).map(|row| (0, row)).collect();
+/// Rows within a batch of `rows` rows starting at file position `start` of the
+/// replacements, which must ascend strictly and fall inside the batch: anything else
+/// means the caller lost track of positions.
+fn batch_rows(rows: usize, start: u64, replaced: &[Replacement]) -> Result<Vec<u32>> {
+    let mut local: Vec<u32> = Vec::with_capacity(replaced.len());
     for r in replaced {
-        let pick = r
+        let row = r
             .position
             .checked_sub(start)
-            .and_then(|row| usize::try_from(row).ok())
-            .and_then(|row| picks.get_mut(row))
-            .filter(|pick| pick.0 == 0)
+            .filter(|&row| row < rows as u64)
+            .and_then(|row| u32::try_from(row).ok())
+            .filter(|&row| local.last().is_none_or(|&last| row > last))
             .ok_or_else(|| {
                 DeltaLiteError::Other(format!(
                     "replacement of row {} does not fit the batch of rows {start}..{}",
@@ -198,7 +225,56 @@ fn picks(rows: usize, start: u64, replaced: &[Replacement]) -> Result<Vec<(usize
                     start + rows as u64
                 ))
             })?;
-        *pick = (1, r.source_row as usize);
+        local.push(row);
     }
-    Ok(picks)
+    Ok(local)
+}
+
+/// The `(offset, len)` runs of a batch of `rows` rows between the ascending `skipped`
+/// rows.
+fn kept_ranges(rows: usize, skipped: &[u32]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let ends = skipped
+        .iter()
+        .map(|&row| row as usize)
+        .chain(std::iter::once(rows));
+    let starts = std::iter::once(0).chain(skipped.iter().map(|&row| row as usize + 1));
+    starts
+        .zip(ends)
+        .filter(|(from, to)| to > from)
+        .map(|(from, to)| (from, to - from))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replacements(positions: &[u64]) -> Vec<Replacement> {
+        positions
+            .iter()
+            .map(|&position| Replacement {
+                position,
+                source_row: 0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn kept_rows_are_the_runs_between_replaced_rows() {
+        let runs = |rows, skipped: &[u32]| kept_ranges(rows, skipped).collect::<Vec<_>>();
+        assert_eq!(runs(10, &[]), vec![(0, 10)]);
+        assert_eq!(runs(10, &[0, 1, 9]), vec![(2, 7)]);
+        assert_eq!(runs(10, &[3, 5]), vec![(0, 3), (4, 1), (6, 4)]);
+        assert_eq!(runs(2, &[0, 1]), Vec::<(usize, usize)>::new());
+    }
+
+    #[test]
+    fn replacements_must_ascend_inside_their_batch() {
+        assert_eq!(
+            batch_rows(10, 100, &replacements(&[100, 104, 109])).expect("fits"),
+            vec![0, 4, 9]
+        );
+        for bad in [&[99][..], &[110], &[104, 104], &[105, 104]] {
+            assert!(batch_rows(10, 100, &replacements(bad)).is_err(), "{bad:?}");
+        }
+    }
 }
