@@ -1,6 +1,7 @@
-//! Rewriting one target file: stream it a slice at a time, replace the rows the source
-//! wins, and hand the result to a streaming Parquet writer. Nothing here holds more than
-//! one decoded slice plus the writer's open row group.
+//! Rewriting one target file: stream it a slice at a time, drop the rows the source
+//! wins, hand the rest to a streaming Parquet writer and the winning rows after them.
+//! Nothing here holds more than one decoded slice, the writer's open row group and the
+//! file's replacing rows (at most the source partition's rows).
 
 use std::sync::Arc;
 
