@@ -92,8 +92,7 @@ const MIB: usize = 1024 * 1024;
 pub struct Knobs {
     /// Partitions merged concurrently.
     pub max_parallel_partitions: usize,
-    /// Files read (probed or rewritten) concurrently within the call; on a local table
-    /// also capped at the machine's cores (the work is CPU-bound there).
+    /// Files read (probed or rewritten) concurrently within the call.
     pub max_parallel_files: usize,
     /// Bytes of row groups held in memory by readers and writers of this call.
     pub max_buffered_bytes: usize,

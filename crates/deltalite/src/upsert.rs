@@ -198,25 +198,8 @@ struct Shared {
     knobs: Knobs,
     writers: WriterFactory,
     budget: CallBudget,
-    /// File tasks of this call that may run at once (see [`file_tasks`]).
-    file_tasks: usize,
     /// Compressed page bytes a rewrite fetches at a time.
     read_window_bytes: usize,
-}
-
-/// How many file tasks (probes, rewrites) of one call run at once: the knob, and on a
-/// local table no more than the machine's cores. A local file task never waits on the
-/// network; decoding and encoding keep a core busy, so tasks beyond the cores only add
-/// open row groups (memory) and cache misses. Measured on the engine benchmark (16M
-/// rows, 2 cores): 4 tasks vs 2, same wall time, ~10% more CPU and ~20 MB more RSS.
-/// Object stores keep the knob: there a task spends most of its time waiting on
-/// requests, and more of them overlap that latency.
-fn file_tasks(max_parallel_files: usize, table_url: &url::Url) -> usize {
-    if table_url.scheme() != "file" {
-        return max_parallel_files;
-    }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    max_parallel_files.min(cores)
 }
 
 #[derive(Default)]
@@ -328,7 +311,6 @@ async fn plan_and_write(
         }
     }
 
-    let file_tasks = file_tasks(knobs.max_parallel_files, table.table_url());
     let shared = Arc::new(Shared {
         store: table.object_store(),
         decider,
@@ -336,10 +318,9 @@ async fn plan_and_write(
         omitted: options.omitted_columns,
         budget: CallBudget::new(
             knobs.max_parallel_partitions,
-            file_tasks,
+            knobs.max_parallel_files,
             knobs.max_buffered_bytes,
         ),
-        file_tasks,
         knobs,
         writers,
         layout,
@@ -525,7 +506,7 @@ async fn process_partition(
                     .map_err(|e| DeltaLiteError::Other(format!("rewrite task failed: {e}")))?
             }
         }))
-        .buffer_unordered(shared.file_tasks)
+        .buffer_unordered(shared.knobs.max_parallel_files)
         .collect()
         .await;
     let rewritten = all_or_cleanup(&shared.store, rewritten, |r| &r.0).await?;
@@ -604,21 +585,5 @@ async fn delete_adds(store: &Arc<dyn ObjectStore>, adds: impl Iterator<Item = &A
         if let Err(e) = store.delete(&path).await {
             tracing::warn!(path = %add.path, error = %e, "could not delete an uncommitted file");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::file_tasks;
-
-    #[test]
-    fn local_tables_run_no_more_file_tasks_than_cores() {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let local = url::Url::parse("file:///tmp/table").expect("url");
-        let s3 = url::Url::parse("s3://bucket/table").expect("url");
-        assert_eq!(file_tasks(cores + 3, &local), cores);
-        assert_eq!(file_tasks(1, &local), 1);
-        // Object stores wait on requests, not cores: the knob stands.
-        assert_eq!(file_tasks(cores + 3, &s3), cores + 3);
     }
 }
