@@ -250,8 +250,10 @@ async fn plan_and_write(
     let target_file_size = knobs
         .target_file_size
         .unwrap_or_else(|| state.table_config().target_file_size().get());
-    // Each concurrent file task gets an equal share of the buffer budget, split between
-    // the row group it is writing and the pages it is reading.
+    // Row groups and read windows are sized from an equal share of the buffer budget per
+    // possible file task. A rewrite then reserves what it really holds (its read window,
+    // its row group twice: `WriterFactory::writer_bytes_for`), so with default knobs two
+    // rewrites of large files run at once, and up to `max_parallel_files` of small ones.
     let task_share =
         knobs.max_buffered_bytes / (knobs.max_parallel_files + knobs.max_parallel_partitions);
     let row_group_bytes = task_share.clamp(MIB, 64 * MIB);
@@ -483,10 +485,8 @@ async fn process_partition(
             async move {
                 let task = tokio::spawn(async move {
                     let read_bytes = (file.size as usize).min(shared.read_window_bytes);
-                    let _slot = shared
-                        .budget
-                        .file(read_bytes + shared.writers.writer_bytes())
-                        .await;
+                    let write_bytes = shared.writers.writer_bytes_for(rewrite_output(file.size));
+                    let _slot = shared.budget.file(read_bytes + write_bytes).await;
                     let ctx = RewriteContext {
                         store: &shared.store,
                         layout: &shared.layout,
@@ -551,6 +551,15 @@ async fn process_partition(
         }
     }
     Ok(result)
+}
+
+/// About how many bytes the rewrite of a stored file of `stored_bytes` writes: the file
+/// again (same encodings and compression, see `WriterFactory::partition_writer_like`),
+/// with room for replacing rows larger than the ones they replace and a bloom filter.
+fn rewrite_output(stored_bytes: u64) -> u64 {
+    stored_bytes
+        .saturating_add(stored_bytes / 2)
+        .saturating_add(MIB as u64)
 }
 
 /// All results, or — if any failed — the first error after deleting the files the

@@ -99,13 +99,29 @@ impl WriterFactory {
         }
     }
 
-    /// Bytes one open writer may hold, for budgeting: its row group, plus on object stores
-    /// what its upload holds before and between parts (up to the multipart threshold; see
+    /// Bytes one open writer may hold, for budgeting: its row group twice (a closing row
+    /// group's encoded pages are copied into the async writer's buffer before they go to
+    /// storage, and both exist until the copy is done: measured, one rewrite task peaks at
+    /// about twice its row group plus its read window), plus on object stores what its
+    /// upload holds before and between parts (up to the multipart threshold; see
     /// `MultipartPolicy::held_bytes`). Local uploads stream to disk and add nothing.
     /// Files the writer already closed and still uploads in the background are bounded by
     /// delta-rs's own upload budget (`DELTARS_MAX_IN_FLIGHT_UPLOAD_BYTES`), not this.
     pub(crate) fn writer_bytes(&self) -> usize {
-        self.row_group_bytes.saturating_add(self.upload_bytes)
+        self.writer_bytes_for(u64::MAX)
+    }
+
+    /// [`Self::writer_bytes`] for a writer whose output is about `output_bytes`: a small
+    /// file's row group never grows to the row group limit, so rewrites of small files
+    /// reserve little and many run at once, while rewrites of large ones are bounded by
+    /// the budget.
+    pub(crate) fn writer_bytes_for(&self, output_bytes: u64) -> usize {
+        let row_group = usize::try_from(output_bytes)
+            .unwrap_or(usize::MAX)
+            .min(self.row_group_bytes);
+        row_group
+            .saturating_mul(2)
+            .saturating_add(self.upload_bytes)
     }
 
     /// A new writer for one partition.
@@ -232,13 +248,22 @@ mod tests {
     #[test]
     fn writer_budget_covers_the_upload_buffer_on_object_stores_only() {
         let target = 100 * MIB as u64;
-        assert_eq!(factory(target, None).writer_bytes(), 8 * MIB);
+        // The open row group and its flushed copy.
+        assert_eq!(factory(target, None).writer_bytes(), 16 * MIB);
         // An object store: the file may sit in memory up to the 64 MiB threshold.
         let policy = MultipartPolicy::new(64 * MIB, 16 * MIB);
         let held = factory(target, Some(policy)).writer_bytes();
-        assert!(held >= 8 * MIB + 64 * MIB, "{held}");
+        assert!(held >= 16 * MIB + 64 * MIB, "{held}");
         // Small files cannot hold more than themselves (target plus one row group).
         let small = factory(MIB as u64, Some(policy)).writer_bytes();
-        assert_eq!(small, 8 * MIB + MIB + 8 * MIB);
+        assert_eq!(small, 16 * MIB + MIB + 8 * MIB);
+    }
+
+    #[test]
+    fn a_small_output_reserves_its_own_size_not_a_full_row_group() {
+        let local = factory(100 * MIB as u64, None);
+        assert_eq!(local.writer_bytes_for(300 * 1024), 600 * 1024);
+        assert_eq!(local.writer_bytes_for(u64::MAX), local.writer_bytes());
+        assert_eq!(local.writer_bytes_for(9 * MIB as u64), 16 * MIB);
     }
 }
