@@ -273,7 +273,7 @@ fn run(sizes: &[i64], dir: &Path, knobs: KnobArgs) {
 }
 
 fn main() {
-    deltalite::alloc::tune_malloc();
+    deltalite::alloc::tune_malloc(deltalite::alloc::Workload::Bulk);
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

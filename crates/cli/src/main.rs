@@ -116,7 +116,7 @@ struct ServeArgs {
 
 fn main() -> anyhow::Result<()> {
     // Before the runtime's threads exist (see `deltalite::alloc`).
-    deltalite::alloc::tune_malloc();
+    deltalite::alloc::tune_malloc(deltalite::alloc::Workload::Service);
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),

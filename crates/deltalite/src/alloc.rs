@@ -7,25 +7,36 @@
 //! and a flat profile with two arenas; a 3-minute server soak peaked at 728 MB with
 //! defaults and 395 MB with two.
 
-/// Tune glibc malloc for the engine's allocation pattern, leaving alone whatever the user
-/// set through glibc's own variables (`MALLOC_ARENA_MAX`, `MALLOC_MMAP_THRESHOLD_`,
+/// What a process embedding the engine mostly does, which decides how malloc is tuned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// A few large upserts at a time (the Python module, the benchmarks): fixed mmap and
+    /// trim thresholds, so the buffers a rewrite frees are reused.
+    Bulk,
+    /// Many concurrent small requests (the server): glibc's dynamic thresholds, which
+    /// measured better there (see [`tune_malloc`]).
+    Service,
+}
+
+/// Tune glibc malloc for the engine, leaving alone whatever the user set through
+/// glibc's own variables (`MALLOC_ARENA_MAX`, `MALLOC_MMAP_THRESHOLD_`,
 /// `MALLOC_TRIM_THRESHOLD_`, `GLIBC_TUNABLES`):
 ///
 /// - arenas: `DELTALITE_MALLOC_ARENA_MAX` (default 2; `0` leaves glibc's default);
-/// - `DELTALITE_MALLOC_MMAP_THRESHOLD` (default 32 MiB) and
+/// - for [`Workload::Bulk`] only, `DELTALITE_MALLOC_MMAP_THRESHOLD` (default 32 MiB) and
 ///   `DELTALITE_MALLOC_TRIM_THRESHOLD` (default 64 MiB), in bytes; `0` leaves glibc's
-///   dynamic thresholds. An upsert allocates and frees buffers of a few MiB over and over
-///   (read windows, pages, the row group a writer flushes). Under glibc's defaults many of
-///   them are mapped fresh from the kernel and unmapped when freed, or trimmed off the
-///   heap, so every reuse pays page faults and zeroing: the 16M-row engine benchmark took
-///   ~180k page faults and spent ~30% of its CPU in the kernel. With these thresholds
-///   freed buffers go back to malloc's free lists and are reused: ~40k faults. What
-///   malloc keeps is bounded by the same budgets that bound the live buffers, and a
-///   long-running process hands idle memory back with [`release_free_memory`].
+///   dynamic thresholds. A large upsert allocates and frees buffers of a few MiB over and
+///   over (read windows, pages, the row group a writer flushes). Under glibc's defaults
+///   many of them are mapped fresh from the kernel and unmapped when freed, or trimmed
+///   off the heap, so every reuse pays page faults and zeroing: the 16M-row engine
+///   benchmark took ~180k page faults and spent about a third of its CPU in the kernel;
+///   with these thresholds ~40k faults and ~25% less CPU, for ~20 MB more RSS at 1M rows.
+///   The server soak went the other way (18.8-21.7 vs 27.0 req/s, upsert p50 ~900 vs
+///   475 ms, 357 vs 317 MB), so [`Workload::Service`] keeps glibc's thresholds.
 ///
 /// A no-op on other platforms. Call it early, before the process's threads have
 /// allocated much.
-pub fn tune_malloc() {
+pub fn tune_malloc(workload: Workload) {
     let glibc_tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
     let user_set = |glibc_var: &str, tunable: &str| {
         std::env::var_os(glibc_var).is_some() || glibc_tunables.contains(tunable)
@@ -36,7 +47,8 @@ pub fn tune_malloc() {
             set(Setting::ArenaMax, arenas);
         }
     }
-    if !user_set("MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold")
+    if workload == Workload::Bulk
+        && !user_set("MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold")
         && !user_set("MALLOC_TRIM_THRESHOLD_", "glibc.malloc.trim_threshold")
     {
         let mmap = env_count("DELTALITE_MALLOC_MMAP_THRESHOLD", 32 * MIB);

@@ -730,7 +730,7 @@ fn write_options(
 
 #[pymodule]
 fn _deltalite(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    deltalite::alloc::tune_malloc();
+    deltalite::alloc::tune_malloc(deltalite::alloc::Workload::Bulk);
     let py = m.py();
     m.add_class::<PyDeltaLiteTable>()?;
     m.add_class::<PyUpsertStats>()?;
