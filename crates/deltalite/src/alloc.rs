@@ -37,38 +37,46 @@ pub enum Workload {
 /// A no-op on other platforms. Call it early, before the process's threads have
 /// allocated much.
 pub fn tune_malloc(workload: Workload) {
-    let glibc_tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+    for (setting, value) in settings(workload, |name| std::env::var(name).ok()) {
+        set(setting, value);
+    }
+}
+
+/// The `mallopt` calls [`tune_malloc`] makes, given how to read an environment variable.
+fn settings(workload: Workload, env: impl Fn(&str) -> Option<String>) -> Vec<(Setting, usize)> {
+    let glibc_tunables = env("GLIBC_TUNABLES").unwrap_or_default();
     let user_set = |glibc_var: &str, tunable: &str| {
-        std::env::var_os(glibc_var).is_some() || glibc_tunables.contains(tunable)
+        env(glibc_var).is_some() || glibc_tunables.contains(tunable)
     };
+    let count = |name: &str, default: usize| {
+        env(name)
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(default)
+    };
+    let mut settings = Vec::new();
     if !user_set("MALLOC_ARENA_MAX", "glibc.malloc.arena_max") {
-        let arenas = env_count("DELTALITE_MALLOC_ARENA_MAX", 2);
+        let arenas = count("DELTALITE_MALLOC_ARENA_MAX", 2);
         if arenas > 0 {
-            set(Setting::ArenaMax, arenas);
+            settings.push((Setting::ArenaMax, arenas));
         }
     }
     if workload == Workload::Bulk
         && !user_set("MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold")
         && !user_set("MALLOC_TRIM_THRESHOLD_", "glibc.malloc.trim_threshold")
     {
-        let mmap = env_count("DELTALITE_MALLOC_MMAP_THRESHOLD", 32 * MIB);
-        let trim = env_count("DELTALITE_MALLOC_TRIM_THRESHOLD", 64 * MIB);
+        let mmap = count("DELTALITE_MALLOC_MMAP_THRESHOLD", 32 * MIB);
+        let trim = count("DELTALITE_MALLOC_TRIM_THRESHOLD", 64 * MIB);
         if mmap > 0 && trim > 0 {
-            set(Setting::MmapThreshold, mmap);
-            set(Setting::TrimThreshold, trim);
+            settings.push((Setting::MmapThreshold, mmap));
+            settings.push((Setting::TrimThreshold, trim));
         }
     }
+    settings
 }
 
 const MIB: usize = 1024 * 1024;
 
-fn env_count(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(default)
-}
-
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Setting {
     ArenaMax,
     MmapThreshold,
@@ -131,5 +139,61 @@ mod tests {
         drop(blocks);
         assert!(super::release_free_memory());
         assert_eq!(pin[0], 1);
+    }
+}
+
+#[cfg(test)]
+mod settings_tests {
+    use super::{MIB, Setting, Workload, settings};
+
+    fn with(vars: &[(&str, &str)], workload: Workload) -> Vec<(Setting, usize)> {
+        settings(workload, |name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn bulk_fixes_thresholds_and_service_only_caps_arenas() {
+        assert_eq!(
+            with(&[], Workload::Bulk),
+            vec![
+                (Setting::ArenaMax, 2),
+                (Setting::MmapThreshold, 32 * MIB),
+                (Setting::TrimThreshold, 64 * MIB)
+            ]
+        );
+        assert_eq!(with(&[], Workload::Service), vec![(Setting::ArenaMax, 2)]);
+    }
+
+    #[test]
+    fn the_users_glibc_settings_and_zero_overrides_win() {
+        assert_eq!(
+            with(&[("MALLOC_ARENA_MAX", "8")], Workload::Service),
+            vec![]
+        );
+        assert_eq!(
+            with(&[("DELTALITE_MALLOC_ARENA_MAX", "0")], Workload::Service),
+            vec![]
+        );
+        let tunables = [("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=4096")];
+        assert_eq!(
+            with(&tunables, Workload::Bulk),
+            vec![(Setting::ArenaMax, 2)]
+        );
+        let trim = [("MALLOC_TRIM_THRESHOLD_", "1")];
+        assert_eq!(with(&trim, Workload::Bulk), vec![(Setting::ArenaMax, 2)]);
+        let off = [("DELTALITE_MALLOC_MMAP_THRESHOLD", "0")];
+        assert_eq!(with(&off, Workload::Bulk), vec![(Setting::ArenaMax, 2)]);
+        let own = [("DELTALITE_MALLOC_TRIM_THRESHOLD", "1048576")];
+        assert_eq!(
+            with(&own, Workload::Bulk),
+            vec![
+                (Setting::ArenaMax, 2),
+                (Setting::MmapThreshold, 32 * MIB),
+                (Setting::TrimThreshold, MIB)
+            ]
+        );
     }
 }
