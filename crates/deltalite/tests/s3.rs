@@ -64,24 +64,29 @@ fn start_moto(bucket: &str) -> Moto {
         .spawn()
         .expect("moto_server must be installed (scripts/test.sh installs it into .venv; or set MOTO_SERVER)");
     let moto = Moto { child, port };
+    // The port can accept connections before moto answers them (an empty reply was seen
+    // once in a full test run), so retry the bucket creation itself until it succeeds.
     let started = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+    loop {
+        let reply = TcpStream::connect(("127.0.0.1", port))
+            .map(|_| {
+                http(
+                    port,
+                    &format!(
+                        "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    ),
+                )
+            })
+            .unwrap_or_default();
+        if reply.starts_with("HTTP/1.1 200") {
+            break;
+        }
         assert!(
             started.elapsed() < Duration::from_secs(30),
-            "moto_server did not start"
+            "moto_server did not start or could not create the bucket: {reply:?}"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let reply = http(
-        port,
-        &format!(
-            "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        ),
-    );
-    assert!(
-        reply.starts_with("HTTP/1.1 200"),
-        "bucket creation failed: {reply}"
-    );
     moto
 }
 
