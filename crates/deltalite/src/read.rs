@@ -13,7 +13,8 @@ use deltalake::parquet::arrow::async_reader::{
     ParquetObjectReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
 use deltalake::parquet::arrow::{ProjectionMask, RowNumber};
-use deltalake::parquet::file::metadata::ParquetMetaData;
+use deltalake::parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
+use deltalake::parquet::file::page_index::offset_index::OffsetIndexMetaData;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 
@@ -76,8 +77,9 @@ pub(crate) fn row_numbers(batch: &RecordBatch) -> Result<&Int64Array> {
 
 /// Stream every row of a file, never fetching more than about `window_bytes` of pages at
 /// once when the file has an offset index (then a window is a row range whose pages are
-/// fetched alone), else one row group at a time. Memory stays bounded even for files
-/// written as one huge row group. Also returns the file's metadata.
+/// fetched alone, cut where a page of the row group's largest column starts), else one
+/// row group at a time. Memory stays bounded even for files written as one huge row
+/// group. Also returns the file's metadata.
 #[allow(deprecated)]
 pub(crate) async fn stream_file_windowed(
     store: Arc<dyn ObjectStore>,
@@ -103,20 +105,21 @@ pub(crate) async fn stream_file_windowed(
     for (rg, meta) in parquet.row_groups().iter().enumerate() {
         let rows = meta.num_rows().max(0) as usize;
         let bytes = meta.compressed_size().max(1) as u64;
-        let window = if has_offsets {
-            ((rows as u64 * window_bytes as u64 / bytes) as usize)
-                .max(batch_size)
-                .min(rows)
-                .max(1)
-        } else {
-            rows.max(1)
+        let ranges = match parquet.offset_index().filter(|_| has_offsets) {
+            Some(index) => {
+                let window_rows = ((rows as u64 * window_bytes as u64 / bytes) as usize)
+                    .max(batch_size)
+                    .max(1);
+                let starts = index.get(rg).map(|columns| page_starts(meta, columns));
+                window_ranges(rows, window_rows, &starts.unwrap_or_default())
+            }
+            None => window_ranges(rows, rows.max(1), &[]),
         };
-        let mut start = 0;
-        while start < rows {
-            let len = window.min(rows - start);
-            windows.push((rg, start, len, rows));
-            start += len;
-        }
+        windows.extend(
+            ranges
+                .into_iter()
+                .map(|(start, len)| (rg, start, len, rows)),
+        );
     }
     let path = file.path.clone();
     let size = file.size;
@@ -141,6 +144,54 @@ pub(crate) async fn stream_file_windowed(
         .try_flatten()
         .boxed();
     Ok((parquet, stream))
+}
+
+/// Rows at which the pages of a row group's largest column start: window cuts there
+/// never split one of its pages, so no page of it is decompressed by two windows (a
+/// window that starts inside a page must decode the page up to its first row).
+fn page_starts(meta: &RowGroupMetaData, index: &[OffsetIndexMetaData]) -> Vec<usize> {
+    let largest = meta
+        .columns()
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, column)| column.compressed_size())
+        .map(|(i, _)| i);
+    largest
+        .and_then(|i| index.get(i))
+        .map(|column| {
+            column
+                .page_locations()
+                .iter()
+                .filter_map(|page| usize::try_from(page.first_row_index).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Split `rows` into consecutive `(start, len)` windows of at least `window_rows` each,
+/// every cut placed on the first of the ascending `cuts` at or after the size is reached
+/// (no cut: the rest is one window). Every window then ends where a page ends, so reads
+/// overlap by no page of that column; a window grows past `window_rows` by at most one
+/// page.
+fn window_ranges(rows: usize, window_rows: usize, cuts: &[usize]) -> Vec<(usize, usize)> {
+    let window_rows = window_rows.max(1);
+    let mut windows = Vec::new();
+    let mut start = 0;
+    while start < rows {
+        let wanted = start.saturating_add(window_rows);
+        let end = if cuts.is_empty() {
+            wanted.min(rows)
+        } else {
+            cuts[cuts.partition_point(|&c| c < wanted)..]
+                .first()
+                .copied()
+                .unwrap_or(rows)
+                .min(rows)
+        };
+        windows.push((start, end - start));
+        start = end;
+    }
+    windows
 }
 
 /// Columns of the data schema, by position, that a file actually holds.
@@ -223,6 +274,32 @@ mod tests {
             .collect();
         let file = FileMetaData::new(2, 10 * ordinals.len() as i64, None, None, schema, None);
         ParquetMetaData::new(file, row_groups)
+    }
+
+    #[test]
+    fn windows_end_on_the_first_page_start_past_their_size() {
+        // Pages of 100 rows; windows of at least 250 rows end at the next page start.
+        let pages: Vec<usize> = (0..10).map(|p| p * 100).collect();
+        assert_eq!(
+            window_ranges(1000, 250, &pages),
+            vec![(0, 300), (300, 300), (600, 300), (900, 100)]
+        );
+        // A window size that is a page boundary cuts exactly there.
+        assert_eq!(window_ranges(1000, 500, &pages), vec![(0, 500), (500, 500)]);
+        // One page larger than a window: the window grows to hold it whole.
+        assert_eq!(
+            window_ranges(1000, 10, &[0, 900]),
+            vec![(0, 900), (900, 100)]
+        );
+    }
+
+    #[test]
+    fn windows_without_page_starts_split_by_size_and_cover_every_row() {
+        assert_eq!(window_ranges(10, 4, &[]), vec![(0, 4), (4, 4), (8, 2)]);
+        assert_eq!(window_ranges(10, 100, &[]), vec![(0, 10)]);
+        assert_eq!(window_ranges(0, 4, &[]), vec![]);
+        // A zero window size still makes progress.
+        assert_eq!(window_ranges(2, 0, &[]).len(), 2);
     }
 
     #[test]
