@@ -174,6 +174,8 @@ async fn upsert(millions: i64, table: &Path, seed: u64, knobs: KnobArgs) -> delt
             "files_carried_over": s.files_carried_over, "files_added": s.files_added,
             "rows_updated": s.rows_updated, "rows_inserted": s.rows_inserted,
             "rows_copied": s.rows_copied,
+            "prepare_s": s.timings.prepare.as_secs_f64(), "prune_s": s.timings.prune.as_secs_f64(),
+            "write_s": s.timings.write.as_secs_f64(), "commit_s": s.timings.commit.as_secs_f64(),
         })
     );
     Ok(())
