@@ -5,23 +5,137 @@
 //!   (`-0.0 != 0.0`, `NaN == NaN`), as delta-rs MERGE does.
 //! - Cursors: ascending with NULL first, so a byte-wise `>` between two encodings is
 //!   exactly the contract's "strictly newer" rule, position by position.
+//! - Key lookups ([`KeyIndex`]): a key of one integer column is looked up by its value,
+//!   without encoding; the probe looks up every stored key, so this is its inner loop.
 
-use arrow::array::{Array, ArrayRef};
+use std::collections::HashMap;
+
+use arrow::array::{Array, ArrayRef, AsArray, Int32Array, Int64Array};
 use arrow::compute::SortOptions;
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, Int32Type, Int64Type};
 use arrow::row::{RowConverter, Rows, SortField};
+use foldhash::fast::RandomState;
 
-use crate::error::Result;
+use crate::error::{DeltaLiteError, Result};
 
 /// Encodes a fixed list of columns of a batch into comparable bytes.
 pub(crate) struct TupleEncoder {
     converter: RowConverter,
     columns: Vec<usize>,
+    /// Whether the tuple is one integer column, looked up by value (fixed by the
+    /// schema, so the source's index and the stored keys always agree on the form).
+    int_key: bool,
+}
+
+/// Key -> source row. Seeded per process (foldhash's `RandomState`), so crafted keys
+/// cannot aim at collisions; much cheaper per stored row than SipHash.
+pub(crate) enum KeyIndex {
+    Int {
+        index: HashMap<i64, u32, RandomState>,
+        /// The same keys ascending, for batches whose stored keys ascend.
+        sorted: Vec<(i64, u32)>,
+    },
+    Encoded(HashMap<Box<[u8]>, u32, RandomState>),
+}
+
+/// A batch's keys in the form [`KeyIndex::matches`] looks up.
+pub(crate) enum LookupKeys {
+    Int64(Int64Array),
+    Int32(Int32Array),
+    Encoded(Rows),
+}
+
+impl LookupKeys {
+    fn int(&self, row: usize) -> Option<i64> {
+        match self {
+            LookupKeys::Int64(a) => Some(a.value(row)),
+            LookupKeys::Int32(a) => Some(i64::from(a.value(row))),
+            LookupKeys::Encoded(_) => None,
+        }
+    }
+}
+
+impl KeyIndex {
+    /// Call `found(row, source_row)` for every row of `keys` whose key the index holds,
+    /// in ascending row order, skipping rows whose key is NULL (`null_key[row]`).
+    ///
+    /// Stored integer keys often ascend within a batch (files written in key order);
+    /// then each source key in the batch's range is found by binary search, and the
+    /// batch costs one pass to check its order instead of one hash lookup per row.
+    pub(crate) fn matches(
+        &self,
+        keys: &LookupKeys,
+        null_key: &[bool],
+        mut found: impl FnMut(usize, u32) -> Result<()>,
+    ) -> Result<()> {
+        match (self, keys) {
+            (KeyIndex::Int { sorted, .. }, LookupKeys::Int64(values))
+                if values.null_count() == 0 && ascending(values.values()) =>
+            {
+                matches_sorted(sorted, values.values(), found)
+            }
+            (KeyIndex::Int { index, .. }, keys) => {
+                for (row, _) in null_key.iter().enumerate().filter(|(_, null)| !**null) {
+                    let key = keys.int(row).ok_or_else(mismatch)?;
+                    if let Some(&source_row) = index.get(&key) {
+                        found(row, source_row)?;
+                    }
+                }
+                Ok(())
+            }
+            (KeyIndex::Encoded(index), LookupKeys::Encoded(rows)) => {
+                for (row, _) in null_key.iter().enumerate().filter(|(_, null)| !**null) {
+                    if let Some(&source_row) = index.get(rows.row(row).as_ref()) {
+                        found(row, source_row)?;
+                    }
+                }
+                Ok(())
+            }
+            (KeyIndex::Encoded(_), _) => Err(mismatch()),
+        }
+    }
+}
+
+/// Whether `values` never descend. No early exit, so the loop vectorizes.
+fn ascending(values: &[i64]) -> bool {
+    values
+        .iter()
+        .zip(values.iter().skip(1))
+        .fold(true, |ok, (a, b)| ok & (a <= b))
+}
+
+/// [`KeyIndex::matches`] for ascending stored keys: binary search each source key that
+/// falls within the batch's range (a key stored twice matches at every copy).
+fn matches_sorted(
+    sorted: &[(i64, u32)],
+    values: &[i64],
+    mut found: impl FnMut(usize, u32) -> Result<()>,
+) -> Result<()> {
+    let (Some(&first), Some(&last)) = (values.first(), values.last()) else {
+        return Ok(());
+    };
+    let lo = sorted.partition_point(|(key, _)| *key < first);
+    let hi = sorted.partition_point(|(key, _)| *key <= last);
+    let mut from = 0;
+    for &(key, source_row) in &sorted[lo..hi] {
+        from += values[from..].partition_point(|v| *v < key);
+        let mut row = from;
+        while row < values.len() && values[row] == key {
+            found(row, source_row)?;
+            row += 1;
+        }
+    }
+    Ok(())
+}
+
+fn mismatch() -> DeltaLiteError {
+    DeltaLiteError::Other("keys encoded by two different key encoders".into())
 }
 
 impl TupleEncoder {
     /// Encoder over `columns` (indices into the data schema) of the given types.
     pub(crate) fn new(columns: Vec<usize>, types: Vec<DataType>) -> Result<Self> {
+        let int_key = matches!(types.as_slice(), [DataType::Int64 | DataType::Int32]);
         let fields = types
             .into_iter()
             .map(|dt| {
@@ -37,6 +151,7 @@ impl TupleEncoder {
         Ok(Self {
             converter: RowConverter::new(fields)?,
             columns,
+            int_key,
         })
     }
 
@@ -49,6 +164,52 @@ impl TupleEncoder {
     pub(crate) fn encode(&self, columns: &[ArrayRef]) -> Result<Rows> {
         let picked: Vec<ArrayRef> = self.columns.iter().map(|&i| columns[i].clone()).collect();
         Ok(self.converter.convert_columns(&picked)?)
+    }
+
+    /// The chosen columns of `columns` in the form a [`KeyIndex`] looks up.
+    pub(crate) fn lookup_keys(&self, columns: &[ArrayRef]) -> Result<LookupKeys> {
+        if self.int_key {
+            let column = &columns[self.columns[0]];
+            if let Some(a) = column.as_primitive_opt::<Int64Type>() {
+                return Ok(LookupKeys::Int64(a.clone()));
+            }
+            if let Some(a) = column.as_primitive_opt::<Int32Type>() {
+                return Ok(LookupKeys::Int32(a.clone()));
+            }
+            return Err(DeltaLiteError::Other(format!(
+                "an integer key column arrived as {}",
+                column.data_type()
+            )));
+        }
+        Ok(LookupKeys::Encoded(self.encode(columns)?))
+    }
+
+    /// Index the rows of `columns` whose key has no NULL (`null_key[row]` false).
+    pub(crate) fn index(&self, columns: &[ArrayRef], null_key: &[bool]) -> Result<KeyIndex> {
+        let keys = self.lookup_keys(columns)?;
+        let rows = null_key
+            .iter()
+            .enumerate()
+            .filter(|(_, null)| !**null)
+            .map(|(row, _)| row);
+        Ok(match keys {
+            LookupKeys::Encoded(encoded) => {
+                let mut index =
+                    HashMap::with_capacity_and_hasher(null_key.len(), RandomState::default());
+                for row in rows {
+                    index.insert(Box::<[u8]>::from(encoded.row(row).as_ref()), row as u32);
+                }
+                KeyIndex::Encoded(index)
+            }
+            ints => {
+                let mut sorted: Vec<(i64, u32)> = rows
+                    .filter_map(|row| ints.int(row).map(|key| (key, row as u32)))
+                    .collect();
+                sorted.sort_unstable();
+                let index = sorted.iter().copied().collect();
+                KeyIndex::Int { index, sorted }
+            }
+        })
     }
 
     /// Rows where any chosen column is NULL (such keys never match).
@@ -76,6 +237,62 @@ mod tests {
     use arrow::array::{Float64Array, Int64Array};
 
     use super::*;
+
+    /// Every `(row, source_row)` the index reports for `stored`.
+    fn all_matches(index: &KeyIndex, stored: &LookupKeys, rows: usize) -> Vec<(usize, u32)> {
+        let mut out = Vec::new();
+        index
+            .matches(stored, &vec![false; rows], |row, source| {
+                out.push((row, source));
+                Ok(())
+            })
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn ascending_and_unordered_integer_batches_find_the_same_matches() {
+        let enc = TupleEncoder::new(vec![0], vec![DataType::Int64]).unwrap();
+        let source: ArrayRef = Arc::new(Int64Array::from(vec![40, 7, 12, -3, 99, 5]));
+        let index = enc.index(&[source], &[false; 6]).unwrap();
+        // Ascending with a key stored twice (12), keys below and above the source's.
+        let ascending = vec![-9, -3, 0, 5, 6, 12, 12, 13, 40, 41, 100];
+        let mut unordered = ascending.clone();
+        unordered.reverse();
+        let lookup = |values: &Vec<i64>| {
+            let column: ArrayRef = Arc::new(Int64Array::from(values.clone()));
+            enc.lookup_keys(&[column]).unwrap()
+        };
+        let sorted_path = all_matches(&index, &lookup(&ascending), ascending.len());
+        // Source rows: -3 is row 3, 5 is row 5, 12 is row 2, 40 is row 0.
+        assert_eq!(sorted_path, vec![(1, 3), (3, 5), (5, 2), (6, 2), (8, 0)]);
+        let n = unordered.len();
+        let hashed: Vec<(usize, u32)> = all_matches(&index, &lookup(&unordered), n)
+            .into_iter()
+            .map(|(row, source)| (n - 1 - row, source))
+            .rev()
+            .collect();
+        assert_eq!(hashed, sorted_path);
+    }
+
+    #[test]
+    fn null_stored_keys_never_match() {
+        let enc = TupleEncoder::new(vec![0], vec![DataType::Int64]).unwrap();
+        let source: ArrayRef = Arc::new(Int64Array::from(vec![0, 1]));
+        let index = enc.index(&[source], &[false; 2]).unwrap();
+        // A NULL's value slot holds 0, which the source has: it must still not match.
+        let stored: ArrayRef = Arc::new(Int64Array::from(vec![None, Some(1)]));
+        let keys = enc.lookup_keys(std::slice::from_ref(&stored)).unwrap();
+        let null_key = enc.any_null(&[stored], 2);
+        let mut found = Vec::new();
+        index
+            .matches(&keys, &null_key, |row, source| {
+                found.push((row, source));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(found, vec![(1, 1)]);
+    }
 
     #[test]
     fn float_keys_compare_by_total_order() {

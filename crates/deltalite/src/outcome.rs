@@ -7,7 +7,7 @@ use arrow::array::ArrayRef;
 use arrow::row::Rows;
 
 use crate::error::Result;
-use crate::keys::TupleEncoder;
+use crate::keys::{LookupKeys, TupleEncoder};
 use crate::source::SourcePartition;
 
 /// What happened to a source row. Ordered so that the strongest outcome wins when a key
@@ -55,7 +55,7 @@ impl Outcomes {
 
 /// Encoded keys and cursors of a batch of stored rows.
 pub(crate) struct StoredKeys {
-    keys: Rows,
+    keys: LookupKeys,
     null_key: Vec<bool>,
     cursors: Option<Rows>,
 }
@@ -83,7 +83,7 @@ impl Decider {
     /// Encode a batch of stored rows (columns laid out by data-schema position).
     pub(crate) fn encode(&self, columns: &[ArrayRef], rows: usize) -> Result<StoredKeys> {
         Ok(StoredKeys {
-            keys: self.keys.encode(columns)?,
+            keys: self.keys.lookup_keys(columns)?,
             null_key: self.keys.any_null(columns, rows),
             cursors: match &self.cursors {
                 Some(c) if !c.is_empty() => Some(c.encode(columns)?),
@@ -92,17 +92,28 @@ impl Decider {
         })
     }
 
-    /// The source row that stored row `row` matches and what happens to it.
-    pub(crate) fn decide(
+    /// Call `decided(row, source_row, outcome)` for every stored row of the batch that
+    /// matches a source row, in ascending row order.
+    pub(crate) fn for_each_match(
+        &self,
+        part: &SourcePartition,
+        stored: &StoredKeys,
+        mut decided: impl FnMut(usize, u32, Outcome) -> Result<()>,
+    ) -> Result<()> {
+        part.index
+            .matches(&stored.keys, &stored.null_key, |row, source_row| {
+                decided(row, source_row, self.outcome(part, stored, row, source_row))
+            })
+    }
+
+    /// What happens when stored row `row` matches `source_row`.
+    fn outcome(
         &self,
         part: &SourcePartition,
         stored: &StoredKeys,
         row: usize,
-    ) -> Option<(u32, Outcome)> {
-        if stored.null_key[row] {
-            return None;
-        }
-        let source_row = part.lookup(stored.keys.row(row).as_ref())?;
+        source_row: u32,
+    ) -> Outcome {
         let wins = match &self.cursors {
             None => true,
             Some(_) => match (&stored.cursors, &part.cursors) {
@@ -113,11 +124,10 @@ impl Decider {
                 _ => false,
             },
         };
-        let outcome = match (wins, self.match_changes_row) {
+        match (wins, self.match_changes_row) {
             (false, _) => Outcome::Lost,
             (true, true) => Outcome::Updated,
             (true, false) => Outcome::Unchanged,
-        };
-        Some((source_row, outcome))
+        }
     }
 }

@@ -176,20 +176,19 @@ pub(crate) async fn probe_file(
         let columns = sparse_columns(&batch, &layout.data_schema, &wanted)?;
         let stored = decider.encode(&columns, batch.num_rows())?;
         let positions = row_numbers(&batch)?;
-        for row in 0..batch.num_rows() {
-            if let Some((source_row, outcome)) = decider.decide(part, &stored, row) {
-                if outcome == Outcome::Updated {
-                    result.rewrite = true;
-                    if let Some(replaced) = replaced.as_mut() {
-                        replaced.push(Replacement {
-                            position: position(positions, row)?,
-                            source_row,
-                        });
-                    }
+        decider.for_each_match(part, &stored, |row, source_row, outcome| {
+            if outcome == Outcome::Updated {
+                result.rewrite = true;
+                if let Some(replaced) = replaced.as_mut() {
+                    replaced.push(Replacement {
+                        position: position(positions, row)?,
+                        source_row,
+                    });
                 }
-                result.outcomes.push((source_row, outcome));
             }
-        }
+            result.outcomes.push((source_row, outcome));
+            Ok(())
+        })?;
     }
     if let Some(replaced) = replaced.as_mut() {
         // Read in file order already; the rewrite walks the list in step with its own

@@ -141,8 +141,8 @@ fn decide_batch(
     let rows = stored.num_rows();
     let keys = ctx.decider.encode(stored.columns(), rows)?;
     let mut replaced = Vec::new();
-    for row in 0..rows {
-        if let Some((source_row, outcome)) = ctx.decider.decide(ctx.part, &keys, row) {
+    ctx.decider
+        .for_each_match(ctx.part, &keys, |row, source_row, outcome| {
             ctx.outcomes.record(source_row, outcome);
             if outcome == Outcome::Updated {
                 replaced.push(Replacement {
@@ -150,8 +150,8 @@ fn decide_batch(
                     source_row,
                 });
             }
-        }
-    }
+            Ok(())
+        })?;
     Ok(replaced)
 }
 

@@ -14,6 +14,7 @@ use indexmap::IndexMap;
 
 use crate::conform::{conform_source, without_columns};
 use crate::error::{DeltaLiteError, Result};
+use crate::keys::KeyIndex;
 use crate::keys::TupleEncoder;
 use crate::options::{OmittedColumns, OnDuplicate, UpsertOptions};
 use crate::partition::PartitionKey;
@@ -105,10 +106,6 @@ impl Layout {
     }
 }
 
-/// Encoded key -> source row. Seeded per process (foldhash's `RandomState`), so crafted
-/// keys cannot aim at collisions; much cheaper per stored row than SipHash.
-pub(crate) type KeyIndex = HashMap<Box<[u8]>, u32, foldhash::fast::RandomState>;
-
 /// One partition's share of the source, deduplicated and indexed.
 pub(crate) struct SourcePartition {
     /// The partition, typed and serialized.
@@ -119,15 +116,8 @@ pub(crate) struct SourcePartition {
     pub null_key: Vec<bool>,
     /// Encoded cursor of each row, when a cursor is in use.
     pub cursors: Option<Rows>,
-    /// Key bytes -> row of `batch`, over non-NULL keys.
+    /// Key -> row of `batch`, over non-NULL keys.
     pub index: KeyIndex,
-}
-
-impl SourcePartition {
-    /// The row that `key` (encoded) matches, if any.
-    pub(crate) fn lookup(&self, key: &[u8]) -> Option<u32> {
-        self.index.get(key).copied()
-    }
 }
 
 /// The whole prepared source.
@@ -241,23 +231,20 @@ pub(crate) fn prepare(
         null_pk_rows += nulls_here;
         drop(winner);
 
-        let (batch, keys, null_key, cursors) = if keep.len() == part_batch.num_rows() {
-            (part_batch, keys, null_key, cursors)
+        drop(keys);
+        let (batch, null_key, cursors) = if keep.len() == part_batch.num_rows() {
+            (part_batch, null_key, cursors)
         } else {
             let batch = take_record_batch(&part_batch, &UInt32Array::from(keep))?;
             let columns: Vec<ArrayRef> = batch.columns().to_vec();
-            let keys = key_enc.encode(&columns)?;
             let null_key = key_enc.any_null(&columns, batch.num_rows());
             let cursors = match cursors {
                 Some(_) => Some(cursor_enc.encode(&columns)?),
                 None => None,
             };
-            (batch, keys, null_key, cursors)
+            (batch, null_key, cursors)
         };
-        let mut index = KeyIndex::with_capacity_and_hasher(batch.num_rows(), Default::default());
-        for (row, _) in null_key.iter().enumerate().filter(|(_, null)| !**null) {
-            index.insert(Box::<[u8]>::from(keys.row(row).as_ref()), row as u32);
-        }
+        let index = key_enc.index(batch.columns(), &null_key)?;
         partitions.push(SourcePartition {
             key,
             batch,
