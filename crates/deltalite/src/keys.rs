@@ -74,6 +74,11 @@ impl KeyIndex {
             {
                 matches_sorted(sorted, values.values(), found)
             }
+            (KeyIndex::Int { sorted, .. }, LookupKeys::Int32(values))
+                if values.null_count() == 0 && ascending(values.values()) =>
+            {
+                matches_sorted(sorted, values.values(), found)
+            }
             (KeyIndex::Int { index, .. }, keys) => {
                 for (row, _) in null_key.iter().enumerate().filter(|(_, null)| !**null) {
                     let key = keys.int(row).ok_or_else(mismatch)?;
@@ -97,7 +102,7 @@ impl KeyIndex {
 }
 
 /// Whether `values` never descend. No early exit, so the loop vectorizes.
-fn ascending(values: &[i64]) -> bool {
+fn ascending<T: Copy + PartialOrd>(values: &[T]) -> bool {
     values
         .iter()
         .zip(values.iter().skip(1))
@@ -106,21 +111,22 @@ fn ascending(values: &[i64]) -> bool {
 
 /// [`KeyIndex::matches`] for ascending stored keys: binary search each source key that
 /// falls within the batch's range (a key stored twice matches at every copy).
-fn matches_sorted(
+fn matches_sorted<T: Copy + Into<i64>>(
     sorted: &[(i64, u32)],
-    values: &[i64],
+    values: &[T],
     mut found: impl FnMut(usize, u32) -> Result<()>,
 ) -> Result<()> {
     let (Some(&first), Some(&last)) = (values.first(), values.last()) else {
         return Ok(());
     };
+    let (first, last): (i64, i64) = (first.into(), last.into());
     let lo = sorted.partition_point(|(key, _)| *key < first);
     let hi = sorted.partition_point(|(key, _)| *key <= last);
     let mut from = 0;
     for &(key, source_row) in &sorted[lo..hi] {
-        from += values[from..].partition_point(|v| *v < key);
+        from += values[from..].partition_point(|v| (*v).into() < key);
         let mut row = from;
-        while row < values.len() && values[row] == key {
+        while row < values.len() && values[row].into() == key {
             found(row, source_row)?;
             row += 1;
         }
@@ -234,7 +240,7 @@ impl TupleEncoder {
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{Float64Array, Int64Array};
+    use arrow::array::{Float64Array, Int32Array, Int64Array};
 
     use super::*;
 
@@ -273,6 +279,22 @@ mod tests {
             .rev()
             .collect();
         assert_eq!(hashed, sorted_path);
+    }
+
+    #[test]
+    fn int32_keys_match_by_value_in_both_orders() {
+        let enc = TupleEncoder::new(vec![0], vec![DataType::Int32]).unwrap();
+        let source: ArrayRef = Arc::new(Int32Array::from(vec![3, -1]));
+        let index = enc.index(&[source], &[false; 2]).unwrap();
+        for (stored, expected) in [
+            (vec![-1, 0, 3, 3], vec![(0, 1), (2, 0), (3, 0)]),
+            (vec![3, 0, -1], vec![(0, 0), (2, 1)]),
+        ] {
+            let n = stored.len();
+            let column: ArrayRef = Arc::new(Int32Array::from(stored));
+            let keys = enc.lookup_keys(&[column]).unwrap();
+            assert_eq!(all_matches(&index, &keys, n), expected);
+        }
     }
 
     #[test]
