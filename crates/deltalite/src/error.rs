@@ -72,6 +72,9 @@ pub enum ErrorKind {
     UnsupportedTable,
     /// `DeltaLiteSourceTooLargeError`.
     SourceTooLarge,
+    /// `DeltaLiteTransientError`: the storage layer failed in a way a retry may not meet
+    /// (timeout, connection reset, throttling, a 5xx from the store).
+    Transient,
 }
 
 impl ErrorKind {
@@ -84,7 +87,15 @@ impl ErrorKind {
             ErrorKind::TableNotFound => "table_not_found",
             ErrorKind::UnsupportedTable => "unsupported_table",
             ErrorKind::SourceTooLarge => "source_too_large",
+            ErrorKind::Transient => "transient",
         }
+    }
+
+    /// Whether retrying the same call may succeed: a lost commit race (even one that ran
+    /// out of retries) or a transient storage failure. Everything else is final: the input,
+    /// the table or the configuration must change first.
+    pub fn is_transient(self) -> bool {
+        matches!(self, ErrorKind::CommitConflict | ErrorKind::Transient)
     }
 }
 
@@ -101,8 +112,14 @@ impl DeltaLiteError {
             DeltaLiteError::Delta(DeltaTableError::SchemaMismatch { .. }) => {
                 ErrorKind::SchemaMismatch
             }
+            other if is_transient(other) => ErrorKind::Transient,
             _ => ErrorKind::Generic,
         }
+    }
+
+    /// Whether retrying the same call may succeed (see [`ErrorKind::is_transient`]).
+    pub fn is_transient(&self) -> bool {
+        self.kind().is_transient()
     }
 
     pub(crate) fn schema(msg: impl Into<String>) -> Self {
@@ -111,5 +128,152 @@ impl DeltaLiteError {
 
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
         DeltaLiteError::InvalidArgument(msg.into())
+    }
+}
+
+/// Whether an error, or any error in its `source()` chain, is a storage failure that a
+/// retry may not meet: an object-store error other than "not found", "permission denied",
+/// "invalid path" and the like (after the store's own retries: a timeout, a reset
+/// connection, throttling, a 5xx), an I/O error of a transient kind, or a lost commit race.
+/// This is the one place that decides transient against final; every face (HTTP status,
+/// Python exception class) maps from it.
+pub fn is_transient(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(err);
+    while let Some(e) = current {
+        if let Some(store) = e.downcast_ref::<object_store::Error>() {
+            return store_error_is_transient(store);
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return io_error_is_transient(io);
+        }
+        if let Some(delta) = e.downcast_ref::<DeltaTableError>()
+            && matches!(
+                delta,
+                DeltaTableError::VersionAlreadyExists(_) | DeltaTableError::Transaction {
+                    source: deltalake::kernel::transaction::TransactionError::MaxCommitAttempts(_)
+                        | deltalake::kernel::transaction::TransactionError::VersionAlreadyExists(_)
+                }
+            )
+        {
+            return true;
+        }
+        if let Some(DeltaLiteError::CommitConflict(_)) = e.downcast_ref::<DeltaLiteError>() {
+            return true;
+        }
+        current = e.source();
+    }
+    false
+}
+
+fn store_error_is_transient(err: &object_store::Error) -> bool {
+    use object_store::Error as E;
+    match err {
+        // What is left after the store's own retries: 5xx, timeouts, connection errors;
+        // unless the cause underneath is an I/O error of a final kind (a local disk).
+        E::Generic { source, .. } => {
+            let mut current: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
+            while let Some(e) = current {
+                if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                    return io_error_is_transient(io);
+                }
+                current = e.source();
+            }
+            true
+        }
+        E::JoinError { .. } | E::Precondition { .. } | E::AlreadyExists { .. } => true,
+        _ => false,
+    }
+}
+
+fn io_error_is_transient(err: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(
+        err.kind(),
+        K::TimedOut
+            | K::ConnectionReset
+            | K::ConnectionAborted
+            | K::ConnectionRefused
+            | K::NotConnected
+            | K::BrokenPipe
+            | K::Interrupted
+            | K::WouldBlock
+            | K::UnexpectedEof
+            | K::StorageFull
+            | K::QuotaExceeded
+            | K::ResourceBusy
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store_generic(source: Box<dyn std::error::Error + Send + Sync>) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source,
+        }
+    }
+
+    #[test]
+    fn storage_failures_are_transient_and_bad_input_is_final() {
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        let cases: Vec<(DeltaLiteError, bool)> = vec![
+            (
+                DeltaLiteError::ObjectStore(store_generic("HTTP 503 Slow Down".into())),
+                true,
+            ),
+            (
+                DeltaLiteError::ObjectStore(store_generic(Box::new(reset))),
+                true,
+            ),
+            (
+                DeltaLiteError::ObjectStore(store_generic(Box::new(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "denied",
+                )))),
+                false,
+            ),
+            (
+                DeltaLiteError::ObjectStore(object_store::Error::NotFound {
+                    path: "x".into(),
+                    source: "gone".into(),
+                }),
+                false,
+            ),
+            // A store failure under a Parquet read (the probe's and rewrite's path).
+            (
+                DeltaLiteError::Parquet(deltalake::parquet::errors::ParquetError::External(
+                    Box::new(store_generic("timed out".into())),
+                )),
+                true,
+            ),
+            (
+                DeltaLiteError::Parquet(deltalake::parquet::errors::ParquetError::General(
+                    "corrupt page".into(),
+                )),
+                false,
+            ),
+            (
+                DeltaLiteError::Delta(DeltaTableError::ObjectStore {
+                    source: store_generic("connection closed".into()),
+                }),
+                true,
+            ),
+            (DeltaLiteError::CommitConflict("gave up".into()), true),
+            (DeltaLiteError::SchemaMismatch("no column x".into()), false),
+            (DeltaLiteError::InvalidArgument("bad knob".into()), false),
+        ];
+        for (err, transient) in cases {
+            assert_eq!(err.is_transient(), transient, "{err}");
+        }
+        assert_eq!(
+            DeltaLiteError::ObjectStore(store_generic("503".into())).kind(),
+            ErrorKind::Transient
+        );
+        assert_eq!(
+            DeltaLiteError::CommitConflict("x".into()).kind(),
+            ErrorKind::CommitConflict
+        );
     }
 }

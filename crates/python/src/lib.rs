@@ -30,8 +30,16 @@ create_exception!(
 );
 create_exception!(
     deltalite,
-    DeltaLiteCommitConflictError,
+    DeltaLiteTransientError,
     DeltaLiteError,
+    "A failure that retrying the same call may not meet: the storage layer timed out, \
+     reset the connection, throttled or failed on its side, or concurrent writers won the \
+     commit race. Nothing was committed unless the call's commit is found later."
+);
+create_exception!(
+    deltalite,
+    DeltaLiteCommitConflictError,
+    DeltaLiteTransientError,
     "Concurrent writers kept winning the commit race until commit_max_retries ran out."
 );
 create_exception!(
@@ -68,6 +76,7 @@ fn to_py(err: EngineError) -> PyErr {
         ErrorKind::TableNotFound => DeltaLiteTableNotFoundError::new_err(message),
         ErrorKind::UnsupportedTable => DeltaLiteUnsupportedTableError::new_err(message),
         ErrorKind::SourceTooLarge => DeltaLiteSourceTooLargeError::new_err(message),
+        ErrorKind::Transient => DeltaLiteTransientError::new_err(message),
         ErrorKind::Generic => DeltaLiteError::new_err(message),
     }
 }
@@ -737,6 +746,10 @@ fn _deltalite(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyWriteStats>()?;
     m.add_class::<PyCompactStats>()?;
     m.add("DeltaLiteError", py.get_type::<DeltaLiteError>())?;
+    m.add(
+        "DeltaLiteTransientError",
+        py.get_type::<DeltaLiteTransientError>(),
+    )?;
     m.add(
         "DeltaLiteCommitConflictError",
         py.get_type::<DeltaLiteCommitConflictError>(),

@@ -103,8 +103,9 @@ impl std::fmt::Debug for Storage {
     }
 }
 
-fn internal(e: impl std::fmt::Display) -> ApiError {
-    ApiError::Internal(e.to_string())
+/// A storage failure: retryable (`503`) when transient, else the operator's problem.
+fn internal(e: impl std::error::Error + 'static) -> ApiError {
+    ApiError::from_failure(&e, e.to_string(), ApiError::Internal)
 }
 
 impl Storage {
@@ -175,6 +176,24 @@ impl Storage {
     /// URI of a table folder, as the engine takes it.
     pub fn table_uri(&self, name: &TableName) -> String {
         self.join(&[&name.catalog, &name.schema, &name.table])
+    }
+
+    /// One cheap call to the data root, for the readiness probe: the root's metadata on
+    /// a local disk, a listing of one level on an object store.
+    pub async fn ping(&self) -> Result<(), ApiError> {
+        if let Some(local) = &self.local {
+            let local = local.clone();
+            return tokio::task::spawn_blocking(move || std::fs::metadata(&local))
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))?
+                .map(|_| ())
+                .map_err(internal);
+        }
+        self.store
+            .list_with_delimiter(Some(&self.base))
+            .await
+            .map(|_| ())
+            .map_err(internal)
     }
 
     /// Create a catalog folder (startup).
@@ -339,7 +358,10 @@ impl Storage {
         match DeltaLiteTable::open(&self.table_uri(name), self.options.clone()).await {
             Ok(t) => Ok(Some(t)),
             Err(deltalite::DeltaLiteError::TableNotFound(_)) => Ok(None),
-            Err(e) => Err(ApiError::Internal(format!("cannot open table {name}: {e}"))),
+            Err(e) => Err(ApiError::from_engine(
+                &format!("cannot open table {name}"),
+                e,
+            )),
         }
     }
 

@@ -49,27 +49,45 @@ impl ApiError {
         }
     }
 
-    /// Map an engine error from an ingest request; `prefix` is the client-visible verb.
+    /// Map an engine error; `prefix` is the client-visible verb. This and
+    /// [`ApiError::from_failure`] are the server's only mapping of failures to statuses:
+    /// transient (the engine's classification) → `503` with `Retry-After`; bad input, a
+    /// table that cannot take it → `400`; a bug or a misconfigured store → `500`.
     pub fn from_engine(prefix: &str, err: DeltaLiteError) -> Self {
         let msg = format!("{prefix}: {err}");
         match err.kind() {
-            ErrorKind::CommitConflict => ApiError::Unavailable(msg),
+            ErrorKind::CommitConflict | ErrorKind::Transient => ApiError::Unavailable(msg),
             ErrorKind::SchemaMismatch
             | ErrorKind::TableNotFound
             | ErrorKind::UnsupportedTable
             | ErrorKind::SourceTooLarge => ApiError::BadRequest(msg),
             ErrorKind::Generic => match err {
-                DeltaLiteError::DuplicateKeys { .. }
-                | DeltaLiteError::InvalidArgument(_)
-                | DeltaLiteError::Arrow(_)
-                | DeltaLiteError::Parquet(_) => ApiError::BadRequest(msg),
-                // Storage failures may be transient: never a final 4xx for those.
-                DeltaLiteError::ObjectStore(_) | DeltaLiteError::Delta(_) => {
-                    ApiError::Unavailable(msg)
+                // Failed tasks and broken invariants; a store that refuses for good.
+                DeltaLiteError::Other(_) | DeltaLiteError::ObjectStore(_) => {
+                    ApiError::Internal(msg)
                 }
-                _ => ApiError::Internal(msg),
+                _ => ApiError::BadRequest(msg),
             },
         }
+    }
+
+    /// Map any other failure from below (storage listings, DataFusion execution):
+    /// transient → `503`, else `otherwise(msg)`.
+    pub fn from_failure(
+        err: &(dyn std::error::Error + 'static),
+        msg: String,
+        otherwise: fn(String) -> ApiError,
+    ) -> Self {
+        if deltalite::error::is_transient(err) {
+            ApiError::Unavailable(msg)
+        } else {
+            otherwise(msg)
+        }
+    }
+
+    /// Whether a client may retry the request as it is.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ApiError::Unavailable(_))
     }
 }
 

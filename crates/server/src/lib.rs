@@ -7,12 +7,13 @@
 //! - [`config`]: [`ServerConfig`] (data root, users and grants, limits).
 //! - [`auth`]: Basic / Bearer(base64) authentication in constant time.
 //! - [`catalog`]: name validation and the storage layout (local or object store).
-//! - [`ingest`]: `/upload`, `/upsert`, `/append`: spooled bodies, format detection, modes,
-//!   idempotency keys, undo of a table created by a failed request.
-//! - [`sql`]: DataFusion session per request, DDL/DML as Delta commits, information_schema.
-//! - [`types`]: DuckDB type names for Arrow types and back.
-//! - [`ndjson`]: JSON rendering of Arrow values for the streamed result protocol.
-//! - [`routes`]: the axum router, query handling, output formats.
+//! - [`ingest`]: `/upload`, `/upsert`, `/append` flows: spooled bodies, format detection,
+//!   modes, idempotency keys, undo of a table created by a failed request.
+//! - [`sql`]: protocol-independent SQL: DataFusion session per request, guards, DDL/DML as
+//!   Delta commits, information_schema.
+//! - [`types`]: DuckDB type names for Arrow types and back; storable types.
+//! - [`output`]: query results as NDJSON, CSV, JSONL and Parquet bodies.
+//! - [`http`]: the axum router, middleware and handlers.
 //! - [`registry`]: the bounded query log (with cancellation handles) and task list.
 //! - [`metrics`]: Prometheus exposition.
 //! - [`error`]: [`ApiError`] and its HTTP mapping.
@@ -21,11 +22,11 @@ pub mod auth;
 pub mod catalog;
 pub mod config;
 pub mod error;
+pub mod http;
 pub mod ingest;
 pub mod metrics;
-pub mod ndjson;
+pub mod output;
 pub mod registry;
-pub mod routes;
 pub mod sql;
 pub mod types;
 
@@ -76,8 +77,8 @@ pub async fn serve(
     if let Some(every) = config.malloc_trim_interval {
         spawn_malloc_trim(every);
     }
-    let state = routes::AppState::new(config.clone(), storage, prometheus)?;
-    let app = routes::router(state);
+    let state = http::AppState::new(config.clone(), storage, prometheus)?;
+    let app = http::router(state);
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, data = %config.data_root, catalogs = ?config.catalogs, "listening");

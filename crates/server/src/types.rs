@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 
 use crate::error::ApiError;
 
@@ -176,6 +176,59 @@ pub fn is_widening(from: &DataType, to: &DataType) -> bool {
         }
         _ => false,
     }
+}
+
+/// The type a new table stores for a source type: Delta has no unsigned integers, no
+/// nanosecond timestamps, no view types and no TIME, so those are mapped onto types that
+/// hold every value.
+pub fn storable_type(dt: &DataType) -> DataType {
+    match dt {
+        DataType::Null | DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
+        DataType::BinaryView | DataType::LargeBinary | DataType::FixedSizeBinary(_) => {
+            DataType::Binary
+        }
+        DataType::UInt8 => DataType::Int16,
+        DataType::UInt16 => DataType::Int32,
+        DataType::UInt32 => DataType::Int64,
+        DataType::UInt64 => DataType::Decimal128(20, 0),
+        DataType::Float16 => DataType::Float32,
+        DataType::Date64 => DataType::Date32,
+        DataType::Timestamp(_, tz) => {
+            DataType::Timestamp(TimeUnit::Microsecond, tz.as_ref().map(|_| Arc::from("UTC")))
+        }
+        DataType::Time32(_) | DataType::Time64(_) => DataType::Utf8,
+        DataType::Dictionary(_, value) => storable_type(value),
+        DataType::List(f) | DataType::LargeList(f) | DataType::ListView(f) => {
+            DataType::List(Arc::new(storable_field(f)))
+        }
+        DataType::Struct(fields) => {
+            DataType::Struct(fields.iter().map(|f| storable_field(f)).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+fn storable_field(f: &Field) -> Field {
+    let mut field = Field::new(f.name(), storable_type(f.data_type()), true);
+    if matches!(f.data_type(), DataType::Time32(_) | DataType::Time64(_)) {
+        field = field.with_metadata(HashMap::from([(
+            SQL_TYPE_KEY.to_string(),
+            "TIME".to_string(),
+        )]));
+    }
+    field
+}
+
+/// Schema of a table created from a file: storable types, every column nullable (later
+/// files may omit columns).
+pub fn storable_schema(schema: &Schema) -> Schema {
+    Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| storable_field(f))
+            .collect::<Vec<_>>(),
+    )
 }
 
 #[cfg(test)]

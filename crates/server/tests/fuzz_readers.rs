@@ -46,7 +46,7 @@ fn decode(bytes: &[u8], format: Format) -> Result<usize, String> {
         Err(e) => return Err(check_clean(e)),
     };
     // Every column of the declared schema can be turned into a table schema.
-    let _ = deltalite_server::ingest::storable_schema(&source.schema);
+    let _ = deltalite_server::types::storable_schema(&source.schema);
     let mut rows = 0usize;
     for batch in source.batches {
         match batch {
@@ -530,7 +530,7 @@ fn cross_format_splices() {
 fn schema_is_fine_for_every_valid_seed() {
     let spool = spool(parquet_seed());
     let source = open_source(&spool, Format::Parquet, None).expect("open");
-    let storable = deltalite_server::ingest::storable_schema(&source.schema);
+    let storable = deltalite_server::types::storable_schema(&source.schema);
     assert_eq!(storable.fields().len(), 8);
     let _: &Schema = &storable;
 }

@@ -1,0 +1,351 @@
+//! DDL: schemas, tables, columns, `USE` / `SET schema`; each change one Delta commit.
+
+use std::collections::HashMap;
+
+use arrow::datatypes::{Field, Schema};
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::{
+    AlterColumnOperation, AlterTableOperation, ColumnOption, CreateTable, ObjectName, ObjectType,
+    SchemaName, Statement, Use,
+};
+use deltalake::kernel::StructField;
+use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+use deltalite::DeltaLiteTable;
+use deltalite::compact::CompactOptions;
+use deltalite::write::WriteOptions;
+
+use super::{Output, SqlSession, delta_err, name_parts, sql_err, sql_error, table_missing};
+use crate::catalog::validate_name;
+use crate::error::ApiError;
+use crate::types::{duckdb_field_type, field_for_sql_type, is_widening};
+
+impl SqlSession {
+    pub(super) async fn create_schema(
+        &mut self,
+        name: &SchemaName,
+        if_not_exists: bool,
+    ) -> Result<Output, ApiError> {
+        let SchemaName::Simple(name) = name else {
+            return Err(sql_err(
+                "Not implemented Error: CREATE SCHEMA AUTHORIZATION",
+            ));
+        };
+        let (c, s) = self.schema_parts(name)?;
+        if self.storage.schema_exists(&c, &s).await? {
+            if if_not_exists {
+                return Ok(Self::ok_status());
+            }
+            return Err(sql_err(format!(
+                "Catalog Error: Schema with name \"{s}\" already exists!"
+            )));
+        }
+        self.storage.create_schema(&c, &s).await?;
+        Ok(Self::ok_status())
+    }
+
+    pub(super) async fn create_table(&mut self, create: &CreateTable) -> Result<Output, ApiError> {
+        if create.external || create.temporary || create.location.is_some() {
+            return Err(sql_err(
+                "Permission Error: external and temporary tables are not allowed",
+            ));
+        }
+        let name = self.resolve(&name_parts(&create.name)?)?;
+        let lock = self.storage.table_lock(&name);
+        let _guard = lock.lock().await;
+        if self.storage.table_exists(&name).await? {
+            if create.if_not_exists {
+                return Ok(Self::ok_status());
+            }
+            if !create.or_replace {
+                return Err(sql_err(format!(
+                    "Catalog Error: Table with name \"{}\" already exists!",
+                    name.table
+                )));
+            }
+            self.storage.drop_table(&name).await?;
+        }
+        let (schema, batches) = if let Some(query) = &create.query {
+            let statement = DFStatement::Statement(Box::new(Statement::Query(query.clone())));
+            let plan = self.plan_query(statement).await?;
+            let df = self
+                .ctx
+                .execute_logical_plan(plan)
+                .await
+                .map_err(sql_error)?;
+            let schema: Schema = df.schema().as_arrow().clone();
+            let batches = df.collect().await.map_err(sql_error)?;
+            (crate::types::storable_schema(&schema), batches)
+        } else {
+            let mut fields = Vec::new();
+            for col in &create.columns {
+                let not_null = col
+                    .options
+                    .iter()
+                    .any(|o| matches!(o.option, ColumnOption::NotNull));
+                let col_name = if col.name.quote_style.is_some() {
+                    col.name.value.clone()
+                } else {
+                    col.name.value.to_lowercase()
+                };
+                fields.push(field_for_sql_type(
+                    &col_name,
+                    &col.data_type.to_string(),
+                    !not_null,
+                )?);
+            }
+            if fields.is_empty() {
+                return Err(sql_err(
+                    "Parser Error: CREATE TABLE needs at least one column",
+                ));
+            }
+            (Schema::new(fields), vec![])
+        };
+        self.storage
+            .create_schema(&name.catalog, &name.schema)
+            .await?;
+        let created = DeltaLiteTable::create(
+            &self.storage.table_uri(&name),
+            self.storage.options.clone(),
+            &schema,
+            &[],
+            HashMap::new(),
+        )
+        .await;
+        let mut table = match created {
+            Ok(t) => t,
+            Err(e) => {
+                // A half-created folder must not linger.
+                let _ = self.storage.drop_table(&name).await;
+                return Err(delta_err(e));
+            }
+        };
+        if !batches.is_empty() {
+            let written = table
+                .append(batches.into_iter().map(Ok), &WriteOptions::default())
+                .await;
+            if let Err(e) = written {
+                let _ = self.storage.drop_table(&name).await;
+                return Err(delta_err(e));
+            }
+        }
+        Ok(Self::ok_status())
+    }
+
+    pub(super) async fn alter_table(
+        &mut self,
+        parts: &[String],
+        if_exists: bool,
+        operations: &[AlterTableOperation],
+    ) -> Result<Output, ApiError> {
+        let name = self.resolve(parts)?;
+        let lock = self.storage.table_lock(&name);
+        let _guard = lock.lock().await;
+        let mut table = match self.storage.open_table(&name).await? {
+            Some(t) => t,
+            None if if_exists => return Ok(Self::ok_status()),
+            None => return Err(table_missing(&name.table)),
+        };
+        for op in operations {
+            let schema = table.schema().map_err(delta_err)?;
+            match op {
+                AlterTableOperation::AddColumn {
+                    if_not_exists,
+                    column_def,
+                    ..
+                } => {
+                    let col = if column_def.name.quote_style.is_some() {
+                        column_def.name.value.clone()
+                    } else {
+                        column_def.name.value.to_lowercase()
+                    };
+                    if schema.index_of(&col).is_ok() {
+                        if *if_not_exists {
+                            continue;
+                        }
+                        return Err(sql_err(format!(
+                            "Catalog Error: Column with name {col} already exists!"
+                        )));
+                    }
+                    let field = field_for_sql_type(&col, &column_def.data_type.to_string(), true)?;
+                    add_columns(&mut table, &[field]).await?;
+                }
+                AlterTableOperation::AlterColumn {
+                    column_name,
+                    op: AlterColumnOperation::SetDataType { data_type, .. },
+                } => {
+                    let col = if column_name.quote_style.is_some() {
+                        column_name.value.clone()
+                    } else {
+                        column_name.value.to_lowercase()
+                    };
+                    let Ok(idx) = schema.index_of(&col) else {
+                        return Err(sql_err(format!(
+                            "Binder Error: Table \"{}\" does not have a column with name \"{col}\"",
+                            name.table
+                        )));
+                    };
+                    let current = schema.field(idx);
+                    let wanted =
+                        field_for_sql_type(&col, &data_type.to_string(), current.is_nullable())?;
+                    if !is_widening(current.data_type(), wanted.data_type()) {
+                        return Err(sql_err(format!(
+                            "Conversion Error: cannot change column \"{col}\" from {} to {}: only widening type changes are supported",
+                            duckdb_field_type(current),
+                            duckdb_field_type(&wanted)
+                        )));
+                    }
+                    if current.data_type() != wanted.data_type() {
+                        change_column_type(&mut table, wanted).await?;
+                    }
+                }
+                other => {
+                    return Err(sql_err(format!(
+                        "Not implemented Error: ALTER TABLE {other} is not supported"
+                    )));
+                }
+            }
+        }
+        Ok(Self::ok_status())
+    }
+
+    pub(super) async fn drop(
+        &mut self,
+        object_type: ObjectType,
+        if_exists: bool,
+        names: &[ObjectName],
+        cascade: bool,
+    ) -> Result<Output, ApiError> {
+        for name in names {
+            match object_type {
+                ObjectType::Table => {
+                    let name = self.resolve(&name_parts(name)?)?;
+                    let lock = self.storage.table_lock(&name);
+                    let _guard = lock.lock().await;
+                    if !self.storage.table_exists(&name).await? {
+                        if if_exists {
+                            continue;
+                        }
+                        return Err(table_missing(&name.table));
+                    }
+                    self.storage.drop_table(&name).await?;
+                }
+                ObjectType::Schema => {
+                    let (c, s) = self.schema_parts(name)?;
+                    if !self.storage.schema_exists(&c, &s).await? {
+                        if if_exists {
+                            continue;
+                        }
+                        return Err(sql_err(format!(
+                            "Catalog Error: Schema with name {s} does not exist!"
+                        )));
+                    }
+                    let tables = self.storage.list_tables(&c, &s).await?;
+                    if !tables.is_empty() && !cascade {
+                        return Err(sql_err(format!(
+                            "Dependency Error: Cannot drop schema \"{s}\" because there are entries that depend on it. Use DROP...CASCADE to drop all dependents."
+                        )));
+                    }
+                    self.storage.drop_schema(&c, &s).await?;
+                }
+                other => {
+                    return Err(sql_err(format!(
+                        "Not implemented Error: DROP {other} is not supported"
+                    )));
+                }
+            }
+        }
+        Ok(Self::ok_status())
+    }
+
+    pub(super) async fn use_schema(&mut self, u: &Use) -> Result<Output, ApiError> {
+        let name = match u {
+            Use::Object(n) | Use::Schema(n) | Use::Database(n) | Use::Catalog(n) => n,
+            _ => return Err(sql_err("Not implemented Error: USE form not supported")),
+        };
+        let parts = name_parts(name)?;
+        self.switch(&parts).await
+    }
+
+    pub(super) async fn switch(&mut self, parts: &[String]) -> Result<Output, ApiError> {
+        let not_found = |n: &str| {
+            sql_err(format!(
+                "Catalog Error: SET schema: No catalog + schema named \"{n}\" found."
+            ))
+        };
+        let (c, s) = match parts {
+            [s] if self.user.can_see(s) => (s.clone(), "main".to_string()),
+            [s] => (self.catalog.clone(), s.clone()),
+            [c, s] => (c.clone(), s.clone()),
+            _ => return Err(not_found(&parts.join("."))),
+        };
+        if !self.user.can_see(&c)
+            || validate_name("schema", &s).is_err()
+            || !self.storage.schema_exists(&c, &s).await?
+        {
+            return Err(not_found(&parts.join(".")));
+        }
+        self.catalog = c.clone();
+        self.schema = s.clone();
+        let state = self.ctx.state_ref();
+        let mut state = state.write();
+        let options = state.config_mut().options_mut();
+        options.catalog.default_catalog = c;
+        options.catalog.default_schema = s;
+        Ok(Self::ok_status())
+    }
+
+    pub(super) async fn set(&mut self, stmt: &Statement) -> Result<Output, ApiError> {
+        // Only `SET schema = 'x'` / `SET search_path = 'x'`: other settings could change how
+        // the session reaches storage.
+        let text = stmt.to_string();
+        let lower = text.to_lowercase();
+        let rest = lower
+            .strip_prefix("set schema")
+            .or_else(|| lower.strip_prefix("set search_path"))
+            .ok_or_else(|| sql_err("Permission Error: only SET schema is allowed"))?;
+        let offset = text.len() - rest.len();
+        let value = text[offset..]
+            .trim()
+            .trim_start_matches(['=', ' '])
+            .trim_start_matches("TO ")
+            .trim()
+            .trim_matches(['\'', '"']);
+        let parts: Vec<String> = value
+            .split('.')
+            .map(|p| p.trim_matches('"').to_string())
+            .collect();
+        self.switch(&parts).await
+    }
+}
+
+/// Add nullable columns to a table in one commit (delta-rs `add_columns`).
+pub async fn add_columns(table: &mut DeltaLiteTable, fields: &[Field]) -> Result<(), ApiError> {
+    let mut kernel_fields: Vec<StructField> = Vec::new();
+    for f in fields {
+        let nullable = f.clone().with_nullable(true);
+        let kf: StructField = (&nullable)
+            .try_into_kernel()
+            .map_err(|e| sql_err(format!("Conversion Error: {e}")))?;
+        kernel_fields.push(kf);
+    }
+    table
+        .delta_table()
+        .clone()
+        .add_columns()
+        .with_fields(kernel_fields)
+        .await
+        .map_err(delta_err)?;
+    table.reload().await.map_err(delta_err)?;
+    Ok(())
+}
+
+/// Commit a widened column type. Every data file is re-encoded with the new type in the
+/// same commit (`DeltaLiteTable::change_column_types`): Delta without the `typeWidening`
+/// feature requires files to store the schema's types, so other readers stay correct.
+async fn change_column_type(table: &mut DeltaLiteTable, wanted: Field) -> Result<(), ApiError> {
+    table
+        .change_column_types(&[wanted], &CompactOptions::default())
+        .await
+        .map_err(delta_err)?;
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! What SQL may do, checked twice: the parsed statement against an allow-list (plus the
+//! nesting limits), and every logical plan handed to DataFusion, recursively, against an
+//! allow-list of plan nodes and table providers. The first layer gives precise messages;
+//! the second closes the class: whatever wrapper a statement arrives in (any `EXPLAIN`,
+//! a CTE, a subquery, a later statement of a stack), no plan that writes, defines objects,
+//! changes settings or scans anything but a granted Delta table, an `information_schema`
+//! table or a built-in generator reaches execution. The third layer, below DataFusion, is
+//! the session's object-store registry (`stores.rs`).
+
+use datafusion::catalog::TableProvider;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::datasource::{MemTable, source_as_provider};
+use datafusion::functions_table::generate_series::GenerateSeriesTable;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::Statement;
+use deltalake::delta_datafusion::DeltaScanNext;
+
+use super::{sql_err, sql_error};
+use crate::error::ApiError;
+
+/// Deepest expression nesting a statement may have. The parser builds chains of infix
+/// operators (`1 + 1 + ...`, `x::INT::INT...`) without a recursion limit, and DataFusion
+/// clones and plans expressions recursively on the worker's stack: a few thousand levels
+/// overflowed it and aborted the whole server. Parenthesised nesting is already capped at
+/// 50 by the parser.
+pub const MAX_EXPR_DEPTH: usize = 256;
+/// Longest chain of set operations (`SELECT .. UNION ALL SELECT .. UNION ALL ..`).
+pub const MAX_SET_OPERATIONS: usize = 1000;
+
+/// Refuse statements nested deeper than [`MAX_EXPR_DEPTH`] / [`MAX_SET_OPERATIONS`]. The walk
+/// stops at the limit, so it never recurses deeper than that itself.
+pub(super) fn check_depth(statement: &DFStatement) -> Result<(), ApiError> {
+    use datafusion::sql::sqlparser::ast::{self as sql, Visit};
+    use std::ops::ControlFlow;
+
+    struct Depth {
+        current: usize,
+        too_deep: Option<String>,
+    }
+    impl sql::Visitor for Depth {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &sql::Query) -> ControlFlow<()> {
+            // Set operations nest through `left`/`right` without a visitor hook: count the
+            // chain without recursion before the visitor descends into it.
+            let mut longest = 0;
+            let mut todo = vec![(query.body.as_ref(), 0usize)];
+            while let Some((body, n)) = todo.pop() {
+                longest = longest.max(n);
+                if let sql::SetExpr::SetOperation { left, right, .. } = body {
+                    todo.push((left.as_ref(), n + 1));
+                    todo.push((right.as_ref(), n + 1));
+                }
+            }
+            if longest > MAX_SET_OPERATIONS {
+                self.too_deep = Some(format!(
+                    "more than {MAX_SET_OPERATIONS} chained set operations (UNION/INTERSECT/EXCEPT)"
+                ));
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, _: &sql::Expr) -> ControlFlow<()> {
+            self.current += 1;
+            if self.current > MAX_EXPR_DEPTH {
+                self.too_deep = Some(format!(
+                    "expressions nested more than {MAX_EXPR_DEPTH} levels deep"
+                ));
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        }
+        fn post_visit_expr(&mut self, _: &sql::Expr) -> ControlFlow<()> {
+            self.current -= 1;
+            ControlFlow::Continue(())
+        }
+    }
+
+    let mut depth = Depth {
+        current: 0,
+        too_deep: None,
+    };
+    match statement {
+        DFStatement::Statement(s) => {
+            let _ = s.visit(&mut depth);
+        }
+        DFStatement::Explain(e) => return check_depth(&e.statement),
+        _ => {}
+    }
+    match depth.too_deep {
+        Some(what) => Err(sql_err(format!(
+            "Parser Error: statement too complex: {what}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Reject statements that could reach outside the granted catalogs.
+pub(super) fn check_allowed(statement: &DFStatement) -> Result<(), ApiError> {
+    match statement {
+        DFStatement::Statement(s) => match s.as_ref() {
+            Statement::Query(_)
+            | Statement::CreateSchema { .. }
+            | Statement::AlterTable(_)
+            | Statement::Drop { .. }
+            | Statement::Insert(_)
+            | Statement::Delete(_)
+            | Statement::Update(_)
+            | Statement::Use(_)
+            | Statement::Set(_) => Ok(()),
+            Statement::CreateTable(c) if !c.external && c.location.is_none() => Ok(()),
+            Statement::Copy { .. } | Statement::CopyIntoSnowflake { .. } => {
+                Err(sql_err("Permission Error: COPY is not allowed"))
+            }
+            other => Err(sql_err(format!(
+                "Permission Error: statement not allowed: {}",
+                other
+                    .to_string()
+                    .split_whitespace()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ))),
+        },
+        // EXPLAIN is for queries: everything else is executed by the server itself, and
+        // `EXPLAIN ANALYZE` would run the inner statement through DataFusion instead.
+        DFStatement::Explain(e) => match e.statement.as_ref() {
+            DFStatement::Statement(s) if matches!(s.as_ref(), Statement::Query(_)) => Ok(()),
+            _ => Err(sql_err(
+                "Permission Error: EXPLAIN is only allowed for queries",
+            )),
+        },
+        DFStatement::CreateExternalTable(_) => {
+            Err(sql_err("Permission Error: external tables are not allowed"))
+        }
+        DFStatement::CopyTo(_) => Err(sql_err("Permission Error: COPY is not allowed")),
+        _ => Err(sql_err("Permission Error: statement not allowed")),
+    }
+}
+
+/// Refuse a plan that does anything but read granted tables: checked on every plan the
+/// server executes through DataFusion, subqueries included.
+pub(super) fn check_plan(plan: &LogicalPlan) -> Result<(), ApiError> {
+    let mut refused: Option<String> = None;
+    plan.apply_with_subqueries(|node| {
+        refused = refusal(node);
+        Ok(if refused.is_some() {
+            TreeNodeRecursion::Stop
+        } else {
+            TreeNodeRecursion::Continue
+        })
+    })
+    .map_err(sql_error)?;
+    match refused {
+        Some(what) => Err(sql_err(format!("Permission Error: {what}"))),
+        None => Ok(()),
+    }
+}
+
+/// Why a plan node may not run, if it may not.
+fn refusal(node: &LogicalPlan) -> Option<String> {
+    match node {
+        LogicalPlan::Projection(_)
+        | LogicalPlan::Filter(_)
+        | LogicalPlan::Window(_)
+        | LogicalPlan::Aggregate(_)
+        | LogicalPlan::Sort(_)
+        | LogicalPlan::Join(_)
+        | LogicalPlan::Repartition(_)
+        | LogicalPlan::Union(_)
+        | LogicalPlan::EmptyRelation(_)
+        | LogicalPlan::Subquery(_)
+        | LogicalPlan::SubqueryAlias(_)
+        | LogicalPlan::Limit(_)
+        | LogicalPlan::Values(_)
+        | LogicalPlan::Explain(_)
+        | LogicalPlan::Analyze(_)
+        | LogicalPlan::Distinct(_)
+        | LogicalPlan::DescribeTable(_)
+        | LogicalPlan::Unnest(_)
+        | LogicalPlan::RecursiveQuery(_) => None,
+        LogicalPlan::TableScan(scan) => {
+            let allowed = source_as_provider(&scan.source)
+                .map(|p| readable_provider(p.as_ref()))
+                .unwrap_or(false);
+            (!allowed).then(|| format!("reading {} is not allowed", scan.table_name))
+        }
+        LogicalPlan::Copy(_) => Some("COPY is not allowed".into()),
+        LogicalPlan::Dml(dml) => Some(format!("{} is not allowed here", dml.op)),
+        LogicalPlan::Ddl(ddl) => Some(format!("{} is not allowed here", ddl.name())),
+        LogicalPlan::Statement(statement) => Some(format!("{} is not allowed", statement.name())),
+        LogicalPlan::Extension(ext) => Some(format!("{} is not allowed", ext.node.name())),
+    }
+}
+
+/// Table providers a query may scan: Delta tables and `information_schema` tables that
+/// name resolution registered (only from granted catalogs), and the built-in generators
+/// (`generate_series`, `range`), which read no storage.
+fn readable_provider(provider: &dyn TableProvider) -> bool {
+    provider.is::<DeltaScanNext>()
+        || provider.is::<MemTable>()
+        || provider.is::<GenerateSeriesTable>()
+}

@@ -1,0 +1,195 @@
+//! `information_schema` over the granted catalogs, with DuckDB's column names.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int32Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::datasource::MemTable;
+
+use super::{SqlSession, sql_error, table_missing};
+use crate::catalog::TableName;
+use crate::error::ApiError;
+use crate::types::{duckdb_field_type, numeric_precision_scale};
+
+impl SqlSession {
+    pub(super) async fn information_schema(&self, table: &str) -> Result<Arc<MemTable>, ApiError> {
+        let utf8 = |n: &str| Field::new(n, DataType::Utf8, true);
+        let mut catalogs: Vec<String> = self.user.catalogs.iter().cloned().collect();
+        catalogs.sort();
+        let table = match table {
+            "schemata" => {
+                let mut rows: Vec<[Option<String>; 7]> = Vec::new();
+                for c in &catalogs {
+                    for s in self.storage.list_schemas(c).await? {
+                        rows.push([
+                            Some(c.clone()),
+                            Some(s),
+                            Some("duckdb".into()),
+                            None,
+                            None,
+                            None,
+                            None,
+                        ]);
+                    }
+                }
+                let names = [
+                    "catalog_name",
+                    "schema_name",
+                    "schema_owner",
+                    "default_character_set_catalog",
+                    "default_character_set_schema",
+                    "default_character_set_name",
+                    "sql_path",
+                ];
+                string_table(&names, rows.iter().map(|r| r.to_vec()).collect())?
+            }
+            "tables" => {
+                let mut rows = Vec::new();
+                for c in &catalogs {
+                    for s in self.storage.list_schemas(c).await? {
+                        for t in self.storage.list_tables(c, &s).await? {
+                            rows.push(vec![
+                                Some(c.clone()),
+                                Some(s.clone()),
+                                Some(t),
+                                Some("BASE TABLE".to_string()),
+                                None,
+                                None,
+                                None,
+                                None,
+                                None,
+                                Some("YES".to_string()),
+                                Some("NO".to_string()),
+                                None,
+                                None,
+                            ]);
+                        }
+                    }
+                }
+                let names = [
+                    "table_catalog",
+                    "table_schema",
+                    "table_name",
+                    "table_type",
+                    "self_referencing_column_name",
+                    "reference_generation",
+                    "user_defined_type_catalog",
+                    "user_defined_type_schema",
+                    "user_defined_type_name",
+                    "is_insertable_into",
+                    "is_typed",
+                    "commit_action",
+                    "TABLE_COMMENT",
+                ];
+                string_table(&names, rows)?
+            }
+            "columns" => {
+                let schema = Arc::new(Schema::new(vec![
+                    utf8("table_catalog"),
+                    utf8("table_schema"),
+                    utf8("table_name"),
+                    utf8("column_name"),
+                    Field::new("ordinal_position", DataType::Int32, false),
+                    utf8("column_default"),
+                    utf8("is_nullable"),
+                    utf8("data_type"),
+                    Field::new("character_maximum_length", DataType::Int32, true),
+                    Field::new("character_octet_length", DataType::Int32, true),
+                    Field::new("numeric_precision", DataType::Int32, true),
+                    Field::new("numeric_precision_radix", DataType::Int32, true),
+                    Field::new("numeric_scale", DataType::Int32, true),
+                    Field::new("datetime_precision", DataType::Int32, true),
+                    utf8("COLUMN_COMMENT"),
+                ]));
+                let mut text: Vec<Vec<Option<String>>> = vec![Vec::new(); 6];
+                let (mut ordinal, mut precision, mut radix, mut scale, mut dt_precision) =
+                    (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                for c in &catalogs {
+                    for s in self.storage.list_schemas(c).await? {
+                        for t in self.storage.list_tables(c, &s).await? {
+                            let name = TableName::new(c, &s, &t)?;
+                            let Some(table) = self.storage.open_table(&name).await? else {
+                                continue;
+                            };
+                            let Ok(tschema) = table.schema() else {
+                                continue;
+                            };
+                            for (i, f) in tschema.fields().iter().enumerate() {
+                                text[0].push(Some(c.clone()));
+                                text[1].push(Some(s.clone()));
+                                text[2].push(Some(t.clone()));
+                                text[3].push(Some(f.name().clone()));
+                                text[4]
+                                    .push(Some(if f.is_nullable() { "YES" } else { "NO" }.into()));
+                                text[5].push(Some(duckdb_field_type(f)));
+                                ordinal.push(i as i32 + 1);
+                                let (p, sc) = numeric_precision_scale(f.data_type());
+                                precision.push(p);
+                                scale.push(sc);
+                                radix.push(p.map(|_| {
+                                    if matches!(f.data_type(), DataType::Decimal128(_, _)) {
+                                        10
+                                    } else {
+                                        2
+                                    }
+                                }));
+                                dt_precision.push(match f.data_type() {
+                                    DataType::Timestamp(_, _) => Some(6),
+                                    DataType::Date32 => Some(0),
+                                    _ => None,
+                                });
+                            }
+                        }
+                    }
+                }
+                let n = ordinal.len();
+                let none_i32 = || Arc::new(Int32Array::from(vec![None::<i32>; n])) as ArrayRef;
+                let s =
+                    |v: &Vec<Option<String>>| Arc::new(StringArray::from(v.clone())) as ArrayRef;
+                let columns: Vec<ArrayRef> = vec![
+                    s(&text[0]),
+                    s(&text[1]),
+                    s(&text[2]),
+                    s(&text[3]),
+                    Arc::new(Int32Array::from(ordinal)),
+                    Arc::new(StringArray::from(vec![None::<String>; n])),
+                    s(&text[4]),
+                    s(&text[5]),
+                    none_i32(),
+                    none_i32(),
+                    Arc::new(Int32Array::from(precision)),
+                    Arc::new(Int32Array::from(radix)),
+                    Arc::new(Int32Array::from(scale)),
+                    Arc::new(Int32Array::from(dt_precision)),
+                    Arc::new(StringArray::from(vec![None::<String>; n])),
+                ];
+                let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
+                    .map_err(|e| ApiError::Internal(e.to_string()))?;
+                MemTable::try_new(schema, vec![vec![batch]]).map_err(sql_error)?
+            }
+            other => return Err(table_missing(other)),
+        };
+        Ok(Arc::new(table))
+    }
+}
+
+fn string_table(names: &[&str], rows: Vec<Vec<Option<String>>>) -> Result<MemTable, ApiError> {
+    let schema = Arc::new(Schema::new(
+        names
+            .iter()
+            .map(|n| Field::new(*n, DataType::Utf8, true))
+            .collect::<Vec<_>>(),
+    ));
+    let columns: Vec<ArrayRef> = (0..names.len())
+        .map(|i| {
+            Arc::new(StringArray::from(
+                rows.iter()
+                    .map(|r| r.get(i).cloned().flatten())
+                    .collect::<Vec<_>>(),
+            )) as ArrayRef
+        })
+        .collect();
+    let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    MemTable::try_new(schema, vec![vec![batch]]).map_err(sql_error)
+}

@@ -1,0 +1,290 @@
+//! SQL over the Delta tables through DataFusion, DuckDB-flavoured.
+//!
+//! Queries are planned by DataFusion against a per-request catalog that holds only the
+//! tables the statement names (resolved before planning, so only granted catalogs are
+//! reachable and nothing else: no URL tables, no external tables, no COPY). DDL and DML are
+//! executed here, each as one Delta commit through the engine or delta-rs.
+
+mod ddl;
+mod dml;
+mod guard;
+mod info_schema;
+mod resolve;
+pub mod stores;
+mod udf;
+
+pub use guard::{MAX_EXPR_DEPTH, MAX_SET_OPERATIONS};
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::MemoryCatalogProvider;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::{DFParser, Statement as DFStatement};
+use datafusion::sql::sqlparser::ast::{ObjectName, ObjectNamePart, Statement};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use futures::TryStreamExt;
+
+use crate::auth::User;
+use crate::catalog::{Storage, validate_name};
+use crate::error::ApiError;
+
+/// The result of the last statement of a request.
+pub enum Output {
+    /// A query's record-batch stream (bounded memory).
+    Stream(SendableRecordBatchStream),
+    /// A small materialized result (DDL/DML status).
+    Batches(SchemaRef, Vec<RecordBatch>),
+}
+
+impl Output {
+    /// Schema of the result.
+    pub fn schema(&self) -> SchemaRef {
+        match self {
+            Output::Stream(s) => s.schema(),
+            Output::Batches(s, _) => Arc::clone(s),
+        }
+    }
+}
+
+pub(crate) fn sql_err(msg: impl Into<String>) -> ApiError {
+    ApiError::BadRequest(msg.into())
+}
+
+/// A DataFusion error as the client sees it, with DuckDB's error class names; transient
+/// storage failures underneath answer `503`.
+pub fn sql_error(e: datafusion::error::DataFusionError) -> ApiError {
+    use datafusion::error::DataFusionError as E;
+    let msg = match e.find_root() {
+        E::SQL(err, _) => format!("Parser Error: {err}"),
+        E::Plan(m) => format!("Binder Error: {m}"),
+        E::SchemaError(err, _) => format!("Binder Error: {err}"),
+        E::NotImplemented(m) => format!("Not implemented Error: {m}"),
+        E::Execution(m) => format!("Invalid Input Error: {m}"),
+        E::ArrowError(err, _) => format!("Conversion Error: {err}"),
+        other => other.to_string(),
+    };
+    ApiError::from_failure(&e, msg, ApiError::BadRequest)
+}
+
+/// An engine or delta-rs failure inside a statement: transient → `503`, else `400`.
+pub(crate) fn delta_err(e: impl std::error::Error + 'static) -> ApiError {
+    let msg = format!("Invalid Input Error: {e}");
+    ApiError::from_failure(&e, msg, ApiError::BadRequest)
+}
+
+/// Whether a table name is a `Catalog Error` for the given name.
+pub fn table_missing(table: &str) -> ApiError {
+    sql_err(format!(
+        "Catalog Error: Table with name {table} does not exist!"
+    ))
+}
+
+/// Identifier parts of an object name; unquoted parts are folded to lower case, the way
+/// DataFusion (and DuckDB's case-insensitive lookup) treats them.
+pub(crate) fn name_parts(name: &ObjectName) -> Result<Vec<String>, ApiError> {
+    name.0
+        .iter()
+        .map(|p| match p {
+            ObjectNamePart::Identifier(id) => Ok(if id.quote_style.is_some() {
+                id.value.clone()
+            } else {
+                id.value.to_lowercase()
+            }),
+            other => Err(sql_err(format!(
+                "Parser Error: unsupported name part {other}"
+            ))),
+        })
+        .collect()
+}
+
+/// One request's SQL session.
+pub struct SqlSession {
+    ctx: SessionContext,
+    /// The granted tables' folders, the only storage the session's queries can read.
+    stores: Arc<stores::GrantedStores>,
+    storage: Arc<Storage>,
+    user: User,
+    catalog: String,
+    schema: String,
+}
+
+impl SqlSession {
+    /// A session with the user's catalogs and the request's defaults.
+    pub fn new(
+        storage: Arc<Storage>,
+        runtime: Arc<RuntimeEnv>,
+        user: User,
+        catalog: Option<&str>,
+        schema: Option<&str>,
+    ) -> Result<Self, ApiError> {
+        let catalog = match catalog {
+            Some(c) if !c.is_empty() => c.to_string(),
+            _ => user
+                .catalogs
+                .first()
+                .cloned()
+                .ok_or_else(|| ApiError::NotFound("no catalog granted".into()))?,
+        };
+        if !user.can_see(&catalog) {
+            return Err(sql_err(format!(
+                "Catalog Error: SET schema: No catalog + schema named \"{catalog}\" found."
+            )));
+        }
+        let schema = schema
+            .filter(|s| !s.is_empty())
+            .unwrap_or("main")
+            .to_string();
+        validate_name("schema", &schema)?;
+        let mut config = SessionConfig::new()
+            .with_default_catalog_and_schema(&catalog, &schema)
+            .with_create_default_catalog_and_schema(false)
+            .with_information_schema(false);
+        // Plain Utf8/Binary in results: clients and the Parquet output expect them.
+        config
+            .options_mut()
+            .execution
+            .parquet
+            .schema_force_view_types = false;
+        // `TIMESTAMP WITH TIME ZONE` literals and casts are UTC, as the tables store them.
+        config.options_mut().execution.time_zone = Some("+00:00".to_string());
+        // The shared runtime's memory pool, disk manager and caches, with a registry of
+        // this session's own that knows no storage until names resolve to granted tables.
+        let stores = Arc::new(stores::GrantedStores::default());
+        let runtime = RuntimeEnvBuilder::from_runtime_env(&runtime)
+            .with_object_store_registry(Arc::clone(&stores) as _)
+            .build_arc()
+            .map_err(sql_error)?;
+        let ctx = SessionContext::new_with_config_rt(config, runtime);
+        for c in user.catalogs.iter() {
+            ctx.register_catalog(c.as_str(), Arc::new(MemoryCatalogProvider::new()));
+        }
+        ctx.register_udf(udf::from_base64_udf());
+        udf::capped::register(&ctx);
+        Ok(Self {
+            ctx,
+            stores,
+            storage,
+            user,
+            catalog,
+            schema,
+        })
+    }
+
+    /// Parse a request's statements (one or more, `;`-separated).
+    pub fn parse(sql: &str) -> Result<Vec<DFStatement>, ApiError> {
+        let statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})
+            .map_err(|e| sql_err(format!("Parser Error: {e}")))?;
+        if statements.is_empty() {
+            return Err(sql_err("Parser Error: no statement to execute"));
+        }
+        for s in &statements {
+            guard::check_allowed(s)?;
+            guard::check_depth(s)?;
+        }
+        Ok(statements.into_iter().collect())
+    }
+
+    /// Run every statement; the result is the last one's.
+    pub async fn run(&mut self, sql: &str) -> Result<Output, ApiError> {
+        let statements = Self::parse(sql)?;
+        let count = statements.len();
+        let mut last = None;
+        for (i, statement) in statements.into_iter().enumerate() {
+            let out = self.execute(statement).await?;
+            if i + 1 == count {
+                last = Some(out);
+            } else if let Output::Stream(stream) = out {
+                // Earlier statements run for their effects; drain without keeping rows.
+                stream
+                    .try_for_each(|_| async { Ok(()) })
+                    .await
+                    .map_err(sql_error)?;
+            }
+        }
+        last.ok_or_else(|| sql_err("Parser Error: no statement to execute"))
+    }
+
+    /// Plan (but do not run) every statement; used by `/validate`.
+    pub async fn validate(&mut self, sql: &str) -> Result<(), ApiError> {
+        for statement in Self::parse(sql)? {
+            if let DFStatement::Statement(s) = &statement
+                && matches!(s.as_ref(), Statement::Query(_))
+            {
+                self.plan_query(statement).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn execute(&mut self, statement: DFStatement) -> Result<Output, ApiError> {
+        let DFStatement::Statement(stmt) = &statement else {
+            return match statement {
+                DFStatement::Explain(_) => self.query_stream(statement).await,
+                _ => Err(sql_err("Permission Error: statement not allowed")),
+            };
+        };
+        match stmt.as_ref() {
+            Statement::Query(_) => self.query_stream(statement).await,
+            Statement::CreateSchema {
+                schema_name,
+                if_not_exists,
+                ..
+            } => self.create_schema(schema_name, *if_not_exists).await,
+            Statement::CreateTable(create) => self.create_table(create).await,
+            Statement::AlterTable(alter) => {
+                let parts = name_parts(&alter.name)?;
+                self.alter_table(&parts, alter.if_exists, &alter.operations)
+                    .await
+            }
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                cascade,
+                ..
+            } => self.drop(*object_type, *if_exists, names, *cascade).await,
+            Statement::Insert(insert) => self.insert(insert).await,
+            Statement::Delete(delete) => self.delete(delete).await,
+            Statement::Update(update) => self.update(update).await,
+            Statement::Use(u) => self.use_schema(u).await,
+            Statement::Set(_) => self.set(stmt).await,
+            _ => Err(sql_err("Permission Error: statement not allowed")),
+        }
+    }
+
+    pub(crate) fn ok_status() -> Output {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "Success",
+            DataType::Boolean,
+            false,
+        )]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(arrow::array::BooleanArray::from(vec![true])) as ArrayRef],
+        );
+        match batch {
+            Ok(b) => Output::Batches(schema, vec![b]),
+            Err(_) => Output::Batches(schema, vec![]),
+        }
+    }
+
+    pub(crate) fn count(n: i64) -> Output {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "Count",
+            DataType::Int64,
+            false,
+        )]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(arrow::array::Int64Array::from(vec![n])) as ArrayRef],
+        );
+        match batch {
+            Ok(b) => Output::Batches(schema, vec![b]),
+            Err(_) => Output::Batches(schema, vec![]),
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Name resolution: which tables a statement names, registered for DataFusion from the
+//! granted catalogs only; planning of reads.
+
+use std::sync::Arc;
+
+use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
+use datafusion::common::TableReference;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::ObjectName;
+
+use super::{Output, SqlSession, delta_err, name_parts, sql_err, sql_error, table_missing};
+use crate::catalog::{TableName, validate_name};
+use crate::error::ApiError;
+
+impl SqlSession {
+    pub(super) fn resolve(&self, parts: &[String]) -> Result<TableName, ApiError> {
+        let (c, s, t) = match parts {
+            [t] => (self.catalog.as_str(), self.schema.as_str(), t.as_str()),
+            [s, t] => (self.catalog.as_str(), s.as_str(), t.as_str()),
+            [c, s, t] => (c.as_str(), s.as_str(), t.as_str()),
+            _ => {
+                return Err(sql_err(
+                    "Parser Error: a table name has at most three parts",
+                ));
+            }
+        };
+        self.check_catalog(c)?;
+        TableName::new(c, s, t)
+    }
+
+    pub(super) fn check_catalog(&self, catalog: &str) -> Result<(), ApiError> {
+        // Catalogs that exist but are not granted look exactly like missing ones.
+        if !self.user.can_see(catalog) {
+            return Err(sql_err(format!(
+                "Catalog Error: Catalog with name {catalog} does not exist!"
+            )));
+        }
+        Ok(())
+    }
+
+    pub(super) fn schema_provider(
+        &self,
+        catalog: &str,
+        schema: &str,
+    ) -> Result<Arc<dyn SchemaProvider>, ApiError> {
+        let cat = self.ctx.catalog(catalog).ok_or_else(|| {
+            sql_err(format!(
+                "Catalog Error: Catalog with name {catalog} does not exist!"
+            ))
+        })?;
+        if let Some(s) = cat.schema(schema) {
+            return Ok(s);
+        }
+        let provider: Arc<dyn SchemaProvider> = Arc::new(MemorySchemaProvider::new());
+        cat.register_schema(schema, Arc::clone(&provider))
+            .map_err(sql_error)?;
+        Ok(provider)
+    }
+
+    /// Register every table a statement reads, so that DataFusion sees exactly those.
+    pub(super) async fn register_references(
+        &mut self,
+        statement: &DFStatement,
+    ) -> Result<(), ApiError> {
+        let refs = self
+            .ctx
+            .state()
+            .resolve_table_references(statement)
+            .map_err(sql_error)?;
+        let table_functions: Vec<String> =
+            self.ctx.state().table_functions().keys().cloned().collect();
+        for r in refs {
+            // Built-in table functions (generate_series, range) read no storage.
+            if let TableReference::Bare { table } = &r
+                && table_functions.iter().any(|f| f.as_str() == table.as_ref())
+            {
+                continue;
+            }
+            let (c, s, t) = match &r {
+                TableReference::Bare { table } => {
+                    (self.catalog.clone(), self.schema.clone(), table.to_string())
+                }
+                TableReference::Partial { schema, table } => {
+                    (self.catalog.clone(), schema.to_string(), table.to_string())
+                }
+                TableReference::Full {
+                    catalog,
+                    schema,
+                    table,
+                } => (catalog.to_string(), schema.to_string(), table.to_string()),
+            };
+            self.check_catalog(&c)?;
+            let provider = self.schema_provider(&c, &s)?;
+            if provider.table_exist(&t) {
+                continue;
+            }
+            if s == "information_schema" {
+                let table = self.information_schema(&t).await?;
+                provider.register_table(t, table).map_err(sql_error)?;
+                continue;
+            }
+            let name = TableName::new(&c, &s, &t)?;
+            let Some(table) = self.storage.open_table(&name).await? else {
+                // An unqualified name in a default schema that does not exist fails the way
+                // DuckDB's implicit `SET schema` does; clients match on that message.
+                if matches!(r, TableReference::Bare { .. })
+                    && s != "main"
+                    && !self.storage.schema_exists(&c, &s).await?
+                {
+                    return Err(sql_err(format!(
+                        "Catalog Error: SET schema: No catalog + schema named \"{s}\" found."
+                    )));
+                }
+                return Err(table_missing(&t));
+            };
+            let delta = table.delta_table();
+            let table_provider = delta.table_provider().await.map_err(delta_err)?;
+            // The session's registry learns this table's folder, and nothing more.
+            let log_store = delta.log_store();
+            self.stores
+                .grant(log_store.root_url(), log_store.root_object_store(None));
+            provider
+                .register_table(t, table_provider)
+                .map_err(sql_error)?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn plan_query(
+        &mut self,
+        statement: DFStatement,
+    ) -> Result<LogicalPlan, ApiError> {
+        self.register_references(&statement).await?;
+        let plan = self
+            .ctx
+            .state()
+            .statement_to_plan(statement)
+            .await
+            .map_err(sql_error)?;
+        // Only reads are executed by DataFusion; writes go through the engine.
+        super::guard::check_plan(&plan)?;
+        Ok(plan)
+    }
+
+    pub(super) async fn query_stream(
+        &mut self,
+        statement: DFStatement,
+    ) -> Result<Output, ApiError> {
+        let plan = self.plan_query(statement).await?;
+        let df = self
+            .ctx
+            .execute_logical_plan(plan)
+            .await
+            .map_err(sql_error)?;
+        Ok(Output::Stream(
+            df.execute_stream().await.map_err(sql_error)?,
+        ))
+    }
+
+    pub(super) fn schema_parts(&self, name: &ObjectName) -> Result<(String, String), ApiError> {
+        let parts = name_parts(name)?;
+        let (c, s) = match parts.as_slice() {
+            [s] => (self.catalog.clone(), s.clone()),
+            [c, s] => (c.clone(), s.clone()),
+            _ => return Err(sql_err("Parser Error: a schema name has at most two parts")),
+        };
+        self.check_catalog(&c)?;
+        validate_name("schema", &s)?;
+        Ok((c, s))
+    }
+}
