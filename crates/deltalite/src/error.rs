@@ -144,7 +144,17 @@ pub fn is_transient(err: &(dyn std::error::Error + 'static)) -> bool {
             return store_error_is_transient(store);
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            // An I/O error may carry the real cause (object_store's writers wrap store
+            // errors so); its own `source()` skips that cause, so look at it here.
             return io_error_is_transient(io);
+        }
+        // The kernel's error keeps the store's error without exposing it as a source.
+        if let Some(kernel) = e.downcast_ref::<delta_kernel::Error>() {
+            match kernel {
+                delta_kernel::Error::ObjectStore(store) => return store_error_is_transient(store),
+                delta_kernel::Error::IOError(io) => return is_transient(io),
+                _ => {}
+            }
         }
         if let Some(delta) = e.downcast_ref::<DeltaTableError>()
             && matches!(
@@ -185,8 +195,14 @@ fn store_error_is_transient(err: &object_store::Error) -> bool {
     }
 }
 
+/// An I/O error's kind decides, unless it is a plain wrapper (`Other`) around the real
+/// cause (object_store's writers wrap store errors so; the wrapper's own `source()` skips
+/// that cause).
 fn io_error_is_transient(err: &std::io::Error) -> bool {
     use std::io::ErrorKind as K;
+    if err.kind() == K::Other {
+        return err.get_ref().is_some_and(|inner| is_transient(inner));
+    }
     matches!(
         err.kind(),
         K::TimedOut
@@ -258,6 +274,20 @@ mod tests {
                 DeltaLiteError::Delta(DeltaTableError::ObjectStore {
                     source: store_generic("connection closed".into()),
                 }),
+                true,
+            ),
+            // A store failure behind an I/O error (object_store's buffered writers) and
+            // inside a kernel error (log reads).
+            (
+                DeltaLiteError::Parquet(deltalake::parquet::errors::ParquetError::External(
+                    Box::new(std::io::Error::other(store_generic("put failed".into()))),
+                )),
+                true,
+            ),
+            (
+                DeltaLiteError::Delta(DeltaTableError::KernelError(
+                    delta_kernel::Error::ObjectStore(store_generic("get failed".into())),
+                )),
                 true,
             ),
             (DeltaLiteError::CommitConflict("gave up".into()), true),

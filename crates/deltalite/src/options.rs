@@ -87,6 +87,13 @@ impl std::str::FromStr for PruneStrategy {
 
 const MIB: usize = 1024 * 1024;
 
+/// Output file size target of a table without `delta.targetFileSize` (Delta's default).
+pub const DEFAULT_TARGET_FILE_SIZE: u64 = 100 * MIB as u64;
+
+/// Leading columns with statistics in a table without `delta.dataSkippingNumIndexedCols`
+/// (Delta's default).
+pub const DEFAULT_NUM_INDEXED_COLS: u64 = 32;
+
 /// Resource knobs of one call. Defaults are the seed API's.
 #[derive(Debug, Clone)]
 pub struct Knobs {
@@ -121,7 +128,7 @@ pub struct Knobs {
 
 impl Default for Knobs {
     fn default() -> Self {
-        let env = crate::budget::EnvDefaults::get();
+        let env = crate::runtime::budget::EnvDefaults::get();
         Self {
             max_parallel_partitions: 2,
             max_parallel_files: 4,

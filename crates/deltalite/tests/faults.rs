@@ -527,7 +527,7 @@ async fn a_failed_data_file_put_commits_nothing_and_leaves_no_files() {
         store.inject(Op::Put, Target::Data, nth, 1, Fault::Fail);
         let err = upsert_change(&mut t, None).await.unwrap_err();
         assert_eq!(store.take_fired(), 1, "nth {nth}");
-        assert_eq!(err.kind(), ErrorKind::Generic, "{err}");
+        assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
         assert!(err.to_string().contains("injected fault"), "{err}");
         assert_eq!(stored(&uri).await, before, "nth {nth}: table changed");
         assert_eq!(orphans(&uri), BTreeSet::new(), "nth {nth}");
@@ -551,7 +551,7 @@ async fn a_failed_target_file_get_commits_nothing() {
         store.inject(Op::Get, Target::Data, nth, 1, Fault::Fail);
         let err = upsert_change(&mut t, None).await.unwrap_err();
         assert_eq!(store.take_fired(), 1, "nth {nth}");
-        assert_eq!(err.kind(), ErrorKind::Generic, "{err}");
+        assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
         assert_eq!(stored(&uri).await, before, "nth {nth}: table changed");
         assert_eq!(orphans(&uri), BTreeSet::new(), "nth {nth}");
     }
@@ -568,7 +568,7 @@ async fn a_failed_commit_put_commits_nothing_and_vacuum_removes_its_files() {
     store.inject(Op::Put, Target::Commit, 1, 1, Fault::Fail);
     let err = upsert_change(&mut t, Some(txn(1))).await.unwrap_err();
     assert_eq!(store.take_fired(), 1);
-    assert_eq!(err.kind(), ErrorKind::Generic, "{err}");
+    assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
     assert!(err.to_string().contains("injected fault"), "{err}");
     assert_eq!(stored(&uri).await, before, "table changed");
     assert_eq!(t.app_transaction_version("sync-1").await.unwrap(), None);
@@ -744,7 +744,7 @@ async fn a_failed_multipart_upload_commits_nothing() {
         .await
         .unwrap_err();
     assert_eq!(store.take_fired(), 1);
-    assert_eq!(err.kind(), ErrorKind::Generic, "{err}");
+    assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
     let (version, files, _) = stored(&uri).await;
     assert_eq!((version, files.len()), (0, 0));
     let on_disk: Vec<_> = std::fs::read_dir(&uri)
@@ -813,7 +813,7 @@ async fn a_failed_log_read_after_a_commit_never_half_commits() {
         .await
         .unwrap_err();
     assert!(store.take_fired() > 0);
-    assert_eq!(err.kind(), ErrorKind::Generic, "{err}");
+    assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
     let with_z = [
         (1, "d1", "x"),
         (2, "d1", "z"),

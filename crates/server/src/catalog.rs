@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 
-use deltalite::DeltaLiteTable;
+use deltalite::{DeltaLiteTable, TableLocation};
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -81,6 +81,9 @@ pub struct Storage {
     /// One writer per table at a time inside this process; Delta's optimistic concurrency
     /// still protects against other processes.
     locks: Mutex<TableLocks>,
+    /// When set, every table is opened and created through this store (rooted at the
+    /// storage root) instead of one built from the URI: instrumentation, fault injection.
+    table_store: Option<Arc<dyn ObjectStore>>,
 }
 
 /// The per-table writer locks. Entries are weak: a lock lives as long as a request holds
@@ -136,6 +139,7 @@ impl Storage {
                 base,
                 options,
                 locks: Mutex::new(TableLocks::default()),
+                table_store: None,
             })
         } else {
             let path = PathBuf::from(root.trim_start_matches("file://"));
@@ -152,8 +156,27 @@ impl Storage {
                 base: ObjectPath::from(""),
                 options,
                 locks: Mutex::new(TableLocks::default()),
+                table_store: None,
             })
         }
+    }
+
+    /// Reach every table through `store` (rooted at the storage root, e.g.
+    /// `LocalFileSystem::new()` for a local data root) instead of a store built from each
+    /// table's URI. Listings of catalogs and schemas still use the root's own store.
+    pub fn with_table_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
+        self.table_store = Some(store);
+        self
+    }
+
+    /// Where a table is, for the engine to open or create it.
+    pub fn location(&self, name: &TableName) -> Result<TableLocation, ApiError> {
+        let uri = self.table_uri(name);
+        let location = match &self.table_store {
+            Some(store) => TableLocation::with_store(&uri, Arc::clone(store)),
+            None => TableLocation::new(&uri, self.options.clone()),
+        };
+        location.map_err(|e| ApiError::from_engine(&format!("cannot open table {name}"), e))
     }
 
     fn join(&self, parts: &[&str]) -> String {
@@ -345,6 +368,18 @@ impl Storage {
             .await
     }
 
+    /// Remove a schema that holds nothing (no table, no other folder): what a failed
+    /// request that created it leaves. Returns whether it was removed.
+    pub async fn drop_empty_schema(&self, catalog: &str, schema: &str) -> Result<bool, ApiError> {
+        if !self.list_tables(catalog, schema).await?.is_empty()
+            || !self.list_schema_children(catalog, schema).await?.is_empty()
+        {
+            return Ok(false);
+        }
+        self.drop_schema(catalog, schema).await?;
+        Ok(true)
+    }
+
     /// Remove a schema folder and everything in it.
     pub async fn drop_schema(&self, catalog: &str, schema: &str) -> Result<(), ApiError> {
         self.delete_prefix(&[catalog, schema]).await
@@ -355,7 +390,7 @@ impl Storage {
         if !self.table_exists(name).await? {
             return Ok(None);
         }
-        match DeltaLiteTable::open(&self.table_uri(name), self.options.clone()).await {
+        match self.location(name)?.open().await {
             Ok(t) => Ok(Some(t)),
             Err(deltalite::DeltaLiteError::TableNotFound(_)) => Ok(None),
             Err(e) => Err(ApiError::from_engine(

@@ -15,7 +15,10 @@ use std::sync::Arc;
 use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;
 use deltalite::write::{WriteOptions, WriteStats};
-use deltalite::{AppTransaction, DeltaLiteError, DeltaLiteTable, OmittedColumns, OnDuplicate};
+use deltalite::{
+    AppTransaction, Created, DeltaLiteError, DeltaLiteTable, InitialData, OmittedColumns,
+    OnDuplicate, TableSpec, UpsertOptions,
+};
 use sha2::{Digest, Sha256};
 use tempfile::NamedTempFile;
 
@@ -50,19 +53,6 @@ pub enum IngestMode {
     AppendJson,
 }
 
-/// Run an ingest request: the one entry point of every write endpoint.
-pub async fn write(
-    storage: &Storage,
-    req: IngestRequest,
-    mode: IngestMode,
-) -> ApiResult<IngestSummary> {
-    match mode {
-        IngestMode::Upload(mode) => upload(storage, req, mode).await,
-        IngestMode::Upsert { keys, cursor } => upsert(storage, req, keys, cursor).await,
-        IngestMode::AppendJson => append_json(storage, req).await,
-    }
-}
-
 /// How `/upload` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UploadMode {
@@ -74,6 +64,17 @@ pub enum UploadMode {
     CreateAppend,
     /// Replace the contents.
     Overwrite,
+}
+
+impl IngestMode {
+    /// The `deltalite.operation` recorded in the commit info.
+    fn operation(&self) -> &'static str {
+        match self {
+            IngestMode::Upload(_) => "upload",
+            IngestMode::Upsert { .. } => "upsert",
+            IngestMode::AppendJson => "append",
+        }
+    }
 }
 
 impl UploadMode {
@@ -181,223 +182,218 @@ fn write_options(key: &Option<String>, op: &str) -> WriteOptions {
     }
 }
 
-async fn create_table(
-    storage: &Storage,
-    name: &TableName,
-    schema: &Schema,
-) -> ApiResult<(DeltaLiteTable, Option<bool>)> {
-    let schema_created = storage.create_schema(&name.catalog, &name.schema).await?;
-    let created = DeltaLiteTable::create(
-        &storage.table_uri(name),
-        storage.options.clone(),
-        &storable_schema(schema),
-        &[],
-        HashMap::new(),
-    )
-    .await;
-    match created {
-        Ok(t) => Ok((t, Some(schema_created))),
-        Err(e) => {
-            // The engine makes the folder before the first commit: remove it again.
-            undo_create(storage, name, schema_created).await;
-            Err(ApiError::from_engine(INGEST_ERR, e))
-        }
-    }
+fn upsert_options(keys: Vec<String>, cursor: Vec<String>, key: &Option<String>) -> UpsertOptions {
+    let mut options = UpsertOptions::new(keys);
+    options.cursor_fields = cursor;
+    options.on_duplicate = OnDuplicate::Last;
+    options.omitted_columns = OmittedColumns::Keep;
+    options.app_transaction = app_txn(key);
+    options.commit_metadata.insert(
+        "deltalite.operation".to_string(),
+        serde_json::Value::from("upsert"),
+    );
+    options
 }
 
-/// When this request created the table (`created` is `Some(schema_created)`) and the
-/// work failed, the table folder (and a schema folder made for it) is removed so that the
-/// failed request leaves no trace.
-async fn undo_create_on_error<T>(
+fn engine(e: DeltaLiteError) -> ApiError {
+    ApiError::from_engine(INGEST_ERR, e)
+}
+
+/// Run an ingest request: the one entry point of every write endpoint. Under the table's
+/// writer lock: open the table, or, when there is none and the mode may create it,
+/// create it with the request's rows in its first commit (one commit: a failure leaves
+/// no table, and a crash no empty one); a request whose idempotency key is already
+/// recorded writes nothing.
+pub async fn write(
     storage: &Storage,
-    name: &TableName,
-    created: Option<bool>,
-    result: ApiResult<T>,
-) -> ApiResult<T> {
-    if result.is_err()
-        && let Some(schema_created) = created
-    {
-        undo_create(storage, name, schema_created).await;
+    req: IngestRequest,
+    mode: IngestMode,
+) -> ApiResult<IngestSummary> {
+    let lock = storage.table_lock(&req.name);
+    let _guard = lock.lock().await;
+    let table = match storage.open_table(&req.name).await? {
+        Some(table) => table,
+        None => match mode {
+            IngestMode::Upload(UploadMode::Append) => {
+                return Err(bad(format!(
+                    "Catalog Error: Table with name {} does not exist!",
+                    req.name.table
+                )));
+            }
+            _ => match create(storage, &req, &mode).await? {
+                Some(summary) => return Ok(summary),
+                // Another writer created it meanwhile: write into it like any table.
+                None => storage.open_table(&req.name).await?.ok_or_else(|| {
+                    ApiError::Unavailable(format!(
+                        "{INGEST_ERR}: table {} was created and removed concurrently",
+                        req.name
+                    ))
+                })?,
+            },
+        },
+    };
+    if already_committed(&table, &req.idempotency_key).await? {
+        return Ok(replay());
+    }
+    into_existing(table, req, mode).await
+}
+
+/// Create the table with the request's rows; `None` when another writer created it first
+/// (nothing was written). On failure, folders this request made are removed again.
+async fn create(
+    storage: &Storage,
+    req: &IngestRequest,
+    mode: &IngestMode,
+) -> ApiResult<Option<IngestSummary>> {
+    let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
+    let spec = TableSpec {
+        schema: storable_schema(&source.schema),
+        partition_columns: Vec::new(),
+        configuration: HashMap::new(),
+    };
+    let schema_created = storage
+        .create_schema(&req.name.catalog, &req.name.schema)
+        .await?;
+    let result = async {
+        let location = storage.location(&req.name)?;
+        let options = write_options(&req.idempotency_key, mode.operation());
+        let created = match mode {
+            IngestMode::Upsert { keys, cursor } => {
+                let schema = Arc::clone(&source.schema);
+                check_key_columns(&schema, keys, cursor)?;
+                let batches =
+                    collect_source(source.batches, deltalite::Knobs::default().max_source_bytes)?;
+                let upsert = upsert_options(keys.clone(), cursor.clone(), &req.idempotency_key);
+                let data = InitialData::Upsert {
+                    schema: &schema,
+                    batches: &batches,
+                    options: &upsert,
+                };
+                location.create(&spec, data, &options).await
+            }
+            _ if req.format == Format::Parquet => {
+                // A file that may be stored as it is must be readable to the end first.
+                validate_parquet(req.spool.path()).await?;
+                let data = InitialData::ParquetFile {
+                    path: req.spool.path(),
+                    adopt: true,
+                };
+                location.create(&spec, data, &options).await
+            }
+            _ => {
+                let data = InitialData::Rows(source.batches);
+                location.create(&spec, data, &options).await
+            }
+        };
+        Ok(match created.map_err(engine)? {
+            Created::New(new) => Some(IngestSummary::committed(
+                new.table.version(),
+                new.stats.write.rows_written,
+                true,
+            )),
+            Created::Exists => None,
+        })
+    }
+    .await;
+    if result.is_err() {
+        undo_create(storage, &req.name, schema_created).await;
     }
     result
 }
 
-/// Remove a table this request created, and its schema when that is left empty (schemas
-/// are created on demand by the same request).
-async fn undo_create(storage: &Storage, name: &TableName, schema_created: bool) {
-    if let Err(e) = storage.drop_table(name).await {
-        tracing::error!(table = %name, error = %e, "failed to remove a table created by a failed request");
-    }
-    if schema_created
-        && let Ok(tables) = storage.list_tables(&name.catalog, &name.schema).await
-        && tables.is_empty()
-        && let Ok(children) = storage
-            .list_schema_children(&name.catalog, &name.schema)
-            .await
-        && children.is_empty()
-    {
-        let _ = storage.drop_schema(&name.catalog, &name.schema).await;
-    }
-}
-
-/// `/upload` in every mode but upsert.
-async fn upload(
-    storage: &Storage,
+/// Write into a table that exists.
+async fn into_existing(
+    mut table: DeltaLiteTable,
     req: IngestRequest,
-    mode: UploadMode,
+    mode: IngestMode,
 ) -> ApiResult<IngestSummary> {
-    let lock = storage.table_lock(&req.name);
-    let _guard = lock.lock().await;
-    let existing = storage.open_table(&req.name).await?;
-    if let Some(table) = &existing
-        && already_committed(table, &req.idempotency_key).await?
-    {
-        return Ok(replay());
-    }
-    let opts = write_options(&req.idempotency_key, "upload");
-    let (mut table, created) = match (mode, existing) {
-        (UploadMode::Create, Some(_)) => {
+    let opts = write_options(&req.idempotency_key, mode.operation());
+    let stats = match mode {
+        IngestMode::Upload(UploadMode::Create) => {
             return Err(bad(format!(
                 "Table with name {} already exists!",
                 req.name.table
             )));
         }
-        (UploadMode::Append, None) => {
-            return Err(bad(format!(
-                "Catalog Error: Table with name {} does not exist!",
-                req.name.table
-            )));
-        }
-        (_, Some(t)) => (t, None),
-        (_, None) => {
-            // Decode the header only: the table is created from the file's schema.
+        IngestMode::Upload(UploadMode::Overwrite) => {
             let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
-            create_table(storage, &req.name, &source.schema).await?
+            let schema = storable_schema(&source.schema);
+            table.overwrite(&schema, source.batches, &opts).await
         }
-    };
-    let result = async {
-        let stats = match (mode, req.format) {
-            (UploadMode::Overwrite, _) => {
-                let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
-                let schema = storable_schema(&source.schema);
-                table.overwrite(&schema, source.batches, &opts).await
-            }
-            // The spool is this request's own: hand it over (moved, not copied, when local).
-            (_, Format::Parquet) => {
-                // The engine may store the file as it is, checking only its footer: decode
-                // it once here, so a corrupt page is a 400 now instead of a stored file
-                // that breaks every later read of the table.
-                validate_parquet(req.spool.path()).await?;
-                table.adopt_parquet_file(req.spool.path(), &opts).await
-            }
-            _ => {
-                let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
-                table.append(source.batches, &opts).await
-            }
+        // The spool is this request's own: hand it over (moved, not copied, when local).
+        IngestMode::Upload(_) if req.format == Format::Parquet => {
+            // The engine may store the file as it is, checking only its footer: decode it
+            // once here, so a corrupt page is a 400 now instead of a stored file that
+            // breaks every later read of the table.
+            validate_parquet(req.spool.path()).await?;
+            table.adopt_parquet_file(req.spool.path(), &opts).await
         }
-        .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
-        Ok(IngestSummary::written(&stats, created.is_some()))
+        IngestMode::Upload(_) => {
+            let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
+            table.append(source.batches, &opts).await
+        }
+        IngestMode::Upsert { keys, cursor } => {
+            let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
+            let schema = Arc::clone(&source.schema);
+            check_key_columns(&schema, &keys, &cursor)?;
+            // The engine's memory bound is the source batch: decode it batch by batch
+            // under the engine's `max_source_bytes` guard, so an oversized or malformed
+            // file fails early.
+            let batches =
+                collect_source(source.batches, deltalite::Knobs::default().max_source_bytes)?;
+            let options = upsert_options(keys, cursor, &req.idempotency_key);
+            let stats = table
+                .upsert(&schema, &batches, &options)
+                .await
+                .map_err(engine)?;
+            if stats.already_applied {
+                // Another server committed this key while this one waited for the table.
+                return Ok(replay());
+            }
+            return Ok(IngestSummary::committed(
+                stats.version,
+                (stats.rows_updated + stats.rows_inserted) as u64,
+                false,
+            ));
+        }
+        IngestMode::AppendJson => {
+            let source = open_source(&req.spool, Format::Json, req.spool_dir.as_deref())?;
+            let table_schema = table.schema().map_err(engine)?;
+            // New columns are committed with the rows, so a failed append leaves no trace.
+            let mut opts = opts;
+            opts.new_columns = storable_schema(&source.schema)
+                .fields()
+                .iter()
+                .filter(|f| table_schema.index_of(f.name()).is_err())
+                .map(|f| f.as_ref().clone())
+                .collect();
+            table.append(source.batches, &opts).await
+        }
     }
-    .await;
-    undo_create_on_error(storage, &req.name, created, result).await
+    .map_err(engine)?;
+    Ok(IngestSummary::written(&stats, false))
 }
 
-/// `/upsert` (and legacy `/upload?mode=upsert`).
-async fn upsert(
-    storage: &Storage,
-    req: IngestRequest,
-    primary_keys: Vec<String>,
-    cursor_fields: Vec<String>,
-) -> ApiResult<IngestSummary> {
-    if primary_keys.is_empty() {
-        return Err(bad("primary_key must name at least one column"));
-    }
-    let lock = storage.table_lock(&req.name);
-    let _guard = lock.lock().await;
-    let existing = storage.open_table(&req.name).await?;
-    if let Some(table) = &existing
-        && already_committed(table, &req.idempotency_key).await?
-    {
-        return Ok(replay());
-    }
-    let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
-    let schema = Arc::clone(&source.schema);
-    for key in primary_keys.iter().chain(&cursor_fields) {
+fn check_key_columns(schema: &Schema, keys: &[String], cursor: &[String]) -> ApiResult<()> {
+    for key in keys.iter().chain(cursor) {
         if schema.index_of(key).is_err() {
             return Err(bad(format!("column {key:?} is not in the uploaded file")));
         }
     }
-    // The engine's memory bound is the source batch: decode it batch by batch under the
-    // engine's `max_source_bytes` guard before creating anything, so an oversized or
-    // malformed file fails early and before a table appears.
-    let batches = collect_source(source.batches, deltalite::Knobs::default().max_source_bytes)?;
-    let (mut table, created) = match existing {
-        Some(t) => (t, None),
-        None => create_table(storage, &req.name, &schema).await?,
-    };
-    let result = async {
-        let mut options = deltalite::UpsertOptions::new(primary_keys);
-        options.cursor_fields = cursor_fields;
-        options.on_duplicate = OnDuplicate::Last;
-        options.omitted_columns = OmittedColumns::Keep;
-        options.app_transaction = app_txn(&req.idempotency_key);
-        options.commit_metadata.insert(
-            "deltalite.operation".to_string(),
-            serde_json::Value::from("upsert"),
-        );
-        let stats = table
-            .upsert(&schema, &batches, &options)
-            .await
-            .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
-        if stats.already_applied {
-            // Another server committed this key while this one waited for the table.
-            return Ok(replay());
-        }
-        Ok(IngestSummary::committed(
-            stats.version,
-            (stats.rows_updated + stats.rows_inserted) as u64,
-            created.is_some(),
-        ))
-    }
-    .await;
-    undo_create_on_error(storage, &req.name, created, result).await
+    Ok(())
 }
 
-/// `/append`: JSON object(s); creates the table and adds new columns as needed.
-async fn append_json(storage: &Storage, req: IngestRequest) -> ApiResult<IngestSummary> {
-    let lock = storage.table_lock(&req.name);
-    let _guard = lock.lock().await;
-    let existing = storage.open_table(&req.name).await?;
-    if let Some(table) = &existing
-        && already_committed(table, &req.idempotency_key).await?
+/// Remove what a failed create left: the table folder (no commit exists, or it is not
+/// this request's to remove), and the schema when this request made it and it is empty.
+async fn undo_create(storage: &Storage, name: &TableName, schema_created: bool) {
+    if !storage.table_exists(name).await.unwrap_or(true)
+        && let Err(e) = storage.drop_table(name).await
     {
-        return Ok(replay());
+        tracing::error!(table = %name, error = %e, "failed to remove a table folder left by a failed request");
     }
-    let source = open_source(&req.spool, Format::Json, req.spool_dir.as_deref())?;
-    let mut opts = write_options(&req.idempotency_key, "append");
-    let (mut table, created) = match existing {
-        Some(t) => (t, None),
-        None => create_table(storage, &req.name, &source.schema).await?,
-    };
-    let result = async {
-        let table_schema = table
-            .schema()
-            .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
-        // New columns are committed with the rows, so a failed append leaves no trace.
-        opts.new_columns = storable_schema(&source.schema)
-            .fields()
-            .iter()
-            .filter(|f| table_schema.index_of(f.name()).is_err())
-            .map(|f| f.as_ref().clone())
-            .collect();
-        let stats = table
-            .append(source.batches, &opts)
-            .await
-            .map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
-        Ok(IngestSummary::written(&stats, created.is_some()))
+    if schema_created {
+        let _ = storage.drop_empty_schema(&name.catalog, &name.schema).await;
     }
-    .await;
-    undo_create_on_error(storage, &req.name, created, result).await
 }
 
 /// Decode a source into memory, failing as soon as it grows past `limit` bytes.

@@ -1,6 +1,9 @@
 //! DDL: schemas, tables, columns, `USE` / `SET schema`; each change one Delta commit.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
 
 use arrow::datatypes::{Field, Schema};
 use datafusion::sql::parser::Statement as DFStatement;
@@ -10,11 +13,14 @@ use datafusion::sql::sqlparser::ast::{
 };
 use deltalake::kernel::StructField;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalite::DeltaLiteTable;
 use deltalite::compact::CompactOptions;
 use deltalite::write::WriteOptions;
+use deltalite::{Created, DeltaLiteTable, InitialData, TableSpec};
 
-use super::{Output, SqlSession, delta_err, name_parts, sql_err, sql_error, table_missing};
+use super::{
+    Output, SqlSession, delta_err, engine_rows, name_parts, sql_err, sql_error, table_missing,
+    take_failure,
+};
 use crate::catalog::validate_name;
 use crate::error::ApiError;
 use crate::types::{duckdb_field_type, field_for_sql_type, is_widening};
@@ -52,7 +58,8 @@ impl SqlSession {
         let name = self.resolve(&name_parts(&create.name)?)?;
         let lock = self.storage.table_lock(&name);
         let _guard = lock.lock().await;
-        if self.storage.table_exists(&name).await? {
+        let existing = self.storage.open_table(&name).await?;
+        if existing.is_some() {
             if create.if_not_exists {
                 return Ok(Self::ok_status());
             }
@@ -62,73 +69,108 @@ impl SqlSession {
                     name.table
                 )));
             }
-            self.storage.drop_table(&name).await?;
         }
-        let (schema, batches) = if let Some(query) = &create.query {
-            let statement = DFStatement::Statement(Box::new(Statement::Query(query.clone())));
-            let plan = self.plan_query(statement).await?;
-            let df = self
-                .ctx
-                .execute_logical_plan(plan)
-                .await
-                .map_err(sql_error)?;
-            let schema: Schema = df.schema().as_arrow().clone();
-            let batches = df.collect().await.map_err(sql_error)?;
-            (crate::types::storable_schema(&schema), batches)
-        } else {
-            let mut fields = Vec::new();
-            for col in &create.columns {
-                let not_null = col
-                    .options
-                    .iter()
-                    .any(|o| matches!(o.option, ColumnOption::NotNull));
-                let col_name = if col.name.quote_style.is_some() {
-                    col.name.value.clone()
-                } else {
-                    col.name.value.to_lowercase()
+        // The rows of `AS query`, streamed into the table's commit.
+        let (schema, rows) = match &create.query {
+            Some(query) => {
+                let statement = DFStatement::Statement(Box::new(Statement::Query(query.clone())));
+                let plan = self.plan_query(statement).await?;
+                let df = self
+                    .ctx
+                    .execute_logical_plan(plan)
+                    .await
+                    .map_err(sql_error)?;
+                let schema: Schema = df.schema().as_arrow().clone();
+                let stream = df.execute_stream().await.map_err(sql_error)?;
+                (crate::types::storable_schema(&schema), Some(stream))
+            }
+            None => (self.column_schema(create)?, None),
+        };
+        let failure = Arc::new(Mutex::new(None));
+        let rows = rows.map(|stream| engine_rows(stream, Arc::clone(&failure)));
+        let written = match existing {
+            // `OR REPLACE` of an existing table: one overwrite commit, history kept.
+            Some(mut table) => {
+                let rows = rows.unwrap_or_else(|| futures::stream::empty().boxed());
+                table
+                    .overwrite_stream(&schema, rows, &WriteOptions::default())
+                    .await
+                    .map(|_| ())
+            }
+            None => {
+                let schema_created = self
+                    .storage
+                    .create_schema(&name.catalog, &name.schema)
+                    .await?;
+                let spec = TableSpec {
+                    schema,
+                    partition_columns: Vec::new(),
+                    configuration: HashMap::new(),
                 };
-                fields.push(field_for_sql_type(
-                    &col_name,
-                    &col.data_type.to_string(),
-                    !not_null,
-                )?);
+                let data = match rows {
+                    Some(rows) => InitialData::Stream(rows),
+                    None => InitialData::Empty,
+                };
+                let created = self
+                    .storage
+                    .location(&name)?
+                    .create(&spec, data, &WriteOptions::default())
+                    .await;
+                match created {
+                    Ok(Created::New(_)) => Ok(()),
+                    Ok(Created::Exists) => {
+                        return Err(sql_err(format!(
+                            "Catalog Error: Table with name \"{}\" already exists!",
+                            name.table
+                        )));
+                    }
+                    Err(e) => {
+                        // A folder the failed create left must not linger.
+                        if !self.storage.table_exists(&name).await.unwrap_or(true) {
+                            let _ = self.storage.drop_table(&name).await;
+                        }
+                        if schema_created {
+                            let _ = self
+                                .storage
+                                .drop_empty_schema(&name.catalog, &name.schema)
+                                .await;
+                        }
+                        Err(e)
+                    }
+                }
             }
-            if fields.is_empty() {
-                return Err(sql_err(
-                    "Parser Error: CREATE TABLE needs at least one column",
-                ));
-            }
-            (Schema::new(fields), vec![])
         };
-        self.storage
-            .create_schema(&name.catalog, &name.schema)
-            .await?;
-        let created = DeltaLiteTable::create(
-            &self.storage.table_uri(&name),
-            self.storage.options.clone(),
-            &schema,
-            &[],
-            HashMap::new(),
-        )
-        .await;
-        let mut table = match created {
-            Ok(t) => t,
-            Err(e) => {
-                // A half-created folder must not linger.
-                let _ = self.storage.drop_table(&name).await;
-                return Err(delta_err(e));
-            }
-        };
-        if !batches.is_empty() {
-            let written = table
-                .append(batches.into_iter().map(Ok), &WriteOptions::default())
-                .await;
-            if let Err(e) = written {
-                let _ = self.storage.drop_table(&name).await;
-                return Err(delta_err(e));
-            }
+        if let Err(e) = written {
+            return Err(take_failure(&failure).unwrap_or_else(|| delta_err(e)));
         }
         Ok(Self::ok_status())
+    }
+
+    /// The schema of `CREATE TABLE t (col TYPE [NOT NULL], …)`.
+    fn column_schema(&self, create: &CreateTable) -> Result<Schema, ApiError> {
+        let mut fields = Vec::new();
+        for col in &create.columns {
+            let not_null = col
+                .options
+                .iter()
+                .any(|o| matches!(o.option, ColumnOption::NotNull));
+            let col_name = if col.name.quote_style.is_some() {
+                col.name.value.clone()
+            } else {
+                col.name.value.to_lowercase()
+            };
+            fields.push(field_for_sql_type(
+                &col_name,
+                &col.data_type.to_string(),
+                !not_null,
+            )?);
+        }
+        if fields.is_empty() {
+            return Err(sql_err(
+                "Parser Error: CREATE TABLE needs at least one column",
+            ));
+        }
+        Ok(Schema::new(fields))
     }
 
     pub(super) async fn alter_table(

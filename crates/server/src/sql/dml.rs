@@ -4,13 +4,16 @@ use datafusion::common::Column;
 use datafusion::logical_expr::cast;
 use datafusion::prelude::Expr;
 use datafusion::sql::parser::Statement as DFStatement;
-use datafusion::sql::sqlparser::ast::{
-    AssignmentTarget, Delete, FromTable, Insert, Statement, TableFactor, TableObject, Update,
-};
+use datafusion::sql::sqlparser::ast::{Insert, Statement, TableObject};
 use deltalite::DeltaLiteTable;
 use deltalite::write::WriteOptions;
 
-use super::{Output, SqlSession, delta_err, name_parts, sql_err, sql_error, table_missing};
+use std::sync::{Arc, Mutex};
+
+use super::{
+    Output, SqlSession, delta_err, engine_rows, name_parts, sql_err, sql_error, table_missing,
+    take_failure,
+};
 use crate::catalog::TableName;
 use crate::error::ApiError;
 
@@ -94,98 +97,21 @@ impl SqlSession {
             let column = Column::new(qualifier.cloned(), src.clone());
             exprs.push(cast(Expr::Column(column), target).alias(dst.as_str()));
         }
-        let batches = df
+        // Streamed into the table's commit: memory is a batch, not the result.
+        let stream = df
             .select(exprs)
             .map_err(sql_error)?
-            .collect()
+            .execute_stream()
             .await
             .map_err(sql_error)?;
-        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-        table
-            .append(batches.into_iter().map(Ok), &WriteOptions::default())
+        let failure = Arc::new(Mutex::new(None));
+        let stats = table
+            .append_stream(
+                engine_rows(stream, Arc::clone(&failure)),
+                &WriteOptions::default(),
+            )
             .await
-            .map_err(delta_err)?;
-        Ok(Self::count(rows as i64))
-    }
-
-    pub(super) async fn delete(&mut self, delete: &Delete) -> Result<Output, ApiError> {
-        let tables = match &delete.from {
-            FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
-        };
-        let [twj] = tables.as_slice() else {
-            return Err(sql_err("Not implemented Error: DELETE from several tables"));
-        };
-        let TableFactor::Table { name, .. } = &twj.relation else {
-            return Err(sql_err("Not implemented Error: DELETE from a non-table"));
-        };
-        if delete.using.is_some() || !twj.joins.is_empty() {
-            return Err(sql_err("Not implemented Error: DELETE ... USING"));
-        }
-        let name = self.resolve(&name_parts(name)?)?;
-        let lock = self.storage.table_lock(&name);
-        let _guard = lock.lock().await;
-        let table = self.open_for_write(&name).await?;
-        let before: usize = table
-            .files()
-            .map_err(delta_err)?
-            .iter()
-            .filter_map(|f| f.num_records)
-            .sum();
-        let mut builder = table.delta_table().clone().delete();
-        if let Some(selection) = &delete.selection {
-            builder = builder.with_predicate(selection.to_string());
-        }
-        let (after_table, metrics) = builder.await.map_err(delta_err)?;
-        let deleted = match metrics.num_deleted_rows {
-            Some(n) => n,
-            None => {
-                let after = DeltaLiteTable::open(
-                    &self.storage.table_uri(&name),
-                    self.storage.options.clone(),
-                )
-                .await
-                .ok()
-                .and_then(|t| t.files().ok())
-                .map(|f| f.iter().filter_map(|f| f.num_records).sum::<usize>())
-                .unwrap_or(before);
-                drop(after_table);
-                before.saturating_sub(after)
-            }
-        };
-        Ok(Self::count(deleted as i64))
-    }
-
-    pub(super) async fn update(&mut self, update: &Update) -> Result<Output, ApiError> {
-        let TableFactor::Table { name, .. } = &update.table.relation else {
-            return Err(sql_err("Not implemented Error: UPDATE of a non-table"));
-        };
-        if update.from.is_some() || !update.table.joins.is_empty() {
-            return Err(sql_err("Not implemented Error: UPDATE ... FROM"));
-        }
-        let name = self.resolve(&name_parts(name)?)?;
-        let lock = self.storage.table_lock(&name);
-        let _guard = lock.lock().await;
-        let table = self.open_for_write(&name).await?;
-        let schema = table.schema().map_err(delta_err)?;
-        let mut builder = table.delta_table().clone().update();
-        for assignment in &update.assignments {
-            let AssignmentTarget::ColumnName(column) = &assignment.target else {
-                return Err(sql_err("Not implemented Error: tuple assignments"));
-            };
-            let parts = name_parts(column)?;
-            let col = parts.last().cloned().unwrap_or_default();
-            if schema.index_of(&col).is_err() {
-                return Err(sql_err(format!(
-                    "Binder Error: Table \"{}\" does not have a column with name \"{col}\"",
-                    name.table
-                )));
-            }
-            builder = builder.with_update(col, assignment.value.to_string());
-        }
-        if let Some(selection) = &update.selection {
-            builder = builder.with_predicate(selection.to_string());
-        }
-        let (_, metrics) = builder.await.map_err(delta_err)?;
-        Ok(Self::count(metrics.num_updated_rows as i64))
+            .map_err(|e| take_failure(&failure).unwrap_or_else(|| delta_err(e)))?;
+        Ok(Self::count(stats.rows_written as i64))
     }
 }

@@ -10,12 +10,13 @@ mod dml;
 mod guard;
 mod info_schema;
 mod resolve;
+mod rewrite;
 pub mod stores;
 mod udf;
 
 pub use guard::{MAX_EXPR_DEPTH, MAX_SET_OPERATIONS};
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -286,5 +287,33 @@ impl SqlSession {
             Ok(b) => Output::Batches(schema, vec![b]),
             Err(_) => Output::Batches(schema, vec![]),
         }
+    }
+}
+
+/// A query's rows as the engine takes them. A DataFusion error on the way is kept in
+/// `failure` (as the client should see it) and reaches the engine as an opaque error.
+pub(crate) fn engine_rows(
+    stream: datafusion::execution::SendableRecordBatchStream,
+    failure: Arc<Mutex<Option<ApiError>>>,
+) -> futures::stream::BoxStream<'static, deltalite::Result<arrow::record_batch::RecordBatch>> {
+    use futures::{StreamExt, TryStreamExt};
+    stream
+        .map_err(move |e| {
+            let api = sql_error(e);
+            let msg = api.to_string();
+            match failure.lock() {
+                Ok(mut f) => *f = Some(api),
+                Err(p) => *p.into_inner() = Some(api),
+            }
+            deltalite::DeltaLiteError::Delta(deltalite::deltalake::DeltaTableError::Generic(msg))
+        })
+        .boxed()
+}
+
+/// The SQL error an engine call failed on, if the SQL layer recorded one.
+pub(crate) fn take_failure(failure: &Mutex<Option<ApiError>>) -> Option<ApiError> {
+    match failure.lock() {
+        Ok(mut f) => f.take(),
+        Err(p) => p.into_inner().take(),
     }
 }

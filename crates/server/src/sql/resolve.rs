@@ -117,9 +117,7 @@ impl SqlSession {
             let delta = table.delta_table();
             let table_provider = delta.table_provider().await.map_err(delta_err)?;
             // The session's registry learns this table's folder, and nothing more.
-            let log_store = delta.log_store();
-            self.stores
-                .grant(log_store.root_url(), log_store.root_object_store(None));
+            self.grant_table(delta);
             provider
                 .register_table(t, table_provider)
                 .map_err(sql_error)?;
@@ -141,6 +139,44 @@ impl SqlSession {
         // Only reads are executed by DataFusion; writes go through the engine.
         super::guard::check_plan(&plan)?;
         Ok(plan)
+    }
+
+    /// Let this session's queries read `table`'s folder.
+    pub(super) fn grant_table(&self, table: &deltalite::deltalake::DeltaTable) {
+        let log_store = table.log_store();
+        self.stores
+            .grant(log_store.root_url(), log_store.root_object_store(None));
+    }
+
+    /// Plan SQL text the server wrote (through the same guards as a client's), and start it.
+    pub(super) async fn stream_sql(
+        &mut self,
+        sql: &str,
+    ) -> Result<datafusion::execution::SendableRecordBatchStream, ApiError> {
+        let mut statements = Self::parse(sql)?;
+        let statement = statements
+            .pop()
+            .ok_or_else(|| sql_err("Parser Error: no statement to execute"))?;
+        let plan = self.plan_query(statement).await?;
+        let df = self
+            .ctx
+            .execute_logical_plan(plan)
+            .await
+            .map_err(sql_error)?;
+        df.execute_stream().await.map_err(sql_error)
+    }
+
+    /// Like [`Self::stream_sql`], collected.
+    pub(super) async fn collect_sql(
+        &mut self,
+        sql: &str,
+    ) -> Result<Vec<arrow::record_batch::RecordBatch>, ApiError> {
+        use futures::TryStreamExt;
+        self.stream_sql(sql)
+            .await?
+            .try_collect()
+            .await
+            .map_err(sql_error)
     }
 
     pub(super) async fn query_stream(

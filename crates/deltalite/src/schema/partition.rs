@@ -11,7 +11,6 @@ use deltalake::kernel::scalars::ScalarExt;
 use indexmap::IndexMap;
 
 use crate::error::{DeltaLiteError, Result};
-use crate::source::scalar_values;
 
 /// One partition of a table: its typed values and their canonical serialization.
 #[derive(Debug, Clone)]
@@ -131,4 +130,24 @@ pub(crate) fn group_rows(
             Ok((PartitionKey::new(values), rows))
         })
         .collect()
+}
+
+/// Typed partition values of one row, as the writer wants them.
+pub(crate) fn scalar_values(
+    batch: &RecordBatch,
+    partition_columns: &[String],
+    row: usize,
+) -> Result<IndexMap<String, Scalar>> {
+    let mut out = IndexMap::new();
+    for name in partition_columns {
+        let col = batch.column(batch.schema().index_of(name)?);
+        let scalar = Scalar::from_array(col.as_ref(), row).ok_or_else(|| {
+            DeltaLiteError::schema(format!(
+                "partition column {name:?} has type {} which cannot be a partition value",
+                col.data_type()
+            ))
+        })?;
+        out.insert(name.clone(), scalar);
+    }
+    Ok(out)
 }

@@ -7,12 +7,13 @@ use std::collections::{BTreeMap, HashMap};
 use deltalake::protocol::DeltaOperation;
 use deltalake::table::config::TablePropertiesExt;
 
-use crate::budget::EnvDefaults;
 use crate::error::{DeltaLiteError, Result};
-use crate::rearrange::{RearrangeSettings, Rearrangement, properties};
+use crate::io::upload::MultipartPolicy;
+use crate::ops::rearrange::{RearrangeSettings, Rearrangement};
+use crate::runtime::budget::EnvDefaults;
 use crate::table::DeltaLiteTable;
-use crate::target::{TargetFile, active_files, check_file_supported};
-use crate::upload::MultipartPolicy;
+use crate::table::files::{TargetFile, active_files, check_file_supported};
+use crate::txn::{CommitSpec, ReadSet};
 
 /// Options of a compaction.
 #[derive(Debug, Clone)]
@@ -91,7 +92,7 @@ impl DeltaLiteTable {
         }
         let table = self.delta_table();
         let state = table.snapshot()?;
-        crate::features::check_supported(state)?;
+        crate::schema::features::check_supported(state)?;
         let target = options
             .target_file_size
             .unwrap_or_else(|| state.table_config().target_file_size().get());
@@ -148,9 +149,18 @@ impl DeltaLiteTable {
             predicate: None,
             target_size: target as i64,
         };
-        let props = properties(options.commit_max_retries, &options.commit_metadata);
+        let spec = CommitSpec::new(&options.commit_metadata, &None);
+        // Compaction reads no rows' meaning: it rebases over concurrent data commits, but
+        // not over one that removed a file it compacts (`txn::commit`'s own-remove rule).
         stats.version = match rearrangement
-            .commit(self, Vec::new(), operation, props)
+            .commit(
+                self,
+                Vec::new(),
+                operation,
+                &spec,
+                options.commit_max_retries,
+                ReadSet::nothing(),
+            )
             .await?
         {
             Some(version) => version,

@@ -1,7 +1,7 @@
 //! Table writes besides upsert: create, append, overwrite, and appending a Parquet file
 //! as it is. Each call is one atomic Delta commit.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
@@ -9,9 +9,7 @@ use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
 use deltalake::kernel::engine::arrow_conversion::{TryIntoArrow, TryIntoKernel};
-use deltalake::kernel::transaction::CommitProperties;
-use deltalake::kernel::{Action, Add, MetadataExt, StructType, Transaction};
-use deltalake::operations::create::CreateBuilder;
+use deltalake::kernel::{Action, Add, MetadataExt, StructType};
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use deltalake::parquet::file::metadata::ParquetMetaDataReader;
 use deltalake::protocol::{DeltaOperation, SaveMode};
@@ -19,19 +17,11 @@ use deltalake::table::config::TablePropertiesExt;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, WriteMultipart};
 
-use crate::commit::{Committed, ReadSet};
-use crate::conform::conform_source;
 use crate::error::{DeltaLiteError, Result};
 use crate::options::AppTransaction;
-use crate::table::{DeltaLiteTable, table_url};
-
-/// What a write read, for the conflict rule: an append reads nothing (any concurrent
-/// data commit can be rebased over), an overwrite reads every file it replaces.
-#[derive(Clone, Copy)]
-enum Reads {
-    Nothing,
-    Everything,
-}
+use crate::schema::conform::conform_source;
+use crate::table::DeltaLiteTable;
+use crate::txn::{self, CommitSpec, Done, ReadSet, Staged};
 
 /// Options of a non-upsert write.
 #[derive(Debug, Clone)]
@@ -58,7 +48,7 @@ impl Default for WriteOptions {
             commit_max_retries: 15,
             commit_metadata: HashMap::new(),
             app_transaction: None,
-            multipart_part_size: crate::budget::EnvDefaults::get().multipart_part_size,
+            multipart_part_size: crate::runtime::budget::EnvDefaults::get().multipart_part_size,
             new_columns: Vec::new(),
         }
     }
@@ -81,16 +71,6 @@ pub struct WriteStats {
     pub already_applied: bool,
 }
 
-fn commit_properties(options: &WriteOptions) -> CommitProperties {
-    let mut props = CommitProperties::default()
-        .with_max_retries(options.commit_max_retries)
-        .with_metadata(options.commit_metadata.clone());
-    if let Some(txn) = &options.app_transaction {
-        props = props.with_application_transaction(Transaction::new(&txn.app_id, txn.version));
-    }
-    props
-}
-
 /// The Arrow schema a Delta table with `schema`'s columns stores (Delta's type mapping).
 pub fn delta_arrow_schema(schema: &Schema) -> Result<SchemaRef> {
     let kernel: StructType = schema.try_into_kernel().map_err(|e| {
@@ -101,61 +81,21 @@ pub fn delta_arrow_schema(schema: &Schema) -> Result<SchemaRef> {
 }
 
 impl DeltaLiteTable {
-    /// Create a table (error if one exists) from an Arrow schema.
-    pub async fn create(
-        uri: &str,
-        storage_options: HashMap<String, String>,
-        schema: &Schema,
-        partition_columns: &[String],
-        configuration: HashMap<String, String>,
-    ) -> Result<Self> {
-        let url = table_url(uri)?;
-        for column in partition_columns {
-            if schema.index_of(column).is_err() {
-                return Err(DeltaLiteError::schema(format!(
-                    "partition column {column:?} is not in the schema"
-                )));
-            }
-        }
-        let kernel: StructType = schema.try_into_kernel().map_err(|e| {
-            DeltaLiteError::schema(format!("schema cannot be stored in a Delta table: {e}"))
-        })?;
-        if url.scheme() == "file"
-            && let Ok(path) = url.to_file_path()
-        {
-            std::fs::create_dir_all(&path).map_err(|e| DeltaLiteError::Other(e.to_string()))?;
-        }
-        let table = CreateBuilder::new()
-            .with_location(url.to_string())
-            .with_storage_options(storage_options)
-            .with_columns(kernel.fields().cloned())
-            .with_partition_columns(partition_columns.to_vec())
-            .with_configuration(configuration.into_iter().map(|(k, v)| (k, Some(v))))
-            .with_save_mode(SaveMode::ErrorIfExists)
-            .await?;
-        Ok(Self::from_delta(uri, table))
-    }
-
     fn writer(&self, table_schema: SchemaRef, options: &WriteOptions) -> Result<DeltaWriter> {
         let state = self.delta_table().snapshot()?;
         let config = state.table_config();
-        let target = options
-            .target_file_size
-            .unwrap_or_else(|| config.target_file_size().get());
-        Ok(DeltaWriter::new(
+        Ok(rows_writer(
             self.delta_table().object_store(),
-            WriterConfig::new(
-                table_schema,
-                state.metadata().partition_columns().to_vec(),
-                None,
-                NonZeroU64::new(target),
-                None,
-                config.num_indexed_cols(),
-                config
-                    .data_skipping_stats_columns
-                    .as_ref()
-                    .map(|cols| cols.iter().map(|c| c.to_string()).collect()),
-            ),
+            table_schema,
+            state.metadata().partition_columns().to_vec(),
+            options
+                .target_file_size
+                .unwrap_or_else(|| config.target_file_size().get()),
+            config.num_indexed_cols(),
+            config
+                .data_skipping_stats_columns
+                .as_ref()
+                .map(|cols| cols.iter().map(|c| c.to_string()).collect()),
         ))
     }
 
@@ -166,89 +106,48 @@ impl DeltaLiteTable {
         batches: impl IntoIterator<Item = Result<RecordBatch>>,
         options: &WriteOptions,
     ) -> Result<(Vec<Add>, u64)> {
-        let mut writer = self.writer(Arc::clone(table_schema), options)?;
-        let mut rows = 0u64;
-        for batch in batches {
-            let written = match batch {
-                Ok(batch) => match conform_source(&batch, table_schema) {
-                    Ok(conformed) => {
-                        rows += conformed.batch.num_rows() as u64;
-                        writer.write(&conformed.batch).await.map_err(Into::into)
-                    }
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
-            };
-            if let Err(e) = written {
-                if let Err(abort) = writer.abort().await {
-                    tracing::warn!(error = %abort, "failed to abort a partial upload");
-                }
-                return Err(e);
-            }
-        }
-        Ok((writer.close().await?, rows))
+        let writer = self.writer(Arc::clone(table_schema), options)?;
+        write_rows(writer, table_schema, batches).await
     }
 
-    /// One commit through the engine's commit loop (`commit.rs`): a commit whose response
-    /// was lost is recognised as this call's own, never committed twice; a concurrent
-    /// commit is rebased over unless it touched what this write `reads` (or changed the
-    /// schema or protocol, or carries the same app transaction). When nothing was
-    /// committed for certain, the files written are deleted again.
+    /// One commit through the transaction path (`txn`): a commit whose response was lost
+    /// is recognised as this call's own; a concurrent commit is rebased over unless it
+    /// touched what this write `reads` (or changed the schema or protocol, or carries the
+    /// same app transaction), and then the files written are deleted and the call fails
+    /// with a conflict. A call whose app transaction is already recorded writes nothing.
     async fn commit(
         &mut self,
         actions: Vec<Action>,
         operation: DeltaOperation,
         options: &WriteOptions,
-        reads: Reads,
-    ) -> Result<u64> {
-        let read_set = ReadSet {
-            partitions: match reads {
-                Reads::Nothing => Some(HashSet::new()),
-                Reads::Everything => None,
-            },
-            app_ids: options
-                .app_transaction
-                .iter()
-                .map(|t| t.app_id.clone())
-                .collect(),
-        };
-        let written: Vec<Path> = actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Add(add) => Some(Path::from(add.path.as_str())),
-                _ => None,
-            })
-            .collect();
-        let mut retries_left = options.commit_max_retries;
-        let mut retries_used = 0;
-        let outcome = crate::commit::commit(
-            self.delta_table_mut(),
+        reads: ReadSet,
+    ) -> Result<Option<u64>> {
+        let spec = CommitSpec::new(&options.commit_metadata, &options.app_transaction);
+        let staged = Staged {
             actions,
             operation,
-            commit_properties(options),
-            &read_set,
-            &mut retries_left,
-            &mut retries_used,
-        )
-        .await;
-        let not_committed = match outcome {
-            Ok(Committed::Version(version)) => return Ok(version),
-            Ok(Committed::Replan) => DeltaLiteError::CommitConflict(
-                "a concurrent commit changed the schema, the protocol or the files this write \
-                 replaces (or applied the same app transaction); nothing was written"
-                    .into(),
-            ),
-            Err(e @ DeltaLiteError::CommitConflict(_)) => e,
-            // Unknown outcome: the files may be referenced; vacuum sorts out orphans.
-            Err(e) => return Err(e),
+            read_set: reads,
         };
-        let store = self.delta_table().object_store();
-        for path in &written {
-            if let Err(e) = store.delete(path).await {
-                tracing::warn!(%path, error = %e, "failed to delete an uncommitted file");
-            }
+        let done = txn::commit_prepared(
+            self.delta_table_mut(),
+            &spec,
+            options.commit_max_retries,
+            staged,
+        )
+        .await?;
+        Ok(match done {
+            Done::Committed { version, .. } | Done::Unchanged { version, .. } => Some(version),
+            Done::AlreadyApplied { .. } => None,
+        })
+    }
+
+    /// The result of a call whose app transaction another writer recorded first.
+    fn applied_stats(&self) -> WriteStats {
+        WriteStats {
+            version: self.version(),
+            already_applied: true,
+            ..Default::default()
         }
-        Err(not_committed)
     }
 
     /// `Some` (a no-op result) when the call's app transaction is already recorded at its
@@ -329,9 +228,45 @@ impl DeltaLiteTable {
             .into_iter()
             .chain(adds.into_iter().map(Action::Add))
             .collect();
-        let version = self
-            .commit(actions, operation, options, Reads::Nothing)
-            .await?;
+        let Some(version) = self
+            .commit(actions, operation, options, ReadSet::nothing())
+            .await?
+        else {
+            return Ok(self.applied_stats());
+        };
+        Ok(WriteStats {
+            version,
+            files_added,
+            rows_written: rows,
+            ..Default::default()
+        })
+    }
+
+    /// Like [`Self::append`], for rows that arrive as a stream (a query's result).
+    pub async fn append_stream(
+        &mut self,
+        batches: futures::stream::BoxStream<'_, Result<RecordBatch>>,
+        options: &WriteOptions,
+    ) -> Result<WriteStats> {
+        if let Some(done) = self.already_applied(options).await? {
+            return Ok(done);
+        }
+        let schema = self.schema()?;
+        let writer = self.writer(Arc::clone(&schema), options)?;
+        let (adds, rows) = write_stream(writer, &schema, batches).await?;
+        let files_added = adds.len();
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Append,
+            partition_by: Some(self.partition_columns()?),
+            predicate: None,
+        };
+        let actions = adds.into_iter().map(Action::Add).collect();
+        let Some(version) = self
+            .commit(actions, operation, options, ReadSet::nothing())
+            .await?
+        else {
+            return Ok(self.applied_stats());
+        };
         Ok(WriteStats {
             version,
             files_added,
@@ -351,21 +286,56 @@ impl DeltaLiteTable {
         if let Some(done) = self.already_applied(options).await? {
             return Ok(done);
         }
+        let new_schema = self.overwrite_schema(schema)?;
+        let (adds, rows) = self.write_files(&new_schema, batches, options).await?;
+        self.commit_overwrite(&new_schema, adds, rows, options)
+            .await
+    }
+
+    /// Like [`Self::overwrite`], for rows that arrive as a stream (a query's result).
+    pub async fn overwrite_stream(
+        &mut self,
+        schema: &Schema,
+        batches: futures::stream::BoxStream<'_, Result<RecordBatch>>,
+        options: &WriteOptions,
+    ) -> Result<WriteStats> {
+        if let Some(done) = self.already_applied(options).await? {
+            return Ok(done);
+        }
+        let new_schema = self.overwrite_schema(schema)?;
+        let writer = self.writer(Arc::clone(&new_schema), options)?;
+        let (adds, rows) = write_stream(writer, &new_schema, batches).await?;
+        self.commit_overwrite(&new_schema, adds, rows, options)
+            .await
+    }
+
+    /// The stored schema an overwrite with `schema` leaves (partition columns kept).
+    fn overwrite_schema(&self, schema: &Schema) -> Result<SchemaRef> {
         let new_schema = delta_arrow_schema(schema)?;
-        let partition_columns = self.partition_columns()?;
-        for column in &partition_columns {
+        for column in &self.partition_columns()? {
             if new_schema.index_of(column).is_err() {
                 return Err(DeltaLiteError::schema(format!(
                     "overwrite must keep partition column {column:?}"
                 )));
             }
         }
+        Ok(new_schema)
+    }
+
+    /// One commit: the new schema (when it differs), every current file removed, `adds`.
+    async fn commit_overwrite(
+        &mut self,
+        new_schema: &SchemaRef,
+        adds: Vec<Add>,
+        rows: u64,
+        options: &WriteOptions,
+    ) -> Result<WriteStats> {
+        let partition_columns = self.partition_columns()?;
         let current = self.schema()?;
         let mut actions = Vec::new();
         if current.fields() != new_schema.fields() {
-            actions.push(self.schema_action(&new_schema)?);
+            actions.push(self.schema_action(new_schema)?);
         }
-        let (adds, rows) = self.write_files(&new_schema, batches, options).await?;
         let files_added = adds.len();
         let state = self.delta_table().snapshot()?;
         let removes: Vec<Action> = state
@@ -381,9 +351,12 @@ impl DeltaLiteTable {
             partition_by: Some(partition_columns),
             predicate: None,
         };
-        let version = self
-            .commit(actions, operation, options, Reads::Everything)
-            .await?;
+        let Some(version) = self
+            .commit(actions, operation, options, ReadSet::everything())
+            .await?
+        else {
+            return Ok(self.applied_stats());
+        };
         Ok(WriteStats {
             version,
             files_added,
@@ -433,16 +406,7 @@ impl DeltaLiteTable {
         let table_schema = self.schema()?;
         let matches = options.new_columns.is_empty()
             && self.partition_columns()?.is_empty()
-            && file_schema.fields().len() == table_schema.fields().len()
-            && file_schema
-                .fields()
-                .iter()
-                .zip(table_schema.fields())
-                .all(|(f, t)| {
-                    f.name() == t.name()
-                        && f.data_type() == t.data_type()
-                        && (t.is_nullable() || !f.is_nullable())
-                });
+            && stores_as_is(&file_schema, &table_schema);
         if !matches {
             let reader = builder
                 .build()
@@ -456,38 +420,6 @@ impl DeltaLiteTable {
             .await
     }
 
-    /// Rename a local file into this local table as `name`; `false` (nothing moved) when
-    /// the table is not local or the file is on another filesystem.
-    fn move_into_table(&self, path: &std::path::Path, name: &str) -> Result<bool> {
-        let url = self.delta_table().table_url();
-        let Ok(root) = url.to_file_path() else {
-            return Ok(false);
-        };
-        if url.scheme() != "file" {
-            return Ok(false);
-        }
-        let target = root.join(name);
-        match std::fs::rename(path, &target) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => return Ok(false),
-            Err(e) => {
-                return Err(DeltaLiteError::Other(format!(
-                    "cannot move {}: {e}",
-                    path.display()
-                )));
-            }
-        }
-        // Spool files are private (0600); a data file is readable like the ones
-        // object_store writes.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644))
-                .map_err(|e| DeltaLiteError::Other(e.to_string()))?;
-        }
-        Ok(true)
-    }
-
     async fn store_parquet_as_is(
         &mut self,
         path: &std::path::Path,
@@ -495,66 +427,136 @@ impl DeltaLiteTable {
         options: &WriteOptions,
         adopt: bool,
     ) -> Result<WriteStats> {
-        let mut file =
-            std::fs::File::open(path).map_err(|e| DeltaLiteError::Other(e.to_string()))?;
-        let metadata = ParquetMetaDataReader::new().parse_and_finish(&file)?;
-        let size = file
-            .metadata()
-            .map_err(|e| DeltaLiteError::Other(e.to_string()))?
-            .len();
-        let max_columns = match self
+        let num_indexed_cols = self
             .delta_table()
             .snapshot()?
             .table_config()
-            .num_indexed_cols()
-        {
-            delta_kernel::table_properties::DataSkippingNumIndexedCols::NumColumns(n) => n as usize,
-            delta_kernel::table_properties::DataSkippingNumIndexedCols::AllColumns => usize::MAX,
-        };
-        let stats = crate::footer_stats::stats_json(&metadata, file_schema, max_columns)?;
-        let name = format!("part-00000-{}-c000.snappy.parquet", uuid::Uuid::new_v4());
-        let store = self.delta_table().object_store();
-        let location = Path::from(name.as_str());
-        let moved = adopt && self.move_into_table(path, &name)?;
-        if !moved {
-            upload(
-                store.as_ref(),
-                &location,
-                &mut file,
-                options.multipart_part_size,
-            )
-            .await?;
-        }
-        let add = Add {
-            path: name.clone(),
-            partition_values: HashMap::new(),
-            size: size as i64,
-            modification_time: chrono::Utc::now().timestamp_millis(),
-            data_change: true,
-            stats: Some(stats),
-            tags: None,
-            deletion_vector: None,
-            base_row_id: None,
-            default_row_commit_version: None,
-            clustering_provider: None,
-        };
+            .num_indexed_cols();
+        let (add, rows) = stage_parquet_file(
+            self.delta_table(),
+            path,
+            file_schema,
+            num_indexed_cols,
+            options.multipart_part_size,
+            adopt,
+        )
+        .await?;
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
             partition_by: Some(vec![]),
             predicate: None,
         };
-        let version = self
-            .commit(vec![Action::Add(add)], operation, options, Reads::Nothing)
-            .await?;
+        let Some(version) = self
+            .commit(
+                vec![Action::Add(add)],
+                operation,
+                options,
+                ReadSet::nothing(),
+            )
+            .await?
+        else {
+            return Ok(self.applied_stats());
+        };
         Ok(WriteStats {
             version,
             files_added: 1,
             files_removed: 0,
-            rows_written: metadata.file_metadata().num_rows() as u64,
+            rows_written: rows,
             stored_as_is: true,
             already_applied: false,
         })
     }
+}
+
+/// Whether a Parquet file with `file_schema` can be stored as it is in an unpartitioned
+/// table with `table_schema`: same columns, same types, no NULLs where the table has none.
+pub(crate) fn stores_as_is(file_schema: &Schema, table_schema: &Schema) -> bool {
+    file_schema.fields().len() == table_schema.fields().len()
+        && file_schema
+            .fields()
+            .iter()
+            .zip(table_schema.fields())
+            .all(|(f, t)| {
+                f.name() == t.name()
+                    && f.data_type() == t.data_type()
+                    && (t.is_nullable() || !f.is_nullable())
+            })
+}
+
+/// Put a local Parquet file into the table at `table` (loaded or not) as it is, and build
+/// its Add action with statistics from its footer. With `adopt`, a file on the local
+/// table's filesystem is moved instead of copied. Returns the action and the row count.
+pub(crate) async fn stage_parquet_file(
+    table: &deltalake::DeltaTable,
+    path: &std::path::Path,
+    file_schema: &Schema,
+    num_indexed_cols: delta_kernel::table_properties::DataSkippingNumIndexedCols,
+    part_size: usize,
+    adopt: bool,
+) -> Result<(Add, u64)> {
+    let mut file = std::fs::File::open(path).map_err(|e| DeltaLiteError::Other(e.to_string()))?;
+    let metadata = ParquetMetaDataReader::new().parse_and_finish(&file)?;
+    let size = file
+        .metadata()
+        .map_err(|e| DeltaLiteError::Other(e.to_string()))?
+        .len();
+    let max_columns = match num_indexed_cols {
+        delta_kernel::table_properties::DataSkippingNumIndexedCols::NumColumns(n) => n as usize,
+        delta_kernel::table_properties::DataSkippingNumIndexedCols::AllColumns => usize::MAX,
+    };
+    let stats = crate::io::footer_stats::stats_json(&metadata, file_schema, max_columns)?;
+    let name = format!("part-00000-{}-c000.snappy.parquet", uuid::Uuid::new_v4());
+    let store = table.object_store();
+    let location = Path::from(name.as_str());
+    let moved = adopt && move_into_table(table.table_url(), path, &name)?;
+    if !moved {
+        upload(store.as_ref(), &location, &mut file, part_size).await?;
+    }
+    let add = Add {
+        path: name,
+        partition_values: HashMap::new(),
+        size: size as i64,
+        modification_time: chrono::Utc::now().timestamp_millis(),
+        data_change: true,
+        stats: Some(stats),
+        tags: None,
+        deletion_vector: None,
+        base_row_id: None,
+        default_row_commit_version: None,
+        clustering_provider: None,
+    };
+    Ok((add, metadata.file_metadata().num_rows() as u64))
+}
+
+/// Rename a local file into the local table at `url` as `name`; `false` (nothing moved)
+/// when the table is not local or the file is on another filesystem.
+fn move_into_table(url: &url::Url, path: &std::path::Path, name: &str) -> Result<bool> {
+    if url.scheme() != "file" {
+        return Ok(false);
+    }
+    let Ok(root) = url.to_file_path() else {
+        return Ok(false);
+    };
+    let target = root.join(name);
+    match std::fs::rename(path, &target) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => return Ok(false),
+        Err(e) => {
+            return Err(DeltaLiteError::Other(format!(
+                "cannot move {}: {e}",
+                path.display()
+            )));
+        }
+    }
+    // Spool files are private (0600); a data file is readable like the ones
+    // object_store writes.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644))
+            .map_err(|e| DeltaLiteError::Other(e.to_string()))?;
+    }
+    Ok(true)
 }
 
 /// Stream a local file up as `location` in parts; memory is one part per in-flight upload.
@@ -566,7 +568,7 @@ async fn upload(
 ) -> Result<()> {
     use std::io::{Read, Seek};
     // S3 refuses parts under 5 MiB (but the last), so a smaller request is raised.
-    let part_size = crate::upload::effective_part_size(part_size);
+    let part_size = crate::io::upload::effective_part_size(part_size);
     let upload = store.put_multipart(location).await?;
     let mut multipart = WriteMultipart::new_with_chunk_size(upload, part_size);
     let mut buffer = vec![0u8; part_size.min(8 * 1024 * 1024)];
@@ -592,4 +594,82 @@ async fn upload(
     }
     multipart.finish().await?;
     Ok(())
+}
+
+/// A writer of whole-table rows (partition columns included) into new files.
+pub(crate) fn rows_writer(
+    store: deltalake::logstore::ObjectStoreRef,
+    table_schema: SchemaRef,
+    partition_columns: Vec<String>,
+    target_file_size: u64,
+    num_indexed_cols: delta_kernel::table_properties::DataSkippingNumIndexedCols,
+    stats_columns: Option<Vec<String>>,
+) -> DeltaWriter {
+    DeltaWriter::new(
+        store,
+        WriterConfig::new(
+            table_schema,
+            partition_columns,
+            None,
+            NonZeroU64::new(target_file_size),
+            None,
+            num_indexed_cols,
+            stats_columns,
+        ),
+    )
+}
+
+/// Conform `batches` to `table_schema` and stream them through `writer`; on any failure
+/// the partial uploads are aborted. Returns the Add actions and the rows written.
+pub(crate) async fn write_rows(
+    mut writer: DeltaWriter,
+    table_schema: &SchemaRef,
+    batches: impl IntoIterator<Item = Result<RecordBatch>>,
+) -> Result<(Vec<Add>, u64)> {
+    let mut rows = 0u64;
+    for batch in batches {
+        let written = match batch {
+            Ok(batch) => match conform_source(&batch, table_schema) {
+                Ok(conformed) => {
+                    rows += conformed.batch.num_rows() as u64;
+                    writer.write(&conformed.batch).await.map_err(Into::into)
+                }
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            if let Err(abort) = writer.abort().await {
+                tracing::warn!(error = %abort, "failed to abort a partial upload");
+            }
+            return Err(e);
+        }
+    }
+    Ok((writer.close().await?, rows))
+}
+
+/// Conform and write a stream of whole-table rows; on failure the partial uploads are
+/// aborted and the files already closed are deleted.
+pub(crate) async fn write_stream(
+    mut writer: DeltaWriter,
+    table_schema: &SchemaRef,
+    mut rows: futures::stream::BoxStream<'_, Result<RecordBatch>>,
+) -> Result<(Vec<Add>, u64)> {
+    let mut written = 0u64;
+    while let Some(batch) = futures::StreamExt::next(&mut rows).await {
+        let step = match batch.and_then(|b| conform_source(&b, table_schema)) {
+            Ok(conformed) => {
+                written += conformed.batch.num_rows() as u64;
+                writer.write(&conformed.batch).await.map_err(Into::into)
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = step {
+            if let Err(abort) = writer.abort().await {
+                tracing::warn!(error = %abort, "failed to abort a partial upload");
+            }
+            return Err(e);
+        }
+    }
+    Ok((writer.close().await?, written))
 }

@@ -7,8 +7,8 @@ use arrow::array::ArrayRef;
 use arrow::row::Rows;
 
 use crate::error::Result;
-use crate::keys::{LookupKeys, TupleEncoder};
-use crate::source::SourcePartition;
+use crate::ops::upsert::keys::{LookupKeys, TupleEncoder};
+use crate::ops::upsert::source::SourcePartition;
 
 /// What happened to a source row. Ordered so that the strongest outcome wins when a key
 /// is stored more than once: an update anywhere means the row was written.

@@ -8,16 +8,13 @@ use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::{concat_batches, take_record_batch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::Rows;
-use delta_kernel::expressions::Scalar;
-use deltalake::kernel::scalars::ScalarExt;
-use indexmap::IndexMap;
 
-use crate::conform::{conform_source, without_columns};
 use crate::error::{DeltaLiteError, Result};
-use crate::keys::KeyIndex;
-use crate::keys::TupleEncoder;
+use crate::ops::upsert::keys::KeyIndex;
+use crate::ops::upsert::keys::TupleEncoder;
 use crate::options::{OmittedColumns, OnDuplicate, UpsertOptions};
-use crate::partition::PartitionKey;
+use crate::schema::conform::{conform_source, without_columns};
+use crate::schema::partition::PartitionKey;
 
 /// Column roles resolved against the table.
 pub(crate) struct Layout {
@@ -154,7 +151,7 @@ pub(crate) fn prepare(
     let full = conformed.batch;
 
     // Split by partition, keeping first-seen order of partitions and batch order of rows.
-    let groups = crate::partition::group_rows(&full, &layout.partition_columns)?;
+    let groups = crate::schema::partition::group_rows(&full, &layout.partition_columns)?;
     let data_indices: Vec<usize> = layout
         .data_schema
         .fields()
@@ -261,26 +258,6 @@ pub(crate) fn prepare(
         null_pk_rows,
         duplicates_resolved,
     })
-}
-
-/// Typed partition values of one row, as the writer wants them.
-pub(crate) fn scalar_values(
-    batch: &RecordBatch,
-    partition_columns: &[String],
-    row: usize,
-) -> Result<IndexMap<String, Scalar>> {
-    let mut out = IndexMap::new();
-    for name in partition_columns {
-        let col = batch.column(batch.schema().index_of(name)?);
-        let scalar = Scalar::from_array(col.as_ref(), row).ok_or_else(|| {
-            DeltaLiteError::schema(format!(
-                "partition column {name:?} has type {} which cannot be a partition value",
-                col.data_type()
-            ))
-        })?;
-        out.insert(name.clone(), scalar);
-    }
-    Ok(out)
 }
 
 /// Size in memory of the caller's batches, for the source guard.

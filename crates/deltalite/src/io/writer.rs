@@ -16,8 +16,8 @@ use deltalake::parquet::file::properties::{DEFAULT_BLOOM_FILTER_NDV, WriterPrope
 use deltalake::parquet::schema::types::ColumnPath;
 
 use crate::error::Result;
-use crate::partition::PartitionKey;
-use crate::upload::MultipartPolicy;
+use crate::io::upload::MultipartPolicy;
+use crate::schema::partition::PartitionKey;
 
 const MIB: usize = 1024 * 1024;
 
@@ -220,6 +220,12 @@ fn rows_per_row_group(stored: &ParquetMetaData, row_group_bytes: usize) -> Optio
     let bytes_per_row = (bytes as f64 / rows as f64).max(1.0);
     let fit = (row_group_bytes as f64 / bytes_per_row).ceil() as u64;
     Some(fit.clamp(1024, DEFAULT_BLOOM_FILTER_NDV))
+}
+
+pub(crate) async fn abort(writer: PartitionWriter) {
+    if let Err(e) = writer.abort().await {
+        tracing::warn!(error = %e, "failed to abort a partial upload");
+    }
 }
 
 #[cfg(test)]

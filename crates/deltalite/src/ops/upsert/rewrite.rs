@@ -8,18 +8,18 @@ use std::sync::Arc;
 use arrow::array::UInt32Array;
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::compute::{concat_batches, take};
-use deltalake::datafile::writer::PartitionWriter;
 use deltalake::kernel::Add;
 use futures::TryStreamExt;
 use object_store::ObjectStore;
 
 use crate::error::{DeltaLiteError, Result};
+use crate::io::read::stream_file_windowed;
+use crate::io::writer::WriterFactory;
+use crate::io::writer::abort;
+use crate::ops::upsert::outcome::{Decider, Outcome, Outcomes};
+use crate::ops::upsert::source::{Layout, SourcePartition};
 use crate::options::OmittedColumns;
-use crate::outcome::{Decider, Outcome, Outcomes};
-use crate::read::stream_file_windowed;
-use crate::source::{Layout, SourcePartition};
-use crate::target::TargetFile;
-use crate::writer::WriterFactory;
+use crate::table::files::TargetFile;
 
 /// Row counts of one rewrite.
 #[derive(Debug, Default, Clone, Copy)]
@@ -77,7 +77,7 @@ pub(crate) async fn rewrite_file(
         let mut remaining = known;
         let mut replacements: Vec<RecordBatch> = Vec::new();
         while let Some(batch) = stream.try_next().await? {
-            let stored = crate::conform::conform_stored(&batch, &ctx.layout.data_schema)?;
+            let stored = crate::schema::conform::conform_stored(&batch, &ctx.layout.data_schema)?;
             let end = start + stored.num_rows() as u64;
             let split = match remaining.as_mut() {
                 Some(rest) => {
@@ -123,12 +123,6 @@ fn take_before<'a>(rest: &mut &'a [Replacement], end: u64) -> &'a [Replacement] 
     let (here, after) = rest.split_at(rest.partition_point(|r| r.position < end));
     *rest = after;
     here
-}
-
-pub(crate) async fn abort(writer: PartitionWriter) {
-    if let Err(e) = writer.abort().await {
-        tracing::warn!(error = %e, "failed to abort a partial upload");
-    }
 }
 
 /// Decide every row of a stored batch that starts at file position `start`: record each

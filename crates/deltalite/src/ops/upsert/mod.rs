@@ -6,6 +6,13 @@
 //!        → `rewrite::rewrite_file` for files the source changes, inserts for the rest
 //!        → `commit::commit` (one Delta commit for every partition).
 
+mod keys;
+mod outcome;
+mod probe;
+mod rewrite;
+mod source;
+mod target;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,32 +20,48 @@ use std::time::{Duration, Instant};
 use arrow::array::{RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
 use arrow::datatypes::SchemaRef;
+use delta_kernel::table_properties::DataSkippingNumIndexedCols;
 use deltalake::DeltaTable;
-use deltalake::kernel::transaction::CommitProperties;
-use deltalake::kernel::{Action, Add, Remove, Transaction};
+use deltalake::kernel::{Action, Add, Remove};
 use deltalake::protocol::{DeltaOperation, MergePredicate};
 use deltalake::table::config::TablePropertiesExt;
+use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt, TryStreamExt};
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStore;
 
-use crate::budget::CallBudget;
-use crate::commit::{Committed, ReadSet, commit};
 use crate::error::{DeltaLiteError, Result};
-use crate::features::check_supported;
+use crate::io::upload::MultipartPolicy;
+use crate::io::writer::abort;
+use crate::io::writer::{WriterFactory, WriterSettings};
+use crate::ops::upsert::outcome::{Decider, Outcome, Outcomes};
+use crate::ops::upsert::probe::{ProbeResult, probe_file};
+use crate::ops::upsert::rewrite::{Replacement, RewriteContext, rewrite_file};
+use crate::ops::upsert::source::{Layout, SourcePartition, check_source_size, prepare};
+use crate::ops::upsert::target::stats_may_match;
 use crate::options::{Knobs, OmittedColumns, PruneStrategy, UpsertOptions};
-use crate::outcome::{Decider, Outcome, Outcomes};
-use crate::probe::{ProbeResult, probe_file};
-use crate::rewrite::{Replacement, RewriteContext, abort, rewrite_file};
-use crate::source::{Layout, SourcePartition, check_source_size, prepare};
+use crate::runtime::budget::CallBudget;
+use crate::schema::features::check_supported;
 use crate::stats::{PhaseTimings, UpsertStats};
-use crate::target::{TargetFile, active_files, check_file_supported, stats_may_match};
-use crate::upload::MultipartPolicy;
-use crate::writer::{WriterFactory, WriterSettings};
+use crate::table::DeltaLiteTable;
+use crate::table::files::{TargetFile, active_files, check_file_supported};
+use crate::txn::{self, CommitSpec, Done, Policy, ReadSet, Staged, delete_adds};
 
 const MIB: usize = 1024 * 1024;
 
+impl DeltaLiteTable {
+    /// Insert-or-replace `batches` by key; see the upsert contract.
+    pub async fn upsert(
+        &mut self,
+        schema: &SchemaRef,
+        batches: &[RecordBatch],
+        options: &UpsertOptions,
+    ) -> Result<UpsertStats> {
+        upsert(self.delta_table_mut(), schema, batches, options).await
+    }
+}
+
 /// Run an upsert of `batches` (all of `schema`) into `table`.
-pub(crate) async fn upsert(
+async fn upsert(
     table: &mut DeltaTable,
     schema: &SchemaRef,
     batches: &[RecordBatch],
@@ -59,90 +82,74 @@ async fn run(
 ) -> Result<UpsertStats> {
     options.knobs.validate()?;
     check_source_size(batches, options.knobs.max_source_bytes)?;
-    let mut retries_left = options.knobs.commit_max_retries;
-    let mut retries_used = 0;
-    let mut replans = 0;
-    loop {
-        let planned = match plan_and_write(table, schema, batches, options).await? {
-            Attempt::AlreadyApplied(mut stats) => {
-                stats.timings.total = started.elapsed();
-                return Ok(stats);
-            }
-            Attempt::Written(w) => w,
-        };
-        let Written {
-            actions,
-            mut stats,
-            read_set,
-            predicate,
-        } = planned;
-        if actions.is_empty() && options.app_transaction.is_none() {
-            // Every source row lost to the cursor rule or changed nothing: no commit.
-            stats.version = table.version().unwrap_or(0);
-            stats.timings.total = started.elapsed();
-            return Ok(stats);
+    let spec = CommitSpec::new(&options.commit_metadata, &options.app_transaction);
+    let policy = Policy {
+        max_retries: options.knobs.commit_max_retries,
+        replan: true,
+        hook: options.pre_commit_hook.clone(),
+    };
+    let mut attempt = UpsertAttempt {
+        schema,
+        batches,
+        options,
+    };
+    let mut stats = match txn::run(table, &spec, &policy, &mut attempt).await? {
+        Done::Committed {
+            version,
+            output: mut stats,
+            retries,
+            replans,
+            commit_time,
+        } => {
+            stats.version = version;
+            stats.commit_retries = retries;
+            stats.replans = replans;
+            stats.timings.commit = commit_time;
+            stats
         }
-        if let Some(hook) = &options.pre_commit_hook
-            && let Err(e) = hook()
-        {
-            delete_written(table, &actions).await;
-            return Err(e);
+        // Every source row lost to the cursor rule or changed nothing: no commit.
+        Done::Unchanged {
+            version,
+            output: mut stats,
+        } => {
+            stats.version = version;
+            stats
         }
-        let commit_started = Instant::now();
-        let outcome = commit(
-            table,
-            actions.clone(),
-            merge_operation(predicate, options),
-            commit_properties(options),
-            &read_set,
-            &mut retries_left,
-            &mut retries_used,
-        )
-        .await;
-        match outcome {
-            Ok(Committed::Version(version)) => {
-                stats.version = version;
-                stats.commit_retries = retries_used;
-                stats.replans = replans;
-                stats.timings.commit = commit_started.elapsed();
-                stats.timings.total = started.elapsed();
-                return Ok(stats);
-            }
-            Ok(Committed::Replan) => {
-                delete_written(table, &actions).await;
-                replans += 1;
-            }
-            Err(e @ DeltaLiteError::CommitConflict(_)) => {
-                delete_written(table, &actions).await;
-                return Err(e);
-            }
-            // Unknown outcome (e.g. the store failed mid-commit): the files may be
-            // referenced, so they are left for vacuum.
-            Err(e) => return Err(e),
-        }
-    }
+        Done::AlreadyApplied { version } => UpsertStats {
+            version,
+            source_rows: batches.iter().map(|b| b.num_rows()).sum(),
+            already_applied: true,
+            ..Default::default()
+        },
+    };
+    stats.timings.total = started.elapsed();
+    Ok(stats)
 }
 
-/// Best-effort removal of files written by an attempt that will not be committed.
-async fn delete_written(table: &DeltaTable, actions: &[Action]) {
-    let adds = actions.iter().filter_map(|a| match a {
-        Action::Add(add) => Some(add),
-        _ => None,
-    });
-    delete_adds(&table.object_store(), adds).await;
+/// One upsert attempt against a snapshot, for the transaction loop.
+struct UpsertAttempt<'a> {
+    schema: &'a SchemaRef,
+    batches: &'a [RecordBatch],
+    options: &'a UpsertOptions,
 }
 
-fn commit_properties(options: &UpsertOptions) -> CommitProperties {
-    let mut props = CommitProperties::default().with_metadata(
-        options
-            .commit_metadata
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone())),
-    );
-    if let Some(txn) = &options.app_transaction {
-        props = props.with_application_transaction(Transaction::new(&txn.app_id, txn.version));
+impl txn::Attempt for UpsertAttempt<'_> {
+    type Output = UpsertStats;
+
+    fn stage<'a>(
+        &'a mut self,
+        table: &'a DeltaTable,
+    ) -> BoxFuture<'a, Result<(Staged, UpsertStats)>> {
+        Box::pin(async move {
+            let written = plan_and_write(table, self.schema, self.batches, self.options).await?;
+            let staged = Staged {
+                actions: written.actions,
+                operation: merge_operation(written.predicate, self.options),
+                read_set: written.read_set,
+            };
+            Ok((staged, written.stats))
+        })
     }
-    props
 }
 
 fn merge_operation(predicate: Option<String>, options: &UpsertOptions) -> DeltaOperation {
@@ -174,11 +181,6 @@ fn merge_operation(predicate: Option<String>, options: &UpsertOptions) -> DeltaO
         }],
         not_matched_by_source_predicates: vec![],
     }
-}
-
-enum Attempt {
-    AlreadyApplied(UpsertStats),
-    Written(Written),
 }
 
 struct Written {
@@ -221,22 +223,9 @@ async fn plan_and_write(
     schema: &SchemaRef,
     batches: &[RecordBatch],
     options: &UpsertOptions,
-) -> Result<Attempt> {
+) -> Result<Written> {
     let state = table.snapshot()?;
     check_supported(state)?;
-    if let Some(txn) = &options.app_transaction {
-        let applied = state
-            .transaction_version(table.log_store().as_ref(), &txn.app_id)
-            .await?;
-        if applied.is_some_and(|v| v >= txn.version) {
-            return Ok(Attempt::AlreadyApplied(UpsertStats {
-                version: state.version(),
-                source_rows: batches.iter().map(|b| b.num_rows()).sum(),
-                already_applied: true,
-                ..Default::default()
-            }));
-        }
-    }
     let prepare_started = Instant::now();
     let layout = Layout::resolve(
         state.snapshot().arrow_schema(),
@@ -250,46 +239,17 @@ async fn plan_and_write(
     let target_file_size = knobs
         .target_file_size
         .unwrap_or_else(|| state.table_config().target_file_size().get());
-    // Row groups and read windows are sized from an equal share of the buffer budget per
-    // possible file task. A rewrite then reserves what it really holds (its read window,
-    // its row group twice: `WriterFactory::writer_bytes_for`), so with default knobs two
-    // rewrites of large files run at once, and up to `max_parallel_files` of small ones.
-    // The window takes three quarters of a share, not half: every window of a large row
-    // group fetches and decodes the group's dictionary pages again (the reader needs them
-    // before any data page), so fewer windows cost less CPU (measured: 8 instead of
-    // 5.3 MiB windows on the 16M benchmark, ~8% less CPU, same two rewrites at once).
-    let task_share =
-        knobs.max_buffered_bytes / (knobs.max_parallel_files + knobs.max_parallel_partitions);
-    let row_group_bytes = task_share.clamp(MIB, 64 * MIB);
-    let read_window_bytes = (task_share / 4 * 3).clamp(64 * 1024, 16 * MIB);
-    let bloom_columns = layout
-        .key_columns
-        .iter()
-        .map(|&k| layout.data_schema.field(k).name().clone())
-        .collect();
-    let writers = WriterFactory::new(
-        table.object_store(),
-        WriterSettings {
-            data_schema: Arc::clone(&layout.data_schema),
-            bloom_columns,
-            target_file_size,
-            row_group_bytes,
-            write_batch_size: knobs.read_batch_size,
-            // Two parts in flight per writer keep uploads overlapped with encoding while
-            // bounding part buffers to 2 x part size per open file.
-            upload_concurrency: 2,
-            num_indexed_cols: state.table_config().num_indexed_cols(),
-            stats_columns: state
-                .table_config()
-                .data_skipping_stats_columns
-                .as_ref()
-                .map(|cols| cols.iter().map(|c| c.to_string()).collect()),
-            multipart: MultipartPolicy::for_table(
-                table.table_url(),
-                knobs.multipart_threshold,
-                knobs.multipart_part_size,
-            ),
-        },
+    let (writers, read_window_bytes) = writer_factory(
+        table,
+        &layout,
+        &knobs,
+        target_file_size,
+        state.table_config().num_indexed_cols(),
+        state
+            .table_config()
+            .data_skipping_stats_columns
+            .as_ref()
+            .map(|cols| cols.iter().map(|c| c.to_string()).collect()),
     );
     let decider = Decider::new(
         layout.key_encoder()?,
@@ -401,20 +361,130 @@ async fn plan_and_write(
         write: write_time.saturating_sub(prune_time),
         ..Default::default()
     };
-    let read_set = ReadSet {
-        partitions: (!shared.layout.partition_columns.is_empty()).then_some(touched),
-        app_ids: options
-            .app_transaction
-            .iter()
-            .map(|t| t.app_id.clone())
-            .collect(),
-    };
-    Ok(Attempt::Written(Written {
+    let read_set = ReadSet::partitions(!shared.layout.partition_columns.is_empty(), touched);
+    Ok(Written {
         actions,
         stats,
         read_set,
         predicate,
-    }))
+    })
+}
+
+/// The writers of one call, and the bytes a rewrite reads at a time.
+///
+/// Row groups and read windows are sized from an equal share of the buffer budget per
+/// possible file task. A rewrite then reserves what it really holds (its read window, its
+/// row group twice: `WriterFactory::writer_bytes_for`), so with default knobs two rewrites
+/// of large files run at once, and up to `max_parallel_files` of small ones. The window
+/// takes three quarters of a share, not half: every window of a large row group fetches
+/// and decodes the group's dictionary pages again (the reader needs them before any data
+/// page), so fewer windows cost less CPU (measured: 8 instead of 5.3 MiB windows on the
+/// 16M benchmark, ~8% less CPU, same two rewrites at once).
+fn writer_factory(
+    table: &DeltaTable,
+    layout: &Layout,
+    knobs: &Knobs,
+    target_file_size: u64,
+    num_indexed_cols: DataSkippingNumIndexedCols,
+    stats_columns: Option<Vec<String>>,
+) -> (WriterFactory, usize) {
+    let task_share =
+        knobs.max_buffered_bytes / (knobs.max_parallel_files + knobs.max_parallel_partitions);
+    let row_group_bytes = task_share.clamp(MIB, 64 * MIB);
+    let read_window_bytes = (task_share / 4 * 3).clamp(64 * 1024, 16 * MIB);
+    let bloom_columns = layout
+        .key_columns
+        .iter()
+        .map(|&k| layout.data_schema.field(k).name().clone())
+        .collect();
+    let writers = WriterFactory::new(
+        table.object_store(),
+        WriterSettings {
+            data_schema: Arc::clone(&layout.data_schema),
+            bloom_columns,
+            target_file_size,
+            row_group_bytes,
+            write_batch_size: knobs.read_batch_size,
+            // Two parts in flight per writer keep uploads overlapped with encoding while
+            // bounding part buffers to 2 x part size per open file.
+            upload_concurrency: 2,
+            num_indexed_cols,
+            stats_columns,
+            multipart: MultipartPolicy::for_table(
+                table.table_url(),
+                knobs.multipart_threshold,
+                knobs.multipart_part_size,
+            ),
+        },
+    );
+    (writers, read_window_bytes)
+}
+
+/// An upsert into a table that does not exist yet (`table` is built, not loaded): every
+/// winning source row is an insert. Writes the files of the table's first commit and
+/// returns their Add actions; the caller commits them as version 0.
+pub(crate) async fn write_initial(
+    table: &DeltaTable,
+    table_schema: SchemaRef,
+    partition_columns: Vec<String>,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    options: &UpsertOptions,
+) -> Result<(Vec<Add>, UpsertStats)> {
+    options.knobs.validate()?;
+    check_source_size(batches, options.knobs.max_source_bytes)?;
+    let started = Instant::now();
+    let layout = Layout::resolve(table_schema, partition_columns, options)?;
+    let source = prepare(schema, batches, &layout, options)?;
+    let prepare_time = started.elapsed();
+    let (writers, _) = writer_factory(
+        table,
+        &layout,
+        &options.knobs,
+        options
+            .knobs
+            .target_file_size
+            .unwrap_or(crate::options::DEFAULT_TARGET_FILE_SIZE),
+        DataSkippingNumIndexedCols::NumColumns(crate::options::DEFAULT_NUM_INDEXED_COLS),
+        None,
+    );
+    let store = table.object_store();
+    let mut adds: Vec<Add> = Vec::new();
+    let mut inserted = 0;
+    for part in &source.partitions {
+        let written = async {
+            let mut writer = writers.partition_writer(&part.key)?;
+            if let Err(e) = writer.write(&part.batch).await {
+                abort(writer).await;
+                return Err(e.into());
+            }
+            Ok::<_, DeltaLiteError>(writer.close().await?)
+        }
+        .await;
+        match written {
+            Ok(new) => adds.extend(new),
+            Err(e) => {
+                delete_adds(&store, adds.iter()).await;
+                return Err(e);
+            }
+        }
+        inserted += part.batch.num_rows();
+    }
+    let stats = UpsertStats {
+        partitions_touched: source.partitions.len(),
+        files_added: adds.len(),
+        rows_inserted: inserted,
+        source_rows: source.source_rows,
+        null_pk_rows: source.null_pk_rows,
+        duplicates_resolved: source.duplicates_resolved,
+        timings: PhaseTimings {
+            prepare: prepare_time,
+            write: started.elapsed().saturating_sub(prepare_time),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Ok((adds, stats))
 }
 
 /// Probe, rewrite and insert for one partition.
@@ -481,7 +551,7 @@ async fn process_partition(
     result.prune_time = prune_started.elapsed();
     result.carried_over = total_files - to_rewrite.len();
 
-    let rewritten: Vec<Result<(Vec<Add>, crate::rewrite::RewriteCounts, Remove)>> =
+    let rewritten: Vec<Result<(Vec<Add>, crate::ops::upsert::rewrite::RewriteCounts, Remove)>> =
         stream::iter(to_rewrite.into_iter().map(|(file, replaced)| {
             let shared = Arc::clone(&shared);
             let part = Arc::clone(&part);
@@ -588,15 +658,6 @@ async fn all_or_cleanup<T>(
         Some(e) => {
             delete_adds(store, ok.iter().flat_map(|v| adds_of(v).iter())).await;
             Err(e)
-        }
-    }
-}
-
-async fn delete_adds(store: &Arc<dyn ObjectStore>, adds: impl Iterator<Item = &Add>) {
-    for add in adds {
-        let path = object_store::path::Path::from(add.path.as_str());
-        if let Err(e) = store.delete(&path).await {
-            tracing::warn!(path = %add.path, error = %e, "could not delete an uncommitted file");
         }
     }
 }

@@ -4,7 +4,6 @@
 //! one decoded slice plus one open row group, whatever the table size; everything goes into
 //! one commit, and the new files are deleted again when that commit does not happen.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::datatypes::{Schema, SchemaRef};
@@ -12,7 +11,6 @@ use delta_kernel::expressions::Scalar;
 use delta_kernel::schema::{DataType as KernelType, StructType};
 use deltalake::kernel::Action;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::logstore::ObjectStoreRef;
 use deltalake::protocol::DeltaOperation;
 use deltalake::table::config::TablePropertiesExt;
@@ -22,12 +20,13 @@ use indexmap::IndexMap;
 use object_store::ObjectStoreExt;
 
 use crate::error::{DeltaLiteError, Result};
-use crate::partition::PartitionKey;
-use crate::read::{open, stream_projected};
+use crate::io::read::{open, stream_projected};
+use crate::io::upload::MultipartPolicy;
+use crate::io::writer::{WriterFactory, WriterSettings};
+use crate::schema::partition::PartitionKey;
 use crate::table::DeltaLiteTable;
-use crate::target::TargetFile;
-use crate::upload::MultipartPolicy;
-use crate::writer::{WriterFactory, WriterSettings};
+use crate::table::files::TargetFile;
+use crate::txn::{self, CommitSpec, Done, ReadSet, Staged};
 
 /// How the new files are written.
 pub(crate) struct RearrangeSettings {
@@ -142,7 +141,7 @@ impl Rearrangement {
                     stream_projected(builder, &roots, row_groups, self.read_batch_size)?;
                 while let Some(batch) = stream.try_next().await? {
                     // Older files may predate schema changes: cast to the new layout.
-                    let batch = crate::conform::conform_stored(&batch, &self.data_schema)?;
+                    let batch = crate::schema::conform::conform_stored(&batch, &self.data_schema)?;
                     rows += batch.num_rows() as u64;
                     writer.write(&batch).await?;
                 }
@@ -153,7 +152,7 @@ impl Rearrangement {
         let rows = match copied {
             Ok(rows) => rows,
             Err(e) => {
-                crate::rewrite::abort(writer).await;
+                crate::io::writer::abort(writer).await;
                 return Err(e);
             }
         };
@@ -184,46 +183,35 @@ impl Rearrangement {
 
     /// One commit of `leading` actions (e.g. a new schema) and every rewrite. Returns
     /// `None` when there was nothing to commit.
+    /// Commit the rewritten files (after `leading`, e.g. a schema change) through the
+    /// transaction path; `None` when there was nothing to commit. A race with a commit
+    /// that touched what this rearrangement `reads` (or removed one of its input files)
+    /// deletes the new files and fails with a conflict.
     pub(crate) async fn commit(
         mut self,
         table: &mut DeltaLiteTable,
         leading: Vec<Action>,
         operation: DeltaOperation,
-        properties: CommitProperties,
+        spec: &CommitSpec,
+        max_retries: usize,
+        reads: ReadSet,
     ) -> Result<Option<u64>> {
         if self.actions.is_empty() && leading.is_empty() {
             return Ok(None);
         }
         let mut actions = leading;
         actions.append(&mut self.actions);
-        let delta = table.delta_table_mut();
-        let committed = CommitBuilder::from(properties)
-            .with_actions(actions)
-            .build(Some(delta.snapshot()?), delta.log_store(), operation)
-            .await;
-        match committed {
-            Ok(done) => {
-                let version = done.version();
-                delta.update_incremental(Some(version)).await?;
-                Ok(Some(version))
-            }
-            Err(e) => {
-                // Nothing was committed, so the new files are garbage. A concurrent writer
-                // that changed files this call read is a conflict the caller may retry.
-                delete_files(&self.store, &self.written).await;
-                let conflict = matches!(
-                    &e,
-                    deltalake::DeltaTableError::Transaction { .. }
-                        | deltalake::DeltaTableError::VersionAlreadyExists(_)
-                );
-                if conflict {
-                    return Err(DeltaLiteError::CommitConflict(format!(
-                        "lost to a concurrent commit: {e}"
-                    )));
-                }
-                Err(e.into())
-            }
-        }
+        let staged = Staged {
+            actions,
+            operation,
+            read_set: reads,
+        };
+        let done = txn::commit_prepared(table.delta_table_mut(), spec, max_retries, staged).await?;
+        Ok(Some(match done {
+            Done::Committed { version, .. }
+            | Done::Unchanged { version, .. }
+            | Done::AlreadyApplied { version } => version,
+        }))
     }
 }
 
@@ -263,14 +251,4 @@ async fn delete_files(store: &ObjectStoreRef, paths: &[String]) {
             tracing::warn!(%path, error = %e, "failed to delete an uncommitted file");
         }
     }
-}
-
-/// Commit properties of a rearranging call.
-pub(crate) fn properties(
-    max_retries: usize,
-    metadata: &HashMap<String, serde_json::Value>,
-) -> CommitProperties {
-    CommitProperties::default()
-        .with_max_retries(max_retries)
-        .with_metadata(metadata.clone())
 }

@@ -12,13 +12,14 @@ use deltalake::table::config::TablePropertiesExt;
 use arrow::datatypes::{Field, Schema};
 use std::sync::Arc;
 
-use crate::budget::EnvDefaults;
-use crate::compact::{CompactOptions, CompactStats};
 use crate::error::{DeltaLiteError, Result};
-use crate::rearrange::{RearrangeSettings, Rearrangement, properties};
+use crate::io::upload::MultipartPolicy;
+use crate::ops::compact::{CompactOptions, CompactStats};
+use crate::ops::rearrange::{RearrangeSettings, Rearrangement};
+use crate::runtime::budget::EnvDefaults;
 use crate::table::DeltaLiteTable;
-use crate::target::{active_files, check_file_supported};
-use crate::upload::MultipartPolicy;
+use crate::table::files::{active_files, check_file_supported};
+use crate::txn::{CommitSpec, ReadSet};
 
 impl DeltaLiteTable {
     /// Give the named columns new types (each `Field` names an existing, non-partition
@@ -61,11 +62,11 @@ impl DeltaLiteTable {
                 DeltaLiteError::schema(format!("schema cannot be stored in a Delta table: {e}"))
             })?;
         // The Arrow layout Delta stores for the new schema (its own type mapping).
-        let new_schema = crate::write::delta_arrow_schema(&Schema::new(fields))?;
+        let new_schema = crate::ops::write::delta_arrow_schema(&Schema::new(fields))?;
 
         let table = self.delta_table();
         let state = table.snapshot()?;
-        crate::features::check_supported(state)?;
+        crate::schema::features::check_supported(state)?;
         let metadata = state
             .metadata()
             .clone()
@@ -108,9 +109,16 @@ impl DeltaLiteTable {
             partition_by: Some(partition_columns),
             predicate: None,
         };
-        let props = properties(0, &options.commit_metadata);
+        let spec = CommitSpec::new(&options.commit_metadata, &None);
         stats.version = rearrangement
-            .commit(self, vec![Action::Metadata(metadata)], operation, props)
+            .commit(
+                self,
+                vec![Action::Metadata(metadata)],
+                operation,
+                &spec,
+                options.commit_max_retries,
+                ReadSet::everything(),
+            )
             .await?
             .unwrap_or_else(|| self.version());
         Ok(stats)

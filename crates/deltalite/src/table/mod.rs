@@ -4,17 +4,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Once};
 
 use arrow::datatypes::SchemaRef;
-use arrow::record_batch::RecordBatch;
 use deltalake::logstore::LogStore;
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
 use futures::TryStreamExt;
 use object_store::ObjectStore;
 use url::Url;
 
+pub(crate) mod files;
+
 use crate::error::{DeltaLiteError, Result};
-use crate::options::UpsertOptions;
-use crate::partition::normalize_raw;
-use crate::stats::UpsertStats;
+use crate::schema::partition::normalize_raw;
 
 /// An active data file of the current version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,53 +77,110 @@ impl std::fmt::Debug for DeltaLiteTable {
     }
 }
 
-impl DeltaLiteTable {
-    /// Open an existing table. `storage_options` takes the same keys as the `deltalake`
-    /// Python package (`AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, ...).
-    pub async fn open(uri: &str, storage_options: HashMap<String, String>) -> Result<Self> {
+/// Where a table is, or will be: its URI and the store that reaches it, nothing loaded.
+/// Opening and creating start here, so a caller-supplied store (instrumented, or
+/// fault-injecting in tests) serves both.
+pub struct TableLocation {
+    uri: String,
+    url: Url,
+    table: DeltaTable,
+    custom_store: bool,
+}
+
+impl std::fmt::Debug for TableLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableLocation")
+            .field("uri", &self.uri)
+            .finish()
+    }
+}
+
+impl TableLocation {
+    /// The table at `uri`, reached with `storage_options` (the keys the `deltalake` Python
+    /// package takes: `AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, ...).
+    pub fn new(uri: &str, storage_options: HashMap<String, String>) -> Result<Self> {
         let url = table_url(uri)?;
-        if url.scheme() == "file"
-            && let Ok(path) = url.to_file_path()
-            && !path.join("_delta_log").is_dir()
-        {
-            return Err(DeltaLiteError::TableNotFound(uri.to_string()));
-        }
-        let mut table = DeltaTableBuilder::from_url(url)
+        let table = DeltaTableBuilder::from_url(url.clone())
             .map_err(|e| not_found(uri, e))?
             .with_storage_options(storage_options)
             .build()
             .map_err(|e| not_found(uri, e))?;
-        table.load().await.map_err(|e| not_found(uri, e))?;
         Ok(Self {
             uri: uri.to_string(),
+            url,
             table,
+            custom_store: false,
         })
     }
 
-    /// Open an existing table through a caller-supplied object store instead of one built
-    /// from the URI's scheme and storage options: a custom or instrumented store (metrics,
-    /// tracing, caching) or a fault-injecting wrapper in tests. Every read and write of the
-    /// handle, data files and log alike, goes through `store`.
+    /// The table at `uri`, reached through `store` instead of one built from the URI's
+    /// scheme: a custom or instrumented store, or a fault-injecting wrapper in tests. Every
+    /// read and write, data files and log alike, goes through `store`.
     ///
     /// `store` is rooted at the root of the URI's storage (for `s3://bucket/a/t` the bucket;
-    /// for a local path the file system root, as `LocalFileSystem::new()`); the table's
-    /// own prefix is applied on top of it. Conditional creates (`PutMode::Create`) must be
+    /// for a local path the file system root, as `LocalFileSystem::new()`); the table's own
+    /// prefix is applied on top of it. Conditional creates (`PutMode::Create`) must be
     /// honoured by `store`, since commits rely on them.
-    pub async fn open_with_store(uri: &str, store: Arc<dyn ObjectStore>) -> Result<Self> {
+    pub fn with_store(uri: &str, store: Arc<dyn ObjectStore>) -> Result<Self> {
         let url = table_url(uri)?;
-        let mut table = DeltaTableBuilder::from_url(url.clone())
+        let table = DeltaTableBuilder::from_url(url.clone())
             .map_err(|e| not_found(uri, e))?
-            .with_storage_backend(store, url)
+            .with_storage_backend(store, url.clone())
             .build()
             .map_err(|e| not_found(uri, e))?;
-        if !table.log_store().is_delta_table_location().await? {
-            return Err(DeltaLiteError::TableNotFound(uri.to_string()));
-        }
-        table.load().await.map_err(|e| not_found(uri, e))?;
         Ok(Self {
             uri: uri.to_string(),
+            url,
             table,
+            custom_store: true,
         })
+    }
+
+    /// The URI.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// Open the table; [`DeltaLiteError::TableNotFound`] when there is none.
+    pub async fn open(self) -> Result<DeltaLiteTable> {
+        let uri = self.uri;
+        if !self.custom_store
+            && self.url.scheme() == "file"
+            && let Ok(path) = self.url.to_file_path()
+            && !path.join("_delta_log").is_dir()
+        {
+            return Err(DeltaLiteError::TableNotFound(uri));
+        }
+        let mut table = self.table;
+        if self.custom_store && !table.log_store().is_delta_table_location().await? {
+            return Err(DeltaLiteError::TableNotFound(uri));
+        }
+        table.load().await.map_err(|e| not_found(&uri, e))?;
+        Ok(DeltaLiteTable { uri, table })
+    }
+
+    /// The unloaded delta-rs table (its log store and object store).
+    pub(crate) fn delta_table(&self) -> &DeltaTable {
+        &self.table
+    }
+
+    /// The table URL.
+    pub(crate) fn url(&self) -> &Url {
+        &self.url
+    }
+}
+
+impl DeltaLiteTable {
+    /// Open an existing table. `storage_options` takes the same keys as the `deltalake`
+    /// Python package (`AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, ...).
+    pub async fn open(uri: &str, storage_options: HashMap<String, String>) -> Result<Self> {
+        TableLocation::new(uri, storage_options)?.open().await
+    }
+
+    /// Open an existing table through a caller-supplied object store (see
+    /// [`TableLocation::with_store`]).
+    pub async fn open_with_store(uri: &str, store: Arc<dyn ObjectStore>) -> Result<Self> {
+        TableLocation::with_store(uri, store)?.open().await
     }
 
     /// Whether a Delta table exists at `uri`.
@@ -241,16 +297,6 @@ impl DeltaLiteTable {
             .snapshot()?
             .transaction_version(self.table.log_store().as_ref(), app_id)
             .await?)
-    }
-
-    /// Insert-or-replace `batches` by key; see the upsert contract.
-    pub async fn upsert(
-        &mut self,
-        schema: &SchemaRef,
-        batches: &[RecordBatch],
-        options: &UpsertOptions,
-    ) -> Result<UpsertStats> {
-        crate::upsert::upsert(&mut self.table, schema, batches, options).await
     }
 }
 

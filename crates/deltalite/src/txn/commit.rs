@@ -25,7 +25,7 @@ use deltalake::protocol::DeltaOperation;
 use deltalake::{DeltaTable, DeltaTableError};
 
 use crate::error::{DeltaLiteError, Result};
-use crate::partition::normalize_raw;
+use crate::schema::partition::normalize_raw;
 
 /// The partitions a call read, in canonical form.
 pub(crate) struct ReadSet {

@@ -14,14 +14,15 @@ use futures::TryStreamExt;
 use object_store::ObjectStore;
 
 use crate::error::{DeltaLiteError, Result};
-use crate::outcome::{Decider, Outcome};
-use crate::read::{
+use crate::io::read::{
     open_with_row_numbers, present_roots, row_numbers, row_numbers_are_positions, sparse_columns,
     stream_projected,
 };
-use crate::rewrite::Replacement;
-use crate::source::{Layout, SourcePartition};
-use crate::target::{TargetFile, prunable, within_bounds};
+use crate::ops::upsert::outcome::{Decider, Outcome};
+use crate::ops::upsert::rewrite::Replacement;
+use crate::ops::upsert::source::{Layout, SourcePartition};
+use crate::ops::upsert::target::{prunable, within_bounds};
+use crate::table::files::TargetFile;
 
 /// What probing one file found.
 #[derive(Debug, Default)]
@@ -213,7 +214,7 @@ fn position(positions: &Int64Array, row: usize) -> Result<u64> {
 /// keys is skipped (pages of different columns do not align, so one column decides).
 /// Returns the selection and the pages skipped; `None` without a usable page index.
 fn page_selection(
-    builder: &crate::read::FileBuilder,
+    builder: &crate::io::read::FileBuilder,
     layout: &Layout,
     part: &SourcePartition,
     candidates: &[Option<BooleanArray>],

@@ -18,9 +18,9 @@ use deltalake::parquet::file::page_index::offset_index::OffsetIndexMetaData;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 
-use crate::conform::cast_column;
 use crate::error::{DeltaLiteError, Result};
-use crate::target::TargetFile;
+use crate::schema::conform::cast_column;
+use crate::table::files::TargetFile;
 
 // `ParquetObjectReader` is deprecated upstream in favour of hand-written readers; it is
 // still the maintained object_store adapter and does exactly what we need.

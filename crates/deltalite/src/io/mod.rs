@@ -1,0 +1,7 @@
+//! Reading and writing Parquet files of a table: read windows, the writer, multipart
+//! uploads, statistics from footers.
+
+pub(crate) mod footer_stats;
+pub(crate) mod read;
+pub(crate) mod upload;
+pub(crate) mod writer;

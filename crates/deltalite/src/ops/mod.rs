@@ -1,0 +1,9 @@
+//! Operations on a table, each an `impl DeltaLiteTable` method and one commit.
+
+pub mod compact;
+pub mod create;
+pub(crate) mod rearrange;
+pub mod replace;
+mod retype;
+pub(crate) mod upsert;
+pub mod write;

@@ -1,0 +1,4 @@
+//! Process resources: budgets shared by concurrent calls and the allocator settings.
+
+pub mod alloc;
+pub mod budget;

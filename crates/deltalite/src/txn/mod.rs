@@ -1,0 +1,318 @@
+//! The one transaction path: every operation that commits goes through [`run`] (or, for a
+//! table's first commit, [`create::create`]).
+//!
+//! An operation is an [`Attempt`]: given the table's current snapshot it plans, writes its
+//! new files and stages the actions of one commit together with what it read. [`run`]
+//! then, in one place for every operation:
+//! - skips the call when its application transaction is already recorded (an idempotent
+//!   retry after a lost response writes nothing twice);
+//! - builds the commit properties (commit info, the `txn` action) from [`CommitSpec`];
+//! - runs the pre-commit hook;
+//! - commits through `commit::commit`, the engine's conflict rule with the own-commit
+//!   check for lost responses;
+//! - on a conflicting race, deletes the attempt's files and stages again against the new
+//!   snapshot (when the operation can re-plan) or reports a conflict (when it cannot);
+//! - deletes the files of an attempt that certainly did not commit, and leaves them for
+//!   vacuum when the outcome is unknown (they may be referenced).
+
+pub(crate) mod commit;
+pub(crate) mod create;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deltalake::DeltaTable;
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::{Action, Add, Transaction};
+use deltalake::protocol::DeltaOperation;
+use futures::future::BoxFuture;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use crate::error::{DeltaLiteError, Result};
+use crate::options::{AppTransaction, PreCommitHook};
+use commit::Committed;
+pub(crate) use commit::ReadSet;
+
+/// How a commit is recorded: its commit-info entries and its application transaction.
+/// The one place commit properties are built.
+#[derive(Clone, Default)]
+pub(crate) struct CommitSpec {
+    /// Extra key/values of the commit info.
+    pub metadata: HashMap<String, serde_json::Value>,
+    /// The `txn` action recorded in the same commit.
+    pub app_transaction: Option<AppTransaction>,
+}
+
+impl CommitSpec {
+    pub(crate) fn new(
+        metadata: &HashMap<String, serde_json::Value>,
+        app_transaction: &Option<AppTransaction>,
+    ) -> Self {
+        Self {
+            metadata: metadata.clone(),
+            app_transaction: app_transaction.clone(),
+        }
+    }
+
+    /// delta-rs commit properties; delta-rs itself never retries (the engine's rule does).
+    pub(crate) fn properties(&self) -> CommitProperties {
+        let mut props = CommitProperties::default()
+            .with_max_retries(0)
+            .with_metadata(self.metadata.clone());
+        if let Some(txn) = &self.app_transaction {
+            props = props.with_application_transaction(Transaction::new(&txn.app_id, txn.version));
+        }
+        props
+    }
+
+    /// Application ids whose concurrent commits this call must not interleave with.
+    fn app_ids(&self) -> Vec<String> {
+        self.app_transaction
+            .iter()
+            .map(|t| t.app_id.clone())
+            .collect()
+    }
+}
+
+/// How [`run`] treats races and the pre-commit hook.
+#[derive(Clone, Default)]
+pub(crate) struct Policy {
+    /// Commit attempts after the first (rebases and re-plans together).
+    pub max_retries: usize,
+    /// Whether the operation may stage again after a conflicting race; when not, such a
+    /// race ends the call with a conflict error (nothing written).
+    pub replan: bool,
+    /// Runs after the files are written and before the commit; an error aborts the call.
+    pub hook: Option<PreCommitHook>,
+}
+
+/// What one attempt staged for its commit.
+pub(crate) struct Staged {
+    /// Removes, adds, metadata: everything of the commit except commit info and `txn`.
+    pub actions: Vec<Action>,
+    pub operation: DeltaOperation,
+    /// What the plan read, for the conflict rule (the app ids are filled in by [`run`]).
+    pub read_set: ReadSet,
+}
+
+/// One operation, planned and written against a snapshot; it may be asked again after a
+/// conflicting race (then against the newer snapshot).
+pub(crate) trait Attempt: Send {
+    /// What the operation reports besides the commit.
+    type Output: Send;
+
+    /// Plan against `table`'s snapshot, write the new files, stage the commit.
+    fn stage<'a>(
+        &'a mut self,
+        table: &'a DeltaTable,
+    ) -> BoxFuture<'a, Result<(Staged, Self::Output)>>;
+}
+
+/// How [`run`] ended.
+pub(crate) enum Done<T> {
+    /// Durable at `version`.
+    Committed {
+        version: u64,
+        output: T,
+        /// Lost races rebased over or re-planned after.
+        retries: usize,
+        /// Times the operation staged again.
+        replans: usize,
+        /// Time spent in the final commit (and its rebases).
+        commit_time: Duration,
+    },
+    /// The operation changed nothing; no commit was made.
+    Unchanged { version: u64, output: T },
+    /// The call's application transaction was already recorded: nothing was done.
+    AlreadyApplied { version: u64 },
+}
+
+/// Run `attempt` to one commit (see the module documentation).
+pub(crate) async fn run<A: Attempt>(
+    table: &mut DeltaTable,
+    spec: &CommitSpec,
+    policy: &Policy,
+    attempt: &mut A,
+) -> Result<Done<A::Output>> {
+    let mut retries_left = policy.max_retries;
+    let mut retries_used = 0;
+    let mut replans = 0;
+    loop {
+        if let Some(version) = already_applied(table, spec).await? {
+            return Ok(Done::AlreadyApplied { version });
+        }
+        let (mut staged, output) = attempt.stage(table).await?;
+        if staged.actions.is_empty() && spec.app_transaction.is_none() {
+            return Ok(Done::Unchanged {
+                version: table.version().unwrap_or(0),
+                output,
+            });
+        }
+        if let Some(hook) = &policy.hook
+            && let Err(e) = hook()
+        {
+            delete_added(&table.object_store(), &staged.actions).await;
+            return Err(e);
+        }
+        staged.read_set.app_ids = spec.app_ids();
+        let commit_started = Instant::now();
+        let outcome = commit::commit(
+            table,
+            staged.actions.clone(),
+            staged.operation,
+            spec.properties(),
+            &staged.read_set,
+            &mut retries_left,
+            &mut retries_used,
+        )
+        .await;
+        match outcome {
+            Ok(Committed::Version(version)) => {
+                return Ok(Done::Committed {
+                    version,
+                    output,
+                    retries: retries_used,
+                    replans,
+                    commit_time: commit_started.elapsed(),
+                });
+            }
+            Ok(Committed::Replan) => {
+                delete_added(&table.object_store(), &staged.actions).await;
+                if !policy.replan {
+                    return Err(DeltaLiteError::CommitConflict(
+                        "a concurrent commit changed the schema, the protocol or the files \
+                         this call replaces (or applied the same app transaction); nothing \
+                         was written"
+                            .into(),
+                    ));
+                }
+                replans += 1;
+            }
+            Err(e @ DeltaLiteError::CommitConflict(_)) => {
+                delete_added(&table.object_store(), &staged.actions).await;
+                return Err(e);
+            }
+            // Unknown outcome (the store failed mid-commit): the files may be referenced,
+            // so they are left for vacuum.
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The version the call's application transaction was recorded at, if it was.
+async fn already_applied(table: &DeltaTable, spec: &CommitSpec) -> Result<Option<u64>> {
+    let Some(txn) = &spec.app_transaction else {
+        return Ok(None);
+    };
+    let state = table.snapshot()?;
+    let applied = state
+        .transaction_version(table.log_store().as_ref(), &txn.app_id)
+        .await?;
+    Ok(applied
+        .is_some_and(|v| v >= txn.version)
+        .then(|| state.version()))
+}
+
+/// An attempt whose files are already written: staged once, never re-planned.
+pub(crate) struct Prepared {
+    staged: Option<Staged>,
+}
+
+impl Prepared {
+    pub(crate) fn new(staged: Staged) -> Self {
+        Self {
+            staged: Some(staged),
+        }
+    }
+}
+
+impl Attempt for Prepared {
+    type Output = ();
+
+    fn stage<'a>(&'a mut self, _table: &'a DeltaTable) -> BoxFuture<'a, Result<(Staged, ())>> {
+        // `commit_prepared` never re-plans, so this runs once.
+        let staged = self
+            .staged
+            .take()
+            .map(|s| (s, ()))
+            .ok_or_else(|| DeltaLiteError::Other("a prepared commit was staged twice".into()));
+        Box::pin(futures::future::ready(staged))
+    }
+}
+
+/// Commit actions whose files are already written, once: the path of the operations
+/// that cannot re-plan (append, overwrite, compaction, type changes). A conflicting race
+/// deletes the files and reports a conflict.
+pub(crate) async fn commit_prepared(
+    table: &mut DeltaTable,
+    spec: &CommitSpec,
+    max_retries: usize,
+    staged: Staged,
+) -> Result<Done<()>> {
+    let policy = Policy {
+        max_retries,
+        replan: false,
+        hook: None,
+    };
+    let mut prepared = Prepared::new(staged);
+    let done = run(table, spec, &policy, &mut prepared).await;
+    // Recorded by someone else meanwhile: this call's files will never be committed.
+    if let (Ok(Done::AlreadyApplied { .. }), Some(staged)) = (&done, prepared.staged.take()) {
+        delete_added(&table.object_store(), &staged.actions).await;
+    }
+    done
+}
+
+/// Best-effort removal of the files an attempt added but did not commit.
+pub(crate) async fn delete_added(store: &Arc<dyn ObjectStore>, actions: &[Action]) {
+    delete_adds(
+        store,
+        actions.iter().filter_map(|a| match a {
+            Action::Add(add) => Some(add),
+            _ => None,
+        }),
+    )
+    .await;
+}
+
+/// Best-effort removal of written files that will not be committed.
+pub(crate) async fn delete_adds<'a>(
+    store: &Arc<dyn ObjectStore>,
+    adds: impl Iterator<Item = &'a Add>,
+) {
+    for add in adds {
+        let path = object_store::path::Path::from(add.path.as_str());
+        if let Err(e) = store.delete(&path).await {
+            tracing::warn!(path = %add.path, error = %e, "could not delete an uncommitted file");
+        }
+    }
+}
+
+/// What a plan read, for [`ReadSet`]: nothing (appends), some partitions, everything.
+impl ReadSet {
+    /// Reads no partition: any concurrent data commit can be rebased over (appends and
+    /// compactions; a concurrent remove of a file this call removes still conflicts).
+    pub(crate) fn nothing() -> Self {
+        Self {
+            partitions: Some(HashSet::new()),
+            app_ids: Vec::new(),
+        }
+    }
+
+    /// Reads the whole table: any concurrent data change conflicts.
+    pub(crate) fn everything() -> Self {
+        Self {
+            partitions: None,
+            app_ids: Vec::new(),
+        }
+    }
+
+    /// Reads these partitions (canonical serialization); unpartitioned tables read all.
+    pub(crate) fn partitions(partitioned: bool, partitions: HashSet<Vec<Option<String>>>) -> Self {
+        Self {
+            partitions: partitioned.then_some(partitions),
+            app_ids: Vec::new(),
+        }
+    }
+}

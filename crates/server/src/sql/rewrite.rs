@@ -1,0 +1,396 @@
+//! `DELETE` and `UPDATE` through the engine: DataFusion evaluates the predicate (any form
+//! it can plan in a filter: subqueries, correlated `EXISTS`, row-value `IN` rewritten to
+//! `EXISTS`), the engine replaces exactly the files holding a matching row, in one commit
+//! (`DeltaLiteTable::replace`), and files without a match are not touched.
+//!
+//! A plan, against one snapshot of the target:
+//! 1. `SELECT file, count(*) FROM target AS alias WHERE p GROUP BY file`: the files to
+//!    replace and the rows the statement matches;
+//! 2. over those files only, the rows that replace them: `WHERE (p) IS NOT TRUE` (kept
+//!    rows), plus for `UPDATE` the matched rows with the assignments applied.
+//!
+//! Subqueries naming the target read the table as it was before the statement, as SQL
+//! wants: the target is registered under a hidden name and only aliased as the target.
+
+use std::sync::{Arc, Mutex};
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::Int64Type;
+use datafusion::catalog::TableProvider;
+use datafusion::sql::sqlparser::ast::{
+    AssignmentTarget, Delete, Expr as SqlExpr, FromTable, Ident, TableFactor, Update,
+};
+use deltalite::deltalake::DeltaTable;
+use deltalite::{DeltaLiteError, ReplaceKind, ReplaceOptions, ReplacePlanner, Replacement};
+use futures::StreamExt;
+use futures::future::BoxFuture;
+
+use super::{
+    Output, SqlSession, delta_err, engine_rows, name_parts, sql_err, table_missing, take_failure,
+};
+use crate::error::ApiError;
+
+/// The hidden name of the statement's target while it is planned.
+const TARGET: &str = "__deltalite_target";
+/// The file column of the target's scan.
+const FILE: &str = "__deltalite_file";
+
+/// An identifier, quoted for the SQL this module writes.
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+impl SqlSession {
+    pub(super) async fn delete(&mut self, delete: &Delete) -> Result<Output, ApiError> {
+        let tables = match &delete.from {
+            FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+        };
+        let [twj] = tables.as_slice() else {
+            return Err(sql_err("Not implemented Error: DELETE from several tables"));
+        };
+        if delete.using.is_some() || !twj.joins.is_empty() {
+            return Err(sql_err("Not implemented Error: DELETE ... USING"));
+        }
+        let TableFactor::Table { name, alias, .. } = &twj.relation else {
+            return Err(sql_err("Not implemented Error: DELETE from a non-table"));
+        };
+        let target = Target::new(name, alias.as_ref().map(|a| &a.name))?;
+        let predicate = delete.selection.as_ref().map(predicate_sql);
+        let kind = ReplaceKind::Delete {
+            predicate: delete.selection.as_ref().map(|p| p.to_string()),
+        };
+        self.rewrite_where(target, predicate, None, kind).await
+    }
+
+    pub(super) async fn update(&mut self, update: &Update) -> Result<Output, ApiError> {
+        let TableFactor::Table { name, alias, .. } = &update.table.relation else {
+            return Err(sql_err("Not implemented Error: UPDATE of a non-table"));
+        };
+        if update.from.is_some() || !update.table.joins.is_empty() {
+            return Err(sql_err("Not implemented Error: UPDATE ... FROM"));
+        }
+        let target = Target::new(name, alias.as_ref().map(|a| &a.name))?;
+        let mut assignments = Vec::new();
+        for assignment in &update.assignments {
+            let AssignmentTarget::ColumnName(column) = &assignment.target else {
+                return Err(sql_err("Not implemented Error: tuple assignments"));
+            };
+            let parts = name_parts(column)?;
+            let col = parts.last().cloned().unwrap_or_default();
+            assignments.push((col, predicate_sql(&assignment.value)));
+        }
+        let predicate = update.selection.as_ref().map(predicate_sql);
+        let kind = ReplaceKind::Update {
+            predicate: update.selection.as_ref().map(|p| p.to_string()),
+        };
+        self.rewrite_where(target, predicate, Some(assignments), kind)
+            .await
+    }
+
+    /// Replace the target's files holding rows that match `predicate` (all rows without
+    /// one): without them (`assignments` is `None`), or with them updated.
+    async fn rewrite_where(
+        &mut self,
+        target: Target,
+        predicate: Option<String>,
+        assignments: Option<Vec<(String, String)>>,
+        kind: ReplaceKind,
+    ) -> Result<Output, ApiError> {
+        let name = self.resolve(&target.parts)?;
+        let lock = self.storage.table_lock(&name);
+        let _guard = lock.lock().await;
+        let mut table = self.open_for_write(&name).await?;
+        let columns: Vec<String> = table
+            .schema()
+            .map_err(delta_err)?
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let assignments = match assignments {
+            None => None,
+            Some(set) => {
+                for (col, _) in &set {
+                    if !columns.contains(col) {
+                        return Err(sql_err(format!(
+                            "Binder Error: Table \"{}\" does not have a column with name \"{col}\"",
+                            name.table
+                        )));
+                    }
+                }
+                Some(set)
+            }
+        };
+        let failure = Arc::new(Mutex::new(None));
+        let mut planner = WherePlanner {
+            session: self,
+            alias: target.alias,
+            predicate,
+            assignments,
+            columns,
+            matched: 0,
+            failure: Arc::clone(&failure),
+        };
+        let result = table
+            .replace(&mut planner, &ReplaceOptions::new(kind))
+            .await;
+        let matched = planner.matched;
+        match (result, take_failure(&failure)) {
+            (Ok(_), _) => Ok(Self::count(matched as i64)),
+            // The SQL layer's own error (planning or execution), as the client should see it.
+            (Err(_), Some(e)) => Err(e),
+            (Err(e), None) => Err(delta_err(e)),
+        }
+    }
+
+    /// Register `provider` under the hidden target name (replacing an earlier one).
+    fn register_target(&self, provider: Arc<dyn TableProvider>) -> Result<(), ApiError> {
+        let schema = self.schema_provider(&self.catalog, &self.schema)?;
+        schema.deregister_table(TARGET).map_err(super::sql_error)?;
+        schema
+            .register_table(TARGET.to_string(), provider)
+            .map_err(super::sql_error)?;
+        Ok(())
+    }
+}
+
+/// The statement's target: its name parts and the name its rows go by in the predicate.
+struct Target {
+    parts: Vec<String>,
+    alias: String,
+}
+
+impl Target {
+    fn new(
+        name: &datafusion::sql::sqlparser::ast::ObjectName,
+        alias: Option<&Ident>,
+    ) -> Result<Self, ApiError> {
+        let parts = name_parts(name)?;
+        let alias = match alias {
+            Some(a) if a.quote_style.is_some() => a.value.clone(),
+            Some(a) => a.value.to_lowercase(),
+            None => parts.last().cloned().ok_or_else(|| table_missing(""))?,
+        };
+        Ok(Self { parts, alias })
+    }
+}
+
+/// A predicate or expression as SQL text for the plan's queries, with row-value `IN`
+/// subqueries, which DataFusion does not plan, rewritten to `EXISTS` where that means the
+/// same in a filter (see [`row_in_to_exists`]).
+fn predicate_sql(expr: &SqlExpr) -> String {
+    let mut expr = row_in_to_exists(expr.clone());
+    name_in_subquery_columns(&mut expr);
+    expr.to_string()
+}
+
+/// `x IN (SELECT max(a) FROM t)` → `x IN (SELECT __in1 FROM (SELECT max(a) FROM t) AS
+/// __s1(__in1))`. DataFusion 55 cannot plan an `IN` subquery whose column is an unnamed
+/// expression under `IS [NOT] TRUE` (two projections of the same name), which is how the
+/// plan's queries wrap the predicate; a named column avoids it and means the same.
+fn name_in_subquery_columns(expr: &mut SqlExpr) {
+    use datafusion::sql::sqlparser::ast::visit_expressions_mut;
+    use std::ops::ControlFlow;
+    let mut n = 0usize;
+    let _ = visit_expressions_mut(expr, |e| {
+        if let SqlExpr::InSubquery { subquery, .. } = e {
+            n += 1;
+            let sql = format!("SELECT __in{n} FROM ({subquery}) AS __s{n}(__in{n})");
+            if let Some(query) = parse_query(&sql) {
+                **subquery = query;
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+fn parse_query(sql: &str) -> Option<datafusion::sql::sqlparser::ast::Query> {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+    Parser::new(&GenericDialect {})
+        .try_with_sql(sql)
+        .ok()?
+        .parse_query()
+        .ok()
+        .map(|q| *q)
+}
+
+/// `(a, b) IN (SELECT x, y FROM …)` → `EXISTS (SELECT 1 FROM (SELECT x, y FROM …) AS
+/// __in(c1, c2) WHERE __in.c1 = a AND __in.c2 = b)`, applied to the operands of AND/OR
+/// chains and parentheses only: there `NULL` and `FALSE` select the same rows (a filter
+/// keeps neither), so the `IN`'s three-valued result and `EXISTS`'s two agree. Under
+/// `NOT` they would not, and such a form is left for DataFusion to refuse.
+fn row_in_to_exists(expr: SqlExpr) -> SqlExpr {
+    use datafusion::sql::sqlparser::ast::BinaryOperator;
+    match expr {
+        SqlExpr::BinaryOp { left, op, right }
+            if matches!(op, BinaryOperator::And | BinaryOperator::Or) =>
+        {
+            SqlExpr::BinaryOp {
+                left: Box::new(row_in_to_exists(*left)),
+                op,
+                right: Box::new(row_in_to_exists(*right)),
+            }
+        }
+        SqlExpr::Nested(inner) => SqlExpr::Nested(Box::new(row_in_to_exists(*inner))),
+        SqlExpr::InSubquery {
+            expr,
+            subquery,
+            negated: false,
+        } if matches!(expr.as_ref(), SqlExpr::Tuple(_)) => {
+            let SqlExpr::Tuple(items) = *expr else {
+                unreachable!("matched a tuple above")
+            };
+            let names: Vec<String> = (1..=items.len()).map(|i| format!("c{i}")).collect();
+            let conditions: Vec<String> = items
+                .iter()
+                .zip(&names)
+                .map(|(item, n)| format!("__in.{n} = ({item})"))
+                .collect();
+            let sql = format!(
+                "EXISTS (SELECT 1 FROM ({subquery}) AS __in({}) WHERE {})",
+                names.join(", "),
+                conditions.join(" AND ")
+            );
+            parse_expr(&sql).unwrap_or(SqlExpr::InSubquery {
+                expr: Box::new(SqlExpr::Tuple(items)),
+                subquery,
+                negated: false,
+            })
+        }
+        other => other,
+    }
+}
+
+fn parse_expr(sql: &str) -> Option<SqlExpr> {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+    Parser::new(&GenericDialect {})
+        .try_with_sql(sql)
+        .ok()?
+        .parse_expr()
+        .ok()
+}
+
+/// Plans a `DELETE` (no assignments) or an `UPDATE` for the engine.
+struct WherePlanner<'s> {
+    session: &'s mut SqlSession,
+    alias: String,
+    predicate: Option<String>,
+    assignments: Option<Vec<(String, String)>>,
+    columns: Vec<String>,
+    /// Rows the latest plan matched.
+    matched: u64,
+    /// The SQL layer's error behind a failed plan or stream, for the client.
+    failure: Arc<Mutex<Option<ApiError>>>,
+}
+
+impl WherePlanner<'_> {
+    async fn plan_files(&mut self, table: &DeltaTable) -> Result<Replacement, ApiError> {
+        let alias = quote(&self.alias);
+        let target = quote(TARGET);
+        let file = quote(FILE);
+        let filter = self
+            .predicate
+            .as_ref()
+            .map(|p| format!(" WHERE {p}"))
+            .unwrap_or_default();
+        let scan = table
+            .table_provider()
+            .with_file_column(FILE)
+            .await
+            .map_err(delta_err)?;
+        self.session.grant_table(table);
+        self.session.register_target(scan)?;
+        let found = self
+            .session
+            .collect_sql(&format!(
+                "SELECT {file}, count(*) FROM {target} AS {alias}{filter} GROUP BY 1"
+            ))
+            .await?;
+        let mut files = Vec::new();
+        let mut matched = 0u64;
+        for batch in &found {
+            let names = arrow::compute::cast(batch.column(0), &arrow::datatypes::DataType::Utf8)
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
+            let names = names.as_string::<i32>();
+            let counts = batch.column(1).as_primitive::<Int64Type>();
+            for row in 0..batch.num_rows() {
+                if names.is_valid(row) {
+                    files.push(names.value(row).to_string());
+                }
+                matched += counts.value(row) as u64;
+            }
+        }
+        self.matched = matched;
+        if files.is_empty() {
+            return Ok(Replacement {
+                remove: Vec::new(),
+                rows: futures::stream::empty().boxed(),
+            });
+        }
+        let restricted = table
+            .table_provider()
+            .with_file_paths(files.clone())
+            .await
+            .map_err(delta_err)?;
+        self.session.register_target(restricted)?;
+        let columns: Vec<String> = self.columns.iter().map(|c| quote(c)).collect();
+        let is = |truth: &str| match &self.predicate {
+            Some(p) => format!(" WHERE ({p}) IS {truth}"),
+            None => match truth {
+                "TRUE" => String::new(),
+                _ => " WHERE FALSE".to_string(),
+            },
+        };
+        let kept = format!(
+            "SELECT {} FROM {target} AS {alias}{}",
+            columns.join(", "),
+            is("NOT TRUE")
+        );
+        let sql = match &self.assignments {
+            None => kept,
+            Some(set) => {
+                let changed: Vec<String> = self
+                    .columns
+                    .iter()
+                    .map(|c| match set.iter().find(|(col, _)| col == c) {
+                        Some((_, value)) => format!("({value}) AS {}", quote(c)),
+                        None => quote(c),
+                    })
+                    .collect();
+                format!(
+                    "SELECT {} FROM {target} AS {alias}{} UNION ALL {kept}",
+                    changed.join(", "),
+                    is("TRUE")
+                )
+            }
+        };
+        let stream = self.session.stream_sql(&sql).await?;
+        let rows = engine_rows(stream, Arc::clone(&self.failure));
+        Ok(Replacement {
+            remove: files,
+            rows,
+        })
+    }
+}
+
+impl ReplacePlanner for WherePlanner<'_> {
+    fn plan<'a>(
+        &'a mut self,
+        table: &'a DeltaTable,
+    ) -> BoxFuture<'a, deltalite::Result<Replacement>> {
+        Box::pin(async move {
+            match self.plan_files(table).await {
+                Ok(plan) => Ok(plan),
+                Err(e) => {
+                    let msg = e.to_string();
+                    if let Ok(mut f) = self.failure.lock() {
+                        *f = Some(e);
+                    }
+                    Err(DeltaLiteError::Other(msg))
+                }
+            }
+        })
+    }
+}
