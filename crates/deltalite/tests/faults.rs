@@ -1,4 +1,4 @@
-//! Object-store faults: a wrapping store (`FaultyStore`, over a real `LocalFileSystem`)
+//! Object-store faults: a wrapping store (the testkit's `TestStore`, over a real `LocalFileSystem`)
 //! fails, delays or loses the response of chosen PUT / multipart / GET calls while the
 //! engine runs, through `DeltaLiteTable::open_with_store`. Every call must end in a typed
 //! error or in success, the table must hold either all of a call or none of it, and a
@@ -16,8 +16,7 @@
 mod common;
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
@@ -25,334 +24,7 @@ use deltalite::arrow::array::{ArrayRef, Int64Array, RecordBatch};
 use deltalite::arrow::datatypes::{DataType, Field, Schema};
 use deltalite::write::WriteOptions;
 use deltalite::{AppTransaction, DeltaLiteTable, ErrorKind, UpsertOptions};
-use futures::future::BoxFuture;
-use futures::stream::BoxStream;
-use object_store::local::LocalFileSystem;
-use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, UploadPart,
-};
-
-// ---------------------------------------------------------------------------------------
-// The fault-injecting store.
-
-/// Which store call a rule applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    /// `put_opts` (small data files, commit JSON, checkpoints).
-    Put,
-    /// A multipart upload; the fault applies when it is completed.
-    Multipart,
-    /// `get_opts` (every read, ranged or not).
-    Get,
-}
-
-/// Which paths a rule applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Target {
-    /// Data files: `*.parquet` outside `_delta_log`.
-    Data,
-    /// Commit entries: `_delta_log/*.json`.
-    Commit,
-}
-
-impl Target {
-    fn matches(self, path: &Path) -> bool {
-        let p = path.as_ref();
-        match self {
-            Target::Data => p.ends_with(".parquet") && !p.contains("_delta_log/"),
-            Target::Commit => p.contains("_delta_log/") && p.ends_with(".json"),
-        }
-    }
-}
-
-/// What happens to a matching call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
-    /// The call fails before it reaches storage.
-    Fail,
-    /// The call succeeds in storage, then the caller gets an error (response lost).
-    LostResponse,
-    /// The call succeeds in storage, its response is lost and the client retries it
-    /// once, returning the retry's result (a conditional PUT then finds "already exists").
-    LostAndRetried,
-    /// The call is delayed, then runs normally.
-    Delay(Duration),
-}
-
-#[derive(Debug)]
-struct Rule {
-    op: Op,
-    target: Target,
-    /// Matching calls to let through before the fault applies.
-    skip: usize,
-    /// How many matching calls (after `skip`) get the fault.
-    times: usize,
-    fault: Fault,
-    seen: usize,
-    fired: usize,
-}
-
-#[derive(Debug)]
-struct FaultyStore {
-    inner: Arc<dyn ObjectStore>,
-    rules: Mutex<Vec<Rule>>,
-    /// Data-file PUTs in flight now, and the most seen at once.
-    data_puts_in_flight: AtomicUsize,
-    max_data_puts_in_flight: AtomicUsize,
-}
-
-impl std::fmt::Display for FaultyStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "FaultyStore({})", self.inner)
-    }
-}
-
-fn injected(path: &Path, what: &str) -> object_store::Error {
-    object_store::Error::Generic {
-        store: "FaultyStore",
-        source: format!("injected fault: {what} ({path})").into(),
-    }
-}
-
-struct InFlight<'a>(Option<&'a FaultyStore>);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        if let Some(s) = self.0 {
-            s.data_puts_in_flight.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-}
-
-impl FaultyStore {
-    fn new() -> Arc<Self> {
-        Arc::new(Self {
-            inner: Arc::new(LocalFileSystem::new()),
-            rules: Mutex::new(Vec::new()),
-            data_puts_in_flight: AtomicUsize::new(0),
-            max_data_puts_in_flight: AtomicUsize::new(0),
-        })
-    }
-
-    /// Apply `fault` to the `nth` (1-based) matching call from now on, and `times`
-    /// calls in all.
-    fn inject(&self, op: Op, target: Target, nth: usize, times: usize, fault: Fault) {
-        self.rules.lock().unwrap().push(Rule {
-            op,
-            target,
-            skip: nth - 1,
-            times,
-            fault,
-            seen: 0,
-            fired: 0,
-        });
-    }
-
-    /// How often the injected faults fired; clears the rules.
-    fn take_fired(&self) -> usize {
-        let mut rules = self.rules.lock().unwrap();
-        let fired = rules.iter().map(|r| r.fired).sum();
-        rules.clear();
-        fired
-    }
-
-    fn fault(&self, op: Op, path: &Path) -> Option<Fault> {
-        let mut rules = self.rules.lock().unwrap();
-        let mut chosen = None;
-        for rule in rules.iter_mut() {
-            if rule.op != op || !rule.target.matches(path) {
-                continue;
-            }
-            rule.seen += 1;
-            if chosen.is_none() && rule.seen > rule.skip && rule.fired < rule.times {
-                rule.fired += 1;
-                chosen = Some(rule.fault);
-            }
-        }
-        chosen
-    }
-
-    fn track(&self, op: Op, path: &Path) -> InFlight<'_> {
-        if op == Op::Put && Target::Data.matches(path) {
-            let now = self.data_puts_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-            self.max_data_puts_in_flight
-                .fetch_max(now, Ordering::SeqCst);
-            InFlight(Some(self))
-        } else {
-            InFlight(None)
-        }
-    }
-}
-
-type Fut<'a, T> = BoxFuture<'a, object_store::Result<T>>;
-
-// The trait is declared with `async_trait`; these are its desugared signatures.
-impl ObjectStore for FaultyStore {
-    fn put_opts<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        location: &'life1 Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> Fut<'async_trait, PutResult>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(async move {
-            let fault = self.fault(Op::Put, location);
-            let _in_flight = self.track(Op::Put, location);
-            match fault {
-                None => self.inner.put_opts(location, payload, opts).await,
-                Some(Fault::Delay(d)) => {
-                    tokio::time::sleep(d).await;
-                    self.inner.put_opts(location, payload, opts).await
-                }
-                Some(Fault::Fail) => Err(injected(location, "put failed")),
-                Some(Fault::LostResponse) => {
-                    self.inner.put_opts(location, payload, opts).await?;
-                    Err(injected(location, "put response lost"))
-                }
-                Some(Fault::LostAndRetried) => {
-                    self.inner
-                        .put_opts(location, payload.clone(), opts.clone())
-                        .await?;
-                    self.inner.put_opts(location, payload, opts).await
-                }
-            }
-        })
-    }
-
-    fn put_multipart_opts<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        location: &'life1 Path,
-        opts: PutMultipartOptions,
-    ) -> Fut<'async_trait, Box<dyn MultipartUpload>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(async move {
-            let fault = self.fault(Op::Multipart, location);
-            let inner = self.inner.put_multipart_opts(location, opts).await?;
-            Ok(Box::new(FaultyUpload {
-                inner,
-                fault,
-                path: location.clone(),
-            }) as Box<dyn MultipartUpload>)
-        })
-    }
-
-    fn get_opts<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        location: &'life1 Path,
-        options: GetOptions,
-    ) -> Fut<'async_trait, GetResult>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(async move {
-            match self.fault(Op::Get, location) {
-                None | Some(Fault::LostAndRetried) => self.inner.get_opts(location, options).await,
-                Some(Fault::Delay(d)) => {
-                    tokio::time::sleep(d).await;
-                    self.inner.get_opts(location, options).await
-                }
-                Some(Fault::Fail) | Some(Fault::LostResponse) => {
-                    Err(injected(location, "get failed"))
-                }
-            }
-        })
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_delimiter<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        prefix: Option<&'life1 Path>,
-    ) -> Fut<'async_trait, ListResult>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.list_with_delimiter(prefix)
-    }
-
-    fn copy_opts<'life0, 'life1, 'life2, 'async_trait>(
-        &'life0 self,
-        from: &'life1 Path,
-        to: &'life2 Path,
-        options: CopyOptions,
-    ) -> Fut<'async_trait, ()>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        'life2: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.copy_opts(from, to, options)
-    }
-}
-
-#[derive(Debug)]
-struct FaultyUpload {
-    inner: Box<dyn MultipartUpload>,
-    fault: Option<Fault>,
-    path: Path,
-}
-
-impl MultipartUpload for FaultyUpload {
-    fn put_part(&mut self, data: PutPayload) -> UploadPart {
-        self.inner.put_part(data)
-    }
-
-    fn complete<'life0, 'async_trait>(&'life0 mut self) -> Fut<'async_trait, PutResult>
-    where
-        'life0: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(async move {
-            match self.fault {
-                None => self.inner.complete().await,
-                Some(Fault::Delay(d)) => {
-                    tokio::time::sleep(d).await;
-                    self.inner.complete().await
-                }
-                Some(Fault::Fail) => {
-                    self.inner.abort().await?;
-                    Err(injected(&self.path, "multipart completion failed"))
-                }
-                Some(Fault::LostResponse) | Some(Fault::LostAndRetried) => {
-                    self.inner.complete().await?;
-                    Err(injected(&self.path, "multipart completion response lost"))
-                }
-            }
-        })
-    }
-
-    fn abort<'life0, 'async_trait>(&'life0 mut self) -> Fut<'async_trait, ()>
-    where
-        'life0: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.abort()
-    }
-}
+use deltalite_testkit::store::{Fault, Op, Target, TestStore};
 
 // ---------------------------------------------------------------------------------------
 // Table helpers.
@@ -396,13 +68,13 @@ fn expect(rows: &[(i64, &str, &str)]) -> Vec<Vec<String>> {
 const SEED: [(i64, &str, &str); 3] = [(1, "d1", "a"), (2, "d1", "b"), (3, "d2", "c")];
 
 /// A partitioned table seeded with `SEED` (version 1), opened over a fresh `FaultyStore`.
-async fn setup(dir: &tempfile::TempDir) -> (String, Arc<FaultyStore>, DeltaLiteTable) {
+async fn setup(dir: &tempfile::TempDir) -> (String, Arc<TestStore>, DeltaLiteTable) {
     let uri = tmp_uri(dir, "t");
     let mut t = create(&uri, &schema(), &["day"]).await;
     t.append([Ok(rows_batch(&SEED))], &WriteOptions::default())
         .await
         .unwrap();
-    let store = FaultyStore::new();
+    let store = TestStore::local();
     let t = DeltaLiteTable::open_with_store(&uri, store.clone())
         .await
         .unwrap();
@@ -720,7 +392,7 @@ async fn a_failed_multipart_upload_commits_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let uri = tmp_uri(&dir, "t");
     create(&uri, &schema(), &[]).await;
-    let store = FaultyStore::new();
+    let store = TestStore::local();
     let mut t = DeltaLiteTable::open_with_store(&uri, store.clone())
         .await
         .unwrap();
@@ -788,7 +460,7 @@ async fn slow_puts_and_gets_succeed_and_respect_the_concurrency_knobs() {
             (6, "d3", "w")
         ])
     );
-    assert_eq!(store.max_data_puts_in_flight.load(Ordering::SeqCst), 1);
+    assert_eq!(store.max_data_puts_in_flight(), 1);
 }
 
 /// The commit lands but reading it back fails (delta-rs reads the new version right

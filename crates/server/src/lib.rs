@@ -60,6 +60,19 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let storage = catalog::Storage::open(&config.data_root, config.storage_options.clone())
         .map_err(ServeError::Storage)?;
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    serve_on(config, storage, listener, shutdown).await
+}
+
+/// Serve with an opened data root on a bound listener until `shutdown` resolves: for
+/// embedding the server, and for tests that reach tables through an instrumented store
+/// (`catalog::Storage::with_table_store`).
+pub async fn serve_on(
+    config: ServerConfig,
+    storage: catalog::Storage,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
     for c in &config.catalogs {
         storage
             .ensure_catalog(c)
@@ -79,7 +92,6 @@ pub async fn serve(
     }
     let state = http::AppState::new(config.clone(), storage, prometheus)?;
     let app = http::router(state);
-    let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, data = %config.data_root, catalogs = ?config.catalogs, "listening");
     println!("listening on http://{addr}");

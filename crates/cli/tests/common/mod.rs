@@ -28,9 +28,26 @@ impl Server {
         Self::start_on(dir, data.to_string_lossy().as_ref(), extra)
     }
 
+    /// Like [`Self::start_with`], with extra environment variables for the process.
+    pub fn start_env(extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("lake");
+        Self::start_full(dir, data.to_string_lossy().as_ref(), extra, env)
+    }
+
     /// Start on an explicit data root (a local path or an object-store URI).
     pub fn start_on(dir: tempfile::TempDir, data: &str, extra: &[&str]) -> Self {
+        Self::start_full(dir, data, extra, &[])
+    }
+
+    fn start_full(
+        dir: tempfile::TempDir,
+        data: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_deltalite"));
+        cmd.envs(env.iter().copied());
         cmd.args(["serve", "--listen", "127.0.0.1:0"])
             .arg("--data")
             .arg(data)

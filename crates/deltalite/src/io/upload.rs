@@ -539,178 +539,22 @@ impl MultipartUpload for DeferredUpload {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex as StdMutex;
     use std::time::Duration;
 
+    use deltalite_testkit::store::{Fault, Op, Target, TestStore};
     use object_store::ObjectStoreExt;
     use object_store::buffered::BufWriter;
-    use object_store::memory::InMemory;
     use tokio::io::AsyncWriteExt;
 
     use super::*;
 
-    /// What reached the real store.
-    #[derive(Debug, Default)]
-    struct Calls {
-        puts: usize,
-        multiparts: usize,
-        /// Sizes of the parts, in the order `put_part` was called.
-        parts: Vec<usize>,
-        completes: usize,
-        aborts: usize,
-    }
-
-    /// An `InMemory` store that records the write calls it gets (and can refuse to start
-    /// multipart uploads).
-    #[derive(Debug)]
-    struct Counting {
-        inner: InMemory,
-        calls: Arc<StdMutex<Calls>>,
-        refuse_multipart: bool,
-    }
-
-    impl fmt::Display for Counting {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            write!(f, "Counting({})", self.inner)
-        }
-    }
-
-    impl ObjectStore for Counting {
-        fn put_opts<'life0, 'life1, 'async_trait>(
-            &'life0 self,
-            location: &'life1 Path,
-            payload: PutPayload,
-            opts: PutOptions,
-        ) -> Fut<'async_trait, PutResult>
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            Self: 'async_trait,
-        {
-            self.calls.lock().unwrap().puts += 1;
-            self.inner.put_opts(location, payload, opts)
-        }
-
-        fn put_multipart_opts<'life0, 'life1, 'async_trait>(
-            &'life0 self,
-            location: &'life1 Path,
-            opts: PutMultipartOptions,
-        ) -> Fut<'async_trait, Box<dyn MultipartUpload>>
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            Self: 'async_trait,
-        {
-            Box::pin(async move {
-                self.calls.lock().unwrap().multiparts += 1;
-                if self.refuse_multipart {
-                    return Err(upload_error("refused"));
-                }
-                let inner = self.inner.put_multipart_opts(location, opts).await?;
-                Ok(Box::new(CountingUpload {
-                    inner,
-                    calls: Arc::clone(&self.calls),
-                }) as Box<dyn MultipartUpload>)
-            })
-        }
-
-        fn get_opts<'life0, 'life1, 'async_trait>(
-            &'life0 self,
-            location: &'life1 Path,
-            options: GetOptions,
-        ) -> Fut<'async_trait, GetResult>
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            Self: 'async_trait,
-        {
-            self.inner.get_opts(location, options)
-        }
-
-        fn delete_stream(
-            &self,
-            locations: BoxStream<'static, object_store::Result<Path>>,
-        ) -> BoxStream<'static, object_store::Result<Path>> {
-            self.inner.delete_stream(locations)
-        }
-
-        fn list(
-            &self,
-            prefix: Option<&Path>,
-        ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-            self.inner.list(prefix)
-        }
-
-        fn list_with_delimiter<'life0, 'life1, 'async_trait>(
-            &'life0 self,
-            prefix: Option<&'life1 Path>,
-        ) -> Fut<'async_trait, ListResult>
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            Self: 'async_trait,
-        {
-            self.inner.list_with_delimiter(prefix)
-        }
-
-        fn copy_opts<'life0, 'life1, 'life2, 'async_trait>(
-            &'life0 self,
-            from: &'life1 Path,
-            to: &'life2 Path,
-            options: CopyOptions,
-        ) -> Fut<'async_trait, ()>
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            'life2: 'async_trait,
-            Self: 'async_trait,
-        {
-            self.inner.copy_opts(from, to, options)
-        }
-    }
-
-    #[derive(Debug)]
-    struct CountingUpload {
-        inner: Box<dyn MultipartUpload>,
-        calls: Arc<StdMutex<Calls>>,
-    }
-
-    impl MultipartUpload for CountingUpload {
-        fn put_part(&mut self, data: PutPayload) -> UploadPart {
-            self.calls.lock().unwrap().parts.push(data.content_length());
-            self.inner.put_part(data)
-        }
-
-        fn complete<'life0, 'async_trait>(&'life0 mut self) -> Fut<'async_trait, PutResult>
-        where
-            'life0: 'async_trait,
-            Self: 'async_trait,
-        {
-            self.calls.lock().unwrap().completes += 1;
-            self.inner.complete()
-        }
-
-        fn abort<'life0, 'async_trait>(&'life0 mut self) -> Fut<'async_trait, ()>
-        where
-            'life0: 'async_trait,
-            Self: 'async_trait,
-        {
-            self.calls.lock().unwrap().aborts += 1;
-            self.inner.abort()
-        }
-    }
-
     /// A counting store under a [`ThresholdStore`] with `threshold` and `part_size`.
-    fn wrapped(threshold: usize, part_size: usize) -> (Arc<dyn ObjectStore>, Arc<StdMutex<Calls>>) {
-        let calls = Arc::new(StdMutex::new(Calls::default()));
-        let inner: Arc<dyn ObjectStore> = Arc::new(Counting {
-            inner: InMemory::new(),
-            calls: Arc::clone(&calls),
-            refuse_multipart: false,
-        });
+    fn wrapped(threshold: usize, part_size: usize) -> (Arc<dyn ObjectStore>, Arc<TestStore>) {
+        let counting = TestStore::memory();
+        let inner: Arc<dyn ObjectStore> = counting.clone();
         (
             MultipartPolicy::new(threshold, part_size).wrap(inner),
-            calls,
+            counting,
         )
     }
 
@@ -761,12 +605,12 @@ mod tests {
     async fn objects_below_the_threshold_go_up_in_one_put() {
         // Larger than delta-rs's 5 MiB buffer (so the multipart path is taken above the
         // wrapper), one byte short of the threshold.
-        let (store, calls) = wrapped(12 * MIB, 5 * MIB);
+        let (store, counting) = wrapped(12 * MIB, 5 * MIB);
         let path = Path::from("below.bin");
         let data = content(12 * MIB - 1);
         write_like_delta_rs(&store, &path, &data, MIB + 7).await;
         {
-            let calls = calls.lock().unwrap();
+            let calls = counting.calls();
             assert_eq!((calls.puts, calls.multiparts), (1, 0), "{calls:?}");
         }
         assert!(read_back(&store, &path).await == data);
@@ -785,13 +629,13 @@ mod tests {
             (6 * MIB, 1, 11 * MIB, MIB),
         ];
         for (threshold, part_size, size, write_size) in cases {
-            let (store, calls) = wrapped(threshold, part_size);
+            let (store, counting) = wrapped(threshold, part_size);
             let path = Path::from("above.bin");
             let data = content(size);
             write_like_delta_rs(&store, &path, &data, write_size).await;
             let part_size = part_size.max(5 * MIB);
             {
-                let calls = calls.lock().unwrap();
+                let calls = counting.calls();
                 let case =
                     format!("threshold {threshold}, part {part_size}, size {size}: {calls:?}");
                 assert_eq!(
@@ -813,12 +657,12 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn threshold_zero_is_always_one_put() {
-        let (store, calls) = wrapped(0, 5 * MIB);
+        let (store, counting) = wrapped(0, 5 * MIB);
         let path = Path::from("zero.bin");
         let data = content(21 * MIB + 5);
         write_like_delta_rs(&store, &path, &data, 2 * MIB).await;
         {
-            let calls = calls.lock().unwrap();
+            let calls = counting.calls();
             assert_eq!((calls.puts, calls.multiparts), (1, 0), "{calls:?}");
         }
         assert!(read_back(&store, &path).await == data);
@@ -826,7 +670,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn parts_reach_the_store_in_order_whatever_order_they_are_polled_in() {
-        let (store, calls) = wrapped(5 * MIB, 5 * MIB);
+        let (store, counting) = wrapped(5 * MIB, 5 * MIB);
         let path = Path::from("ordered.bin");
         let data = content(8 * (3 * MIB + 17));
         let mut upload = store.put_multipart(&path).await.unwrap();
@@ -844,7 +688,7 @@ mod tests {
         .unwrap();
         upload.complete().await.unwrap();
         {
-            let calls = calls.lock().unwrap();
+            let calls = counting.calls();
             assert_eq!(calls.parts.len(), data.len().div_ceil(5 * MIB), "{calls:?}");
             assert!(
                 calls.parts[..calls.parts.len() - 1]
@@ -861,7 +705,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn abort_leaves_nothing_behind() {
         // Started: parts were sent, then the writer gives up.
-        let (store, calls) = wrapped(5 * MIB, 5 * MIB);
+        let (store, counting) = wrapped(5 * MIB, 5 * MIB);
         let path = Path::from("aborted.bin");
         let mut writer = BufWriter::with_capacity(Arc::clone(&store), path.clone(), 5 * MIB)
             .with_max_concurrency(2);
@@ -870,7 +714,7 @@ mod tests {
         }
         writer.abort().await.unwrap();
         {
-            let calls = calls.lock().unwrap();
+            let calls = counting.calls();
             assert_eq!(
                 (calls.multiparts, calls.aborts, calls.completes),
                 (1, 1, 0),
@@ -887,7 +731,7 @@ mod tests {
         ));
 
         // Not started: nothing ever reached the store.
-        let (store, calls) = wrapped(64 * MIB, 5 * MIB);
+        let (store, counting) = wrapped(64 * MIB, 5 * MIB);
         let mut writer = BufWriter::with_capacity(Arc::clone(&store), path.clone(), 5 * MIB)
             .with_max_concurrency(2);
         for piece in content(17 * MIB).chunks(MIB) {
@@ -895,7 +739,7 @@ mod tests {
         }
         writer.abort().await.unwrap();
         {
-            let calls = calls.lock().unwrap();
+            let calls = counting.calls();
             assert_eq!((calls.puts, calls.multiparts), (0, 0), "{calls:?}");
         }
         assert!(matches!(
@@ -906,12 +750,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_multipart_that_cannot_start_fails_every_part_instead_of_hanging() {
-        let calls = Arc::new(StdMutex::new(Calls::default()));
-        let inner: Arc<dyn ObjectStore> = Arc::new(Counting {
-            inner: InMemory::new(),
-            calls: Arc::clone(&calls),
-            refuse_multipart: true,
-        });
+        let counting = TestStore::memory();
+        counting.inject(Op::MultipartStart, Target::Any, 1, usize::MAX, Fault::Fail);
+        let inner: Arc<dyn ObjectStore> = counting.clone();
         let store = MultipartPolicy::new(5 * MIB, 5 * MIB).wrap(inner);
         let mut upload = store
             .put_multipart(&Path::from("refused.bin"))
@@ -928,11 +769,7 @@ mod tests {
         .await
         .expect("later parts must not wait forever for a failed start");
         assert!(results.iter().all(Result::is_err), "{results:?}");
-        assert_eq!(
-            calls.lock().unwrap().multiparts,
-            1,
-            "the start is not retried"
-        );
+        assert_eq!(counting.calls().multiparts, 1, "the start is not retried");
     }
 
     #[test]

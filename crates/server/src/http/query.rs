@@ -205,10 +205,12 @@ pub(super) async fn query(
         .map_err(|taken| ApiError::BadRequest(taken.to_string()))?;
     // A failure before any result row: logged, then an in-stream `{"error"}` for the
     // NDJSON protocol (still 200, as the protocol says) or an HTTP error for the others.
+    // A transient failure is a 503 in every format: clients retry that, while they take
+    // a 200 with an error line, like a 4xx, as final.
     let fail = |e: ApiError| {
         finish_log(&state, &ids.query_id, start, 0, Some(e.to_string()));
         match format {
-            OutFormat::Ndjson => {
+            OutFormat::Ndjson if !e.is_transient() => {
                 let mut body = json_line(&metadata(&req, &statement, &ids, start));
                 body.push_str(&json_line(&json!({"error": e.to_string()})));
                 Ok((

@@ -98,6 +98,9 @@ pub(super) fn check_depth(statement: &DFStatement) -> Result<(), ApiError> {
 /// Reject statements that could reach outside the granted catalogs.
 pub(super) fn check_allowed(statement: &DFStatement) -> Result<(), ApiError> {
     match statement {
+        DFStatement::Statement(s) if let Some(refusal) = refused_query_shape(s) => {
+            Err(sql_err(refusal))
+        }
         DFStatement::Statement(s) => match s.as_ref() {
             Statement::Query(_)
             | Statement::CreateSchema { .. }
@@ -125,7 +128,9 @@ pub(super) fn check_allowed(statement: &DFStatement) -> Result<(), ApiError> {
         // EXPLAIN is for queries: everything else is executed by the server itself, and
         // `EXPLAIN ANALYZE` would run the inner statement through DataFusion instead.
         DFStatement::Explain(e) => match e.statement.as_ref() {
-            DFStatement::Statement(s) if matches!(s.as_ref(), Statement::Query(_)) => Ok(()),
+            DFStatement::Statement(s) if matches!(s.as_ref(), Statement::Query(_)) => {
+                check_allowed(&e.statement)
+            }
             _ => Err(sql_err(
                 "Permission Error: EXPLAIN is only allowed for queries",
             )),
@@ -135,6 +140,52 @@ pub(super) fn check_allowed(statement: &DFStatement) -> Result<(), ApiError> {
         }
         DFStatement::CopyTo(_) => Err(sql_err("Permission Error: COPY is not allowed")),
         _ => Err(sql_err("Permission Error: statement not allowed")),
+    }
+}
+
+/// Query shapes refused before planning: a write as a query body anywhere (`WITH x AS
+/// (…) INSERT …`, a nested `(INSERT …)`), which the SQL planner would hand to DataFusion's
+/// own DML; an empty select list (`SELECT FROM t`), which DuckDB refuses and on which
+/// DataFusion 55 panics inside a scalar subquery.
+fn refused_query_shape(statement: &Statement) -> Option<&'static str> {
+    use datafusion::sql::sqlparser::ast::{SetExpr, Visit, Visitor};
+    use std::ops::ControlFlow;
+
+    struct Shape;
+    impl Visitor for Shape {
+        type Break = &'static str;
+        fn pre_visit_query(
+            &mut self,
+            query: &datafusion::sql::sqlparser::ast::Query,
+        ) -> ControlFlow<&'static str> {
+            // Set operations and nested queries are walked by the visitor itself.
+            let mut todo = vec![query.body.as_ref()];
+            while let Some(body) = todo.pop() {
+                match body {
+                    SetExpr::Insert(_)
+                    | SetExpr::Update(_)
+                    | SetExpr::Delete(_)
+                    | SetExpr::Merge(_) => {
+                        return ControlFlow::Break(
+                            "Permission Error: INSERT, UPDATE, DELETE and MERGE are not allowed inside a query",
+                        );
+                    }
+                    SetExpr::Select(select) if select.projection.is_empty() => {
+                        return ControlFlow::Break("Parser Error: SELECT list is empty");
+                    }
+                    SetExpr::SetOperation { left, right, .. } => {
+                        todo.push(left.as_ref());
+                        todo.push(right.as_ref());
+                    }
+                    _ => {}
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    match statement.visit(&mut Shape) {
+        ControlFlow::Break(refusal) => Some(refusal),
+        ControlFlow::Continue(()) => None,
     }
 }
 
@@ -200,4 +251,94 @@ fn readable_provider(provider: &dyn TableProvider) -> bool {
     provider.is::<DeltaScanNext>()
         || provider.is::<MemTable>()
         || provider.is::<GenerateSeriesTable>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::prelude::{CsvReadOptions, SessionContext};
+
+    /// The plan of `sql` in a plain DataFusion session (whose default registry reaches the
+    /// local filesystem), for the plan check on its own: whatever the statement layer
+    /// lets through, this layer must refuse.
+    async fn plan(ctx: &SessionContext, sql: &str) -> LogicalPlan {
+        ctx.state()
+            .create_logical_plan(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    #[tokio::test]
+    async fn plans_that_write_define_or_read_files_are_refused_under_every_wrapper() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let csv = dir.path().join("secret.csv");
+        std::fs::write(&csv, "a\n1\n").expect("write");
+        let ctx = SessionContext::new();
+        ctx.register_csv("files", csv.to_str().expect("path"), CsvReadOptions::new())
+            .await
+            .expect("listing table");
+        ctx.sql("CREATE TABLE mem (a BIGINT)")
+            .await
+            .expect("memory table");
+        let out = dir.path().join("out.csv");
+        let out = out.to_str().expect("path");
+        let cases = [
+            (format!("COPY (SELECT 1) TO '{out}'"), "COPY is not allowed"),
+            (
+                format!("EXPLAIN COPY (SELECT 1) TO '{out}'"),
+                "COPY is not allowed",
+            ),
+            (
+                format!("EXPLAIN ANALYZE COPY (SELECT 1) TO '{out}'"),
+                "COPY is not allowed",
+            ),
+            (
+                "EXPLAIN ANALYZE INSERT INTO mem VALUES (1)".to_string(),
+                "Insert Into is not allowed here",
+            ),
+            (
+                "EXPLAIN VERBOSE CREATE VIEW v AS SELECT 1".to_string(),
+                "CreateView is not allowed here",
+            ),
+            (
+                "SELECT * FROM files".to_string(),
+                "reading files is not allowed",
+            ),
+            (
+                "WITH c AS (SELECT * FROM files) SELECT * FROM c".to_string(),
+                "reading files is not allowed",
+            ),
+            (
+                "SELECT 1 WHERE EXISTS (SELECT * FROM files)".to_string(),
+                "reading files is not allowed",
+            ),
+            (
+                "EXPLAIN ANALYZE SELECT * FROM (SELECT a FROM files) s".to_string(),
+                "reading files is not allowed",
+            ),
+            (
+                "SET datafusion.catalog.location = '/'".to_string(),
+                "SetVariable is not allowed",
+            ),
+        ];
+        for (sql, expected) in cases {
+            let plan = plan(&ctx, &sql).await;
+            let err = check_plan(&plan).expect_err(&sql);
+            assert_eq!(
+                err.to_string(),
+                format!("Permission Error: {expected}"),
+                "{sql}"
+            );
+        }
+        assert!(!std::path::Path::new(out).exists(), "nothing ran");
+        // Reads of what the session registered itself pass: memory tables (the
+        // information_schema tables are such) and the built-in generators.
+        for sql in [
+            "SELECT * FROM mem",
+            "EXPLAIN ANALYZE SELECT * FROM generate_series(1, 3)",
+            "SELECT * FROM range(3) WHERE value IN (SELECT a FROM mem)",
+        ] {
+            check_plan(&plan(&ctx, sql).await).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+    }
 }

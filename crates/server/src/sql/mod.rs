@@ -248,9 +248,20 @@ impl SqlSession {
                 cascade,
                 ..
             } => self.drop(*object_type, *if_exists, names, *cascade).await,
-            Statement::Insert(insert) => self.insert(insert).await,
-            Statement::Delete(delete) => self.delete(delete).await,
-            Statement::Update(update) => self.update(update).await,
+            // Every table a write names (subqueries and assignments included) is resolved
+            // first, so a name outside the grants fails whatever rows there are.
+            Statement::Insert(insert) => {
+                self.register_references(&statement).await?;
+                self.insert(insert).await
+            }
+            Statement::Delete(delete) => {
+                self.register_references(&statement).await?;
+                self.delete(delete).await
+            }
+            Statement::Update(update) => {
+                self.register_references(&statement).await?;
+                self.update(update).await
+            }
             Statement::Use(u) => self.use_schema(u).await,
             Statement::Set(_) => self.set(stmt).await,
             _ => Err(sql_err("Permission Error: statement not allowed")),

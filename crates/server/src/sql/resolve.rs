@@ -148,16 +148,21 @@ impl SqlSession {
             .grant(log_store.root_url(), log_store.root_object_store(None));
     }
 
-    /// Plan SQL text the server wrote (through the same guards as a client's), and start it.
-    pub(super) async fn stream_sql(
-        &mut self,
-        sql: &str,
-    ) -> Result<datafusion::execution::SendableRecordBatchStream, ApiError> {
+    /// Plan SQL text the server wrote, through the same guards as a client's.
+    pub(super) async fn plan_sql(&mut self, sql: &str) -> Result<LogicalPlan, ApiError> {
         let mut statements = Self::parse(sql)?;
         let statement = statements
             .pop()
             .ok_or_else(|| sql_err("Parser Error: no statement to execute"))?;
-        let plan = self.plan_query(statement).await?;
+        self.plan_query(statement).await
+    }
+
+    /// Plan SQL text the server wrote and start it.
+    pub(super) async fn stream_sql(
+        &mut self,
+        sql: &str,
+    ) -> Result<datafusion::execution::SendableRecordBatchStream, ApiError> {
+        let plan = self.plan_sql(sql).await?;
         let df = self
             .ctx
             .execute_logical_plan(plan)

@@ -121,6 +121,28 @@ impl SqlSession {
                 Some(set)
             }
         };
+        // Plan (not run) the statement's expressions against the table itself first, so
+        // a wrong column or type is reported as the client wrote it.
+        let exprs = match &assignments {
+            Some(set) => set
+                .iter()
+                .map(|(_, value)| value.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            None => "1".to_string(),
+        };
+        let filter = predicate
+            .as_ref()
+            .map(|p| format!(" WHERE {p}"))
+            .unwrap_or_default();
+        let real = [&name.catalog, &name.schema, &name.table]
+            .map(|p| quote(p))
+            .join(".");
+        self.plan_sql(&format!(
+            "SELECT {exprs} FROM {real} AS {}{filter}",
+            quote(&target.alias)
+        ))
+        .await?;
         let failure = Arc::new(Mutex::new(None));
         let mut planner = WherePlanner {
             session: self,
