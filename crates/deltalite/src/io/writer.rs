@@ -222,9 +222,26 @@ fn rows_per_row_group(stored: &ParquetMetaData, row_group_bytes: usize) -> Optio
     Some(fit.clamp(1024, DEFAULT_BLOOM_FILTER_NDV))
 }
 
+/// Abort a writer's partial uploads after a failure. object_store's buffered writer
+/// panics when asked to abort an upload whose flush already failed ("Already shut down");
+/// that panic is caught here, since the upload is gone either way.
 pub(crate) async fn abort(writer: PartitionWriter) {
-    if let Err(e) = writer.abort().await {
-        tracing::warn!(error = %e, "failed to abort a partial upload");
+    abort_with(writer.abort()).await;
+}
+
+/// Like [`abort`], for delta-rs's `DeltaWriter`.
+pub(crate) async fn abort_delta_writer(writer: deltalake::datafile::writer::DeltaWriter) {
+    abort_with(writer.abort()).await;
+}
+
+async fn abort_with<E: std::fmt::Display>(
+    aborting: impl std::future::Future<Output = std::result::Result<(), E>>,
+) {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(aborting).catch_unwind().await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "failed to abort a partial upload"),
+        Err(_) => tracing::warn!("aborting a failed upload panicked in the store's writer"),
     }
 }
 

@@ -18,6 +18,7 @@ use object_store::path::Path;
 use object_store::{ObjectStoreExt, WriteMultipart};
 
 use crate::error::{DeltaLiteError, Result};
+use crate::io::writer::abort_delta_writer;
 use crate::options::AppTransaction;
 use crate::schema::conform::conform_source;
 use crate::table::DeltaLiteTable;
@@ -639,9 +640,7 @@ pub(crate) async fn write_rows(
             Err(e) => Err(e),
         };
         if let Err(e) = written {
-            if let Err(abort) = writer.abort().await {
-                tracing::warn!(error = %abort, "failed to abort a partial upload");
-            }
+            abort_delta_writer(writer).await;
             return Err(e);
         }
     }
@@ -665,9 +664,7 @@ pub(crate) async fn write_stream(
             Err(e) => Err(e),
         };
         if let Err(e) = step {
-            if let Err(abort) = writer.abort().await {
-                tracing::warn!(error = %abort, "failed to abort a partial upload");
-            }
+            abort_delta_writer(writer).await;
             return Err(e);
         }
     }

@@ -1,0 +1,385 @@
+//! Transient storage failures, against a real server on loopback (in this process, so
+//! that every table is reached through the testkit's fault-injecting store): each write
+//! path answers `503` with `Retry-After` and leaves the table as it was, a retry succeeds
+//! and the rows are there exactly once; a lost commit response is recognised; a client
+//! that leaves mid-request still gets its whole commit.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deltalite_server::ServerConfig;
+use deltalite_server::catalog::Storage;
+use deltalite_testkit::store::{Fault, Op, Target, TestStore};
+use serde_json::{Value, json};
+
+struct InProcess {
+    base: String,
+    addr: std::net::SocketAddr,
+    store: Arc<TestStore>,
+    dir: tempfile::TempDir,
+    client: reqwest::blocking::Client,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl InProcess {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("lake").display().to_string();
+        let store = TestStore::local();
+        let config = ServerConfig::from_parts(
+            data.clone(),
+            "127.0.0.1:0".parse().expect("addr"),
+            "alice:secret",
+            None,
+            "lakehouse",
+        )
+        .expect("config");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (bound, address) = std::sync::mpsc::channel();
+        let tables = Arc::clone(&store);
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
+                bound
+                    .send(listener.local_addr().expect("addr"))
+                    .expect("send");
+                let storage = Storage::open(&data, Default::default())
+                    .expect("storage")
+                    .with_table_store(tables);
+                deltalite_server::serve_on(config, storage, listener, async {
+                    let _ = stopped.await;
+                })
+                .await
+                .expect("serve");
+            });
+        });
+        let addr = address.recv().expect("bound address");
+        Self {
+            base: format!("http://{addr}"),
+            addr,
+            store,
+            dir,
+            client: reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .expect("client"),
+            shutdown: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    fn post(&self, path: &str, content_type: &str, body: &str) -> reqwest::blocking::Response {
+        self.client
+            .post(format!("{}{path}", self.base))
+            .basic_auth("alice", Some("secret"))
+            .header("content-type", content_type)
+            .body(body.to_string())
+            .send()
+            .expect("request")
+    }
+
+    fn sql(&self, statement: &str) -> reqwest::blocking::Response {
+        self.post(
+            "/query",
+            "application/json",
+            &json!({ "statement": statement }).to_string(),
+        )
+    }
+
+    /// Rows of a query that must succeed.
+    fn rows(&self, statement: &str) -> Vec<Vec<Value>> {
+        let r = self.sql(statement);
+        assert_eq!(r.status().as_u16(), 200, "{statement}");
+        let text = r.text().expect("body");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json line"))
+            .collect();
+        for l in &lines {
+            assert!(l.get("error").is_none(), "{statement}: {l}");
+        }
+        lines[2..]
+            .iter()
+            .map(|l| l.as_array().expect("row").clone())
+            .collect()
+    }
+
+    fn table(&self, name: &str) -> std::path::PathBuf {
+        self.dir.path().join("lake/lakehouse/main").join(name)
+    }
+
+    fn commits(&self, name: &str) -> usize {
+        std::fs::read_dir(self.table(name).join("_delta_log"))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if let Some(stop) = self.shutdown.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The answer must be a retryable 503: status, `Retry-After`, and a message that says
+/// what failed.
+fn assert_retryable(r: reqwest::blocking::Response, what: &str, prefix: &str) {
+    assert_eq!(r.status().as_u16(), 503, "{what}");
+    assert_eq!(
+        r.headers()
+            .get("retry-after")
+            .map(|v| v.as_bytes().to_vec()),
+        Some(b"1".to_vec()),
+        "{what}"
+    );
+    let text = r.text().unwrap_or_default();
+    assert!(text.starts_with(prefix), "{what}: {text}");
+    assert!(text.contains("injected fault"), "{what}: {text}");
+}
+
+const T: &str = "catalog=lakehouse&schema=main";
+
+#[test]
+fn transient_store_failures_answer_503_and_a_retry_writes_once() {
+    let s = InProcess::start();
+    let r = s.post(
+        &format!("/upload?{T}&table=t&mode=create"),
+        "text/csv",
+        "id,v\n1,a\n2,b\n3,c\n",
+    );
+    assert_eq!(r.status().as_u16(), 200);
+    let contents = |s: &InProcess| s.rows("SELECT id, v FROM t ORDER BY id, v");
+    let ingest = "Failed to execute ingest: ";
+
+    // /upsert: every read of a stored data file fails (the probe's and rewrite's reads).
+    let before = contents(&s);
+    let commits = s.commits("t");
+    s.store
+        .inject(Op::Get, Target::Data, 1, usize::MAX, Fault::Fail);
+    let upsert = |s: &InProcess| {
+        s.post(
+            &format!("/upsert?{T}&table=t&primary_key=id"),
+            "text/csv",
+            "id,v\n2,B\n4,d\n",
+        )
+    };
+    assert_retryable(upsert(&s), "upsert, reads failing", ingest);
+    assert!(s.store.take_fired() > 0);
+    assert_eq!(
+        (contents(&s), s.commits("t")),
+        (before, commits),
+        "nothing written"
+    );
+    assert_eq!(upsert(&s).status().as_u16(), 200, "the retry");
+    let expected = vec![
+        vec![json!(1), json!("a")],
+        vec![json!(2), json!("B")],
+        vec![json!(3), json!("c")],
+        vec![json!(4), json!("d")],
+    ];
+    assert_eq!(contents(&s), expected);
+
+    // /upsert: the commit's PUT fails before it reaches storage.
+    s.store.inject(Op::Put, Target::Commit, 1, 1, Fault::Fail);
+    let upsert5 = |s: &InProcess| {
+        s.post(
+            &format!("/upsert?{T}&table=t&primary_key=id"),
+            "text/csv",
+            "id,v\n5,e\n",
+        )
+    };
+    assert_retryable(upsert5(&s), "upsert, commit failing", ingest);
+    assert_eq!(s.store.take_fired(), 1);
+    assert_eq!(contents(&s), expected, "nothing committed");
+    assert_eq!(upsert5(&s).status().as_u16(), 200);
+    assert_eq!(
+        s.rows("SELECT count(*) FROM t WHERE id = 5"),
+        vec![vec![json!(1)]]
+    );
+
+    // /upload append: data-file PUTs fail.
+    s.store
+        .inject(Op::Put, Target::Data, 1, usize::MAX, Fault::Fail);
+    let append = |s: &InProcess| {
+        s.post(
+            &format!("/upload?{T}&table=t&mode=append"),
+            "text/csv",
+            "id,v\n6,f\n",
+        )
+    };
+    assert_retryable(append(&s), "upload append", ingest);
+    assert!(s.store.take_fired() > 0);
+    assert_eq!(s.rows("SELECT count(*) FROM t"), vec![vec![json!(5)]]);
+    assert_eq!(append(&s).status().as_u16(), 200);
+    assert_eq!(
+        s.rows("SELECT count(*) FROM t WHERE id = 6"),
+        vec![vec![json!(1)]]
+    );
+
+    // /upload create: the new table's first commit fails; no table is left behind.
+    s.store.inject(Op::Put, Target::Commit, 1, 1, Fault::Fail);
+    let create = |s: &InProcess| {
+        s.post(
+            &format!("/upload?{T}&table=fresh&mode=create"),
+            "text/csv",
+            "id\n1\n2\n",
+        )
+    };
+    assert_retryable(create(&s), "upload create", ingest);
+    assert_eq!(s.store.take_fired(), 1);
+    assert!(
+        !s.table("fresh").exists(),
+        "a failed create leaves no table"
+    );
+    assert_eq!(create(&s).status().as_u16(), 200);
+    assert_eq!(s.rows("SELECT count(*) FROM fresh"), vec![vec![json!(2)]]);
+    assert_eq!(s.commits("fresh"), 1);
+
+    // /append (JSON): data-file PUTs fail.
+    s.store
+        .inject(Op::Put, Target::Data, 1, usize::MAX, Fault::Fail);
+    let append_json = |s: &InProcess| {
+        s.post(
+            &format!("/append?{T}&table=t"),
+            "application/json",
+            r#"{"id": 7, "v": "g"}"#,
+        )
+    };
+    assert_retryable(append_json(&s), "append", ingest);
+    assert!(s.store.take_fired() > 0);
+    let r = append_json(&s);
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.json::<Value>().expect("json")["ok"], json!(true));
+    assert_eq!(
+        s.rows("SELECT count(*) FROM t WHERE id = 7"),
+        vec![vec![json!(1)]]
+    );
+
+    // SQL DML: a transient failure is a 503 in the NDJSON protocol too.
+    // The SQL layer's own wording, with the store's error inside.
+    let sql_error = "";
+    for (statement, op, check, expected) in [
+        (
+            "INSERT INTO t VALUES (8, 'h')",
+            Op::Put,
+            "SELECT count(*) FROM t WHERE id = 8",
+            1,
+        ),
+        (
+            "UPDATE t SET v = 'A' WHERE id = 1",
+            Op::Put,
+            "SELECT count(*) FROM t WHERE v = 'A'",
+            1,
+        ),
+        (
+            "DELETE FROM t WHERE id IN (SELECT 2)",
+            Op::Get,
+            "SELECT count(*) FROM t WHERE id = 2",
+            0,
+        ),
+    ] {
+        let count_before = s.rows("SELECT count(*) FROM t");
+        let commits = s.commits("t");
+        s.store.inject(op, Target::Data, 1, usize::MAX, Fault::Fail);
+        assert_retryable(s.sql(statement), statement, sql_error);
+        assert!(s.store.take_fired() > 0, "{statement}");
+        assert_eq!(s.commits("t"), commits, "{statement}: nothing committed");
+        assert_eq!(
+            s.rows("SELECT count(*) FROM t"),
+            count_before,
+            "{statement}"
+        );
+        s.rows(statement);
+        assert_eq!(
+            s.rows(check),
+            vec![vec![json!(expected)]],
+            "{statement}: once"
+        );
+    }
+}
+
+#[test]
+fn a_lost_commit_response_is_recognised_as_the_requests_own() {
+    let s = InProcess::start();
+    let r = s.post(
+        &format!("/upload?{T}&table=t&mode=create"),
+        "text/csv",
+        "id\n1\n",
+    );
+    assert_eq!(r.status().as_u16(), 200);
+    // The commit lands, its response is lost: the engine finds its own commit.
+    s.store
+        .inject(Op::Put, Target::Commit, 1, 1, Fault::LostResponse);
+    let r = s.post(
+        &format!("/upload?{T}&table=t&mode=append"),
+        "text/csv",
+        "id\n2\n",
+    );
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(s.store.take_fired(), 1);
+    assert_eq!(s.rows("SELECT count(*) FROM t"), vec![vec![json!(2)]]);
+    assert_eq!(s.commits("t"), 2);
+}
+
+#[test]
+fn a_client_that_leaves_mid_request_still_gets_its_whole_commit() {
+    let s = InProcess::start();
+    let r = s.post(
+        &format!("/upload?{T}&table=t&mode=create"),
+        "text/csv",
+        "id,v\n1,a\n",
+    );
+    assert_eq!(r.status().as_u16(), 200);
+    // The commit is held up; the client leaves while the engine waits for it.
+    s.store.inject(
+        Op::Put,
+        Target::Commit,
+        1,
+        1,
+        Fault::Delay(Duration::from_secs(2)),
+    );
+    let body = "id,v\n1,A\n2,b\n";
+    let mut conn = std::net::TcpStream::connect(s.addr).expect("connect");
+    write!(
+        conn,
+        "POST /upsert?{T}&table=t&primary_key=id HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YWxpY2U6c2VjcmV0\r\nContent-Type: text/csv\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    conn.flush().expect("flush");
+    std::thread::sleep(Duration::from_millis(700));
+    drop(conn);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while s.commits("t") < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the detached upsert never committed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(s.store.take_fired(), 1);
+    assert_eq!(
+        s.rows("SELECT id, v FROM t ORDER BY id"),
+        vec![vec![json!(1), json!("A")], vec![json!(2), json!("b")]],
+        "the whole upsert"
+    );
+    assert_eq!(s.commits("t"), 2);
+}
