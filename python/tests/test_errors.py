@@ -14,6 +14,7 @@ from deltalite import (
     DeltaLiteSourceTooLargeError,
     DeltaLiteTable,
     DeltaLiteTableNotFoundError,
+    DeltaLiteTransientError,
     DeltaLiteUnsupportedTableError,
 )
 
@@ -127,3 +128,21 @@ def test_exhausted_commit_retries(table_path, table):
 def test_partition_key_mismatch(table):
     with pytest.raises(DeltaLiteError):
         table.upsert(rows([1]), primary_keys=["id"], partition_key="v")
+
+
+def test_an_unreachable_store_is_a_transient_error():
+    # Nothing listens on loopback port 9: the store cannot be reached now, and a retry later
+    # may succeed, so the error is retryable, unlike a missing table or bad input.
+    unreachable = {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+        "max_retries": "0",
+    }
+    with pytest.raises(DeltaLiteTransientError, match="error sending request"):
+        DeltaLiteTable.open("s3://lake/t", storage_options=unreachable)
+    # Losing the commit race for good is retryable too, and still a DeltaLiteError.
+    assert issubclass(DeltaLiteCommitConflictError, DeltaLiteTransientError)
+    assert issubclass(DeltaLiteTransientError, DeltaLiteError)

@@ -57,11 +57,18 @@ pub enum DeltaLiteError {
     Other(String),
 }
 
-/// The exception class a binding should raise for an error.
+/// What happened, in the terms every face maps from (the HTTP status, the Python
+/// exception class): each face has one small table from these kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
-    /// `DeltaLiteError` itself.
-    Generic,
+    /// The call's arguments cannot work (bad knobs, duplicate keys under
+    /// `on_duplicate = error`).
+    InvalidInput,
+    /// The operation failed for good below the engine: an unreadable file, a corrupt
+    /// log, a store that refuses (not found, permission denied).
+    Failed,
+    /// A bug or a broken invariant (a task that panicked).
+    Internal,
     /// `DeltaLiteCommitConflictError`.
     CommitConflict,
     /// `DeltaLiteSchemaMismatchError`.
@@ -81,7 +88,9 @@ impl ErrorKind {
     /// Stable label for metrics and logs.
     pub fn as_str(self) -> &'static str {
         match self {
-            ErrorKind::Generic => "generic",
+            ErrorKind::InvalidInput => "invalid_input",
+            ErrorKind::Failed => "failed",
+            ErrorKind::Internal => "internal",
             ErrorKind::CommitConflict => "commit_conflict",
             ErrorKind::SchemaMismatch => "schema_mismatch",
             ErrorKind::TableNotFound => "table_not_found",
@@ -112,8 +121,12 @@ impl DeltaLiteError {
             DeltaLiteError::Delta(DeltaTableError::SchemaMismatch { .. }) => {
                 ErrorKind::SchemaMismatch
             }
+            DeltaLiteError::InvalidArgument(_) | DeltaLiteError::DuplicateKeys { .. } => {
+                ErrorKind::InvalidInput
+            }
             other if is_transient(other) => ErrorKind::Transient,
-            _ => ErrorKind::Generic,
+            DeltaLiteError::Other(_) => ErrorKind::Internal,
+            _ => ErrorKind::Failed,
         }
     }
 

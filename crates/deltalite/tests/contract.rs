@@ -196,7 +196,7 @@ async fn duplicate_keys_are_refused_by_default_and_nothing_is_written() {
         }
         other => panic!("expected DuplicateKeys, got {other:?}"),
     }
-    assert_eq!(err.kind(), ErrorKind::Generic);
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
     t.reload().await.unwrap();
     assert_eq!(t.version(), before);
     assert_eq!(rows(&uri).await, expect(&[("1", "d1", "a")]));
@@ -1314,7 +1314,7 @@ async fn a_failure_in_one_partition_leaves_no_files_from_the_others() {
     let err = upsert(&mut t, &b, &UpsertOptions::new(["id"]))
         .await
         .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Generic, "{err}");
+    assert_eq!(err.kind(), ErrorKind::Failed, "{err}");
     t.reload().await.unwrap();
     assert_eq!(t.version(), version);
     assert_eq!(

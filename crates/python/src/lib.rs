@@ -77,7 +77,9 @@ fn to_py(err: EngineError) -> PyErr {
         ErrorKind::UnsupportedTable => DeltaLiteUnsupportedTableError::new_err(message),
         ErrorKind::SourceTooLarge => DeltaLiteSourceTooLargeError::new_err(message),
         ErrorKind::Transient => DeltaLiteTransientError::new_err(message),
-        ErrorKind::Generic => DeltaLiteError::new_err(message),
+        ErrorKind::InvalidInput | ErrorKind::Failed | ErrorKind::Internal => {
+            DeltaLiteError::new_err(message)
+        }
     }
 }
 

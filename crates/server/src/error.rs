@@ -51,23 +51,19 @@ impl ApiError {
 
     /// Map an engine error; `prefix` is the client-visible verb. This and
     /// [`ApiError::from_failure`] are the server's only mapping of failures to statuses:
-    /// transient (the engine's classification) → `503` with `Retry-After`; bad input, a
-    /// table that cannot take it → `400`; a bug or a misconfigured store → `500`.
+    /// transient (the engine's classification) → `503` with `Retry-After`; final (bad
+    /// input, a table that cannot take it, a store that refuses) → `400`; a bug → `500`.
     pub fn from_engine(prefix: &str, err: DeltaLiteError) -> Self {
         let msg = format!("{prefix}: {err}");
         match err.kind() {
             ErrorKind::CommitConflict | ErrorKind::Transient => ApiError::Unavailable(msg),
-            ErrorKind::SchemaMismatch
+            ErrorKind::InvalidInput
+            | ErrorKind::SchemaMismatch
             | ErrorKind::TableNotFound
             | ErrorKind::UnsupportedTable
-            | ErrorKind::SourceTooLarge => ApiError::BadRequest(msg),
-            ErrorKind::Generic => match err {
-                // Failed tasks and broken invariants; a store that refuses for good.
-                DeltaLiteError::Other(_) | DeltaLiteError::ObjectStore(_) => {
-                    ApiError::Internal(msg)
-                }
-                _ => ApiError::BadRequest(msg),
-            },
+            | ErrorKind::SourceTooLarge
+            | ErrorKind::Failed => ApiError::BadRequest(msg),
+            ErrorKind::Internal => ApiError::Internal(msg),
         }
     }
 
