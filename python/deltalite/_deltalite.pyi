@@ -103,18 +103,18 @@ class DeltaLiteTable:
         cursor_field: str | Sequence[str] | None = None,
         on_duplicate: Literal["error", "last"] = "error",
         omitted_columns: Literal["null", "keep"] = "null",
-        max_parallel_partitions: int = 2,
-        max_parallel_files: int = 4,
-        max_buffered_bytes: int = 64 * 1024 * 1024,
+        max_parallel_partitions: int | None = None,  # None: the engine default (2)
+        max_parallel_files: int | None = None,  # None: the engine default (4)
+        max_buffered_bytes: int | None = None,  # None: the engine default (64 MiB)
         prune_strategy: Literal["probe", "none"] = "probe",
         skip_unmatched_files: bool = True,
-        probe_concurrency: int = 8,
-        read_batch_size: int = 8192,
+        probe_concurrency: int | None = None,  # None: the engine default (8)
+        read_batch_size: int | None = None,  # None: the engine default (8192)
         target_file_size: int | None = None,
         max_source_bytes: int | None = None,
         multipart_threshold: int | None = None,
         multipart_part_size: int | None = None,
-        commit_max_retries: int = 15,
+        commit_max_retries: int | None = None,  # None: the engine default (15)
         commit_metadata: Mapping[str, Any] | None = None,
     ) -> UpsertStats: ...
     def append(
@@ -122,7 +122,7 @@ class DeltaLiteTable:
         data: _ArrowStream,
         *,
         target_file_size: int | None = None,
-        commit_max_retries: int = 15,
+        commit_max_retries: int | None = None,  # None: the engine default (15)
         commit_metadata: Mapping[str, Any] | None = None,
     ) -> WriteStats: ...
     def overwrite(
@@ -130,7 +130,7 @@ class DeltaLiteTable:
         data: _ArrowStream,
         *,
         target_file_size: int | None = None,
-        commit_max_retries: int = 15,
+        commit_max_retries: int | None = None,  # None: the engine default (15)
         commit_metadata: Mapping[str, Any] | None = None,
     ) -> WriteStats: ...
     def compact(
@@ -138,9 +138,9 @@ class DeltaLiteTable:
         target_file_size: int | None = None,
         *,
         primary_keys: str | Sequence[str] | None = None,
-        read_batch_size: int = 8192,
-        max_buffered_bytes: int = 64 * 1024 * 1024,
-        commit_max_retries: int = 15,
+        read_batch_size: int | None = None,  # None: the engine default (8192)
+        max_buffered_bytes: int | None = None,  # None: the engine default (64 MiB)
+        commit_max_retries: int | None = None,  # None: the engine default (15)
         commit_metadata: Mapping[str, Any] | None = None,
     ) -> CompactStats: ...
     def version(self) -> int: ...

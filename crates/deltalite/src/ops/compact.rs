@@ -46,6 +46,21 @@ impl Default for CompactOptions {
     }
 }
 
+impl CompactOptions {
+    /// Reject values that cannot work.
+    pub fn validate(&self) -> Result<()> {
+        if self.read_batch_size == 0 || self.max_buffered_bytes == 0 {
+            return Err(DeltaLiteError::invalid(
+                "read_batch_size and max_buffered_bytes must be positive",
+            ));
+        }
+        if self.target_file_size == Some(0) {
+            return Err(DeltaLiteError::invalid("target_file_size must be positive"));
+        }
+        Ok(())
+    }
+}
+
 /// What a compaction did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CompactStats {
@@ -85,11 +100,7 @@ impl DeltaLiteTable {
     /// Merge the small files of every partition into files of about the target size.
     /// One commit (`OPTIMIZE`, `dataChange = false`); the logical contents do not change.
     pub async fn compact(&mut self, options: &CompactOptions) -> Result<CompactStats> {
-        if options.read_batch_size == 0 || options.target_file_size == Some(0) {
-            return Err(DeltaLiteError::invalid(
-                "read_batch_size and target_file_size must be positive",
-            ));
-        }
+        options.validate()?;
         let table = self.delta_table();
         let state = table.snapshot()?;
         crate::schema::features::check_supported(state)?;

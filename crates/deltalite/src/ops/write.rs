@@ -55,6 +55,16 @@ impl Default for WriteOptions {
     }
 }
 
+impl WriteOptions {
+    /// Reject values that cannot work.
+    pub fn validate(&self) -> Result<()> {
+        if self.target_file_size == Some(0) {
+            return Err(DeltaLiteError::invalid("target_file_size must be positive"));
+        }
+        Ok(())
+    }
+}
+
 /// What a write did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteStats {
