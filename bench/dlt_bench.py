@@ -14,7 +14,6 @@ import json
 import os
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,11 @@ import threading
 import time
 
 import pyarrow as pa
+
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness")
+)
+from server_process import ServerProcess
 
 
 def make_batch(start: int, count: int, version: int) -> pa.Table:
@@ -111,23 +115,6 @@ def run_side(side: str, rows: int, changes: int, workdir: str, url: str | None) 
     return timings
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def peak_rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return 0.0
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -152,40 +139,21 @@ def main() -> int:
     root = tempfile.mkdtemp(prefix="dlt-bench-")
     try:
         # altertable: start the server, run the client in a subprocess
-        port = free_port()
-        server = subprocess.Popen(
-            [
-                args.bin,
-                "serve",
-                "--data",
-                os.path.join(root, "lake"),
-                "--listen",
-                f"127.0.0.1:{port}",
-                "--users",
-                "bench:bench",
-                "--catalogs",
-                "lakehouse",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        server = ServerProcess(
+            binary=args.bin,
+            data=os.path.join(root, "lake"),
+            users=(("bench", "bench"),),
+            log=os.path.join(root, "server.log"),
         )
         server_peak = [0.0]
 
         def watch() -> None:
-            while server.poll() is None:
-                server_peak[0] = max(server_peak[0], peak_rss_mb(server.pid))
+            while server.proc.poll() is None:
+                server_peak[0] = max(server_peak[0], server.rss_mb()[1])
                 time.sleep(0.2)
 
         threading.Thread(target=watch, daemon=True).start()
-        url = f"http://127.0.0.1:{port}"
-        import requests
-
-        for _ in range(300):
-            try:
-                requests.get(url + "/healthz", timeout=1)
-                break
-            except requests.RequestException:
-                time.sleep(0.1)
+        url = server.base
         for side in ("altertable", "filesystem_delta"):
             workdir = os.path.join(root, side)
             os.makedirs(workdir)
@@ -215,10 +183,9 @@ def main() -> int:
             result = json.loads(out.stdout.strip().splitlines()[-1])
             result["total_wall_s"] = round(time.perf_counter() - start, 2)
             if side == "altertable":
-                result["server_peak_rss_mb"] = peak_rss_mb(server.pid) or server_peak[0]
+                result["server_peak_rss_mb"] = server.rss_mb()[1] or server_peak[0]
             results[side] = result
-        server.terminate()
-        server.wait(10)
+        server.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps({"rows": args.rows, "changes": args.changes, **results}, indent=2))

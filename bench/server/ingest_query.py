@@ -14,8 +14,7 @@ import base64
 import json
 import os
 import shutil
-import socket
-import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -26,15 +25,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import write_deltalake
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness"))
+from server_process import ServerProcess
+
 AUTH = "Basic " + base64.b64encode(b"b:b").decode()
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def post(url: str, body, content_type: str, stream_file: Path | None = None) -> bytes:
@@ -51,13 +45,6 @@ def post(url: str, body, content_type: str, stream_file: Path | None = None) -> 
 def send(req: urllib.request.Request) -> bytes:
     with urllib.request.urlopen(req, timeout=3600) as r:
         return r.read()
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def make_parquet(path: Path, rows: int, payload: int, seed: int) -> None:
@@ -119,27 +106,15 @@ def main() -> None:
     make_parquet(small, 10, payload, 2)
     size_mb = big.stat().st_size / 2**20
 
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            a.bin,
-            "serve",
-            "--data",
-            str(work / "lake"),
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--users",
-            "b:b",
-            "--log",
-            "warn",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
+    server = ServerProcess(
+        binary=a.bin,
+        data=work / "lake",
+        users=(("b", "b"),),
+        log=work / "server.log",
+        args=["--log", "warn"],
     )
     try:
-        server.stdout.readline()
-        url = f"http://127.0.0.1:{port}"
+        url = server.base
         q = "catalog=lakehouse&schema=bench&table="
         post(f"{url}/upload?{q}ingest&mode=create", None, "application/parquet", small)
         t0 = time.perf_counter()
@@ -153,7 +128,7 @@ def main() -> None:
         inproc_s = time.perf_counter() - t0
         print(f"ingest {size_mb:.0f} MB ({ingest_rows} rows)")
         print(
-            f"  /upload append      {upload_s:7.2f} s  {size_mb / upload_s:7.1f} MB/s  server peak RSS {peak_rss_mb(server.pid):.0f} MB"
+            f"  /upload append      {upload_s:7.2f} s  {size_mb / upload_s:7.1f} MB/s  server peak RSS {server.rss_mb()[1]:.0f} MB"
         )
         print(
             f"  write_deltalake     {inproc_s:7.2f} s  {size_mb / inproc_s:7.1f} MB/s"
@@ -187,10 +162,9 @@ def main() -> None:
                 f"  {name:17s} ndjson {timings['default']:6.3f} s  parquet {timings['parquet']:6.3f} s  "
                 f"duckdb {duck:6.3f} s  ratio {min(timings.values()) / duck:5.2f}x"
             )
-        print(f"server peak RSS {peak_rss_mb(server.pid):.0f} MB")
+        print(f"server peak RSS {server.rss_mb()[1]:.0f} MB")
     finally:
-        server.terminate()
-        server.wait()
+        server.stop()
         if os.environ.get("KEEP") is None:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -2,11 +2,8 @@
 
 import json
 import os
-import shutil
 import socket
-import subprocess
-import tempfile
-import time
+import sys
 import uuid
 from pathlib import Path
 
@@ -17,6 +14,9 @@ import requests
 from dlt_altertable import altertable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "harness"))
+from server_process import ServerProcess  # noqa: E402
+
 USER, PASSWORD, CATALOG = "dlt", "s3cret", "lakehouse"
 
 
@@ -70,53 +70,13 @@ class Server:
 
 @pytest.fixture(scope="session")
 def server():
-    binary = os.environ.get("DELTALITE_BIN") or str(REPO_ROOT / "target" / "debug" / "deltalite")
-    if not os.path.exists(binary):
-        pytest.fail(
-            f"server binary {binary} not found: run `cargo build -p deltalite-cli` or set"
-            " DELTALITE_BIN"
-        )
-    data = tempfile.mkdtemp(prefix="dlt-altertable-lake-")
-    port = _free_port()
-    log = open(os.path.join(data, "server.log"), "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [
-            binary,
-            "serve",
-            "--data",
-            os.path.join(data, "root"),
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--users",
-            f"{USER}:{PASSWORD}",
-            "--catalogs",
-            CATALOG,
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    srv = Server("127.0.0.1", port)
-    deadline = time.time() + 60
-    while True:
-        if proc.poll() is not None:
-            log.flush()
-            pytest.fail("deltalite serve exited: " + Path(data, "server.log").read_text()[-3000:])
-        try:
-            requests.get(srv.url + "/healthz", timeout=1)
-            break
-        except requests.RequestException:
-            if time.time() > deadline:
-                proc.kill()
-                pytest.fail("deltalite serve did not start within 60 s")
-            time.sleep(0.1)
-    yield srv
-    proc.terminate()
     try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
-    shutil.rmtree(data, ignore_errors=True)
+        process = ServerProcess(users=((USER, PASSWORD),), catalogs=(CATALOG,))
+    except (FileNotFoundError, RuntimeError) as e:
+        pytest.fail(str(e))
+    host, port = process.addr
+    yield Server(host, port)
+    process.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -17,6 +17,7 @@ from deltalite._deltalite import (
     UpsertStats,
     WriteStats,
     __version__,
+    knob_defaults,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "UpsertStats",
     "WriteStats",
     "__version__",
+    "knob_defaults",
 ]

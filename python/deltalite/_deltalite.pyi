@@ -9,6 +9,9 @@ class _ArrowSchema(Protocol):
 
 __version__: str
 
+def knob_defaults() -> dict[str, int]:
+    """The engine's default upsert knobs (the ones `DeltaLiteTable.upsert` shows)."""
+
 class DeltaLiteError(Exception): ...
 class DeltaLiteTransientError(DeltaLiteError): ...
 class DeltaLiteCommitConflictError(DeltaLiteTransientError): ...
@@ -103,18 +106,18 @@ class DeltaLiteTable:
         cursor_field: str | Sequence[str] | None = None,
         on_duplicate: Literal["error", "last"] = "error",
         omitted_columns: Literal["null", "keep"] = "null",
-        max_parallel_partitions: int | None = None,  # None: the engine default (2)
-        max_parallel_files: int | None = None,  # None: the engine default (4)
-        max_buffered_bytes: int | None = None,  # None: the engine default (64 MiB)
+        max_parallel_partitions: int = 2,
+        max_parallel_files: int = 4,
+        max_buffered_bytes: int = 64 * 1024 * 1024,
         prune_strategy: Literal["probe", "none"] = "probe",
         skip_unmatched_files: bool = True,
-        probe_concurrency: int | None = None,  # None: the engine default (8)
-        read_batch_size: int | None = None,  # None: the engine default (8192)
+        probe_concurrency: int = 8,
+        read_batch_size: int = 8192,
         target_file_size: int | None = None,
         max_source_bytes: int | None = None,
         multipart_threshold: int | None = None,
         multipart_part_size: int | None = None,
-        commit_max_retries: int | None = None,  # None: the engine default (15)
+        commit_max_retries: int = 15,
         commit_metadata: Mapping[str, Any] | None = None,
     ) -> UpsertStats: ...
     def append(

@@ -1,7 +1,7 @@
 """Concurrent writers must end in some serial order (issue #6).
 
 Shared by `test_multiprocess.py`, `test_server_concurrency.py` and the stress bench
-`bench/stress/concurrent_writers.py`:
+`correctness/stress/concurrent_writers.py`:
 
 - `make_calls`: a contended workload of small upserts (overlapping keys, shared and
   private partitions, cursor and no-cursor calls, `null` and `keep` omitted columns,

@@ -12,7 +12,7 @@ from conftest import read_delta, rows_of
 from deltalake import DeltaTable
 
 import deltalite
-from deltalite import DeltaLiteTable
+from deltalite import DeltaLiteTable, knob_defaults
 
 SCHEMA = pa.schema(
     [("id", pa.int64()), ("day", pa.string()), ("val", pa.string())],
@@ -73,6 +73,17 @@ def test_upsert_signature_defaults():
     # None means the process default (2 GiB / 64 MiB / 16 MiB unless overridden by env).
     for name in ["max_source_bytes", "multipart_threshold", "multipart_part_size"]:
         assert name in defaults
+    # The signature shows the engine's own defaults: one source of defaults.
+    engine = knob_defaults()
+    for name in [
+        "max_parallel_partitions",
+        "max_parallel_files",
+        "max_buffered_bytes",
+        "probe_concurrency",
+        "read_batch_size",
+        "commit_max_retries",
+    ]:
+        assert defaults[name] == engine[name], name
 
 
 def test_open_upsert_and_inspect(table_path):

@@ -16,9 +16,8 @@ import base64
 import hashlib
 import io
 import json
-import os
 import re
-import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.parse
@@ -42,60 +41,26 @@ from concurrency_model import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "harness"))
+from server_process import ServerProcess  # noqa: E402
+
 CLIENTS = 4
 CALLS = 8
 TABLE = ("lakehouse", "s", "t")
 AUTH = "Basic " + base64.b64encode(b"alice:secret").decode()
 
 
-@dataclass
-class Server:
-    proc: subprocess.Popen
-    base: str
-    log: Path
-
-
-def server_binary() -> str:
-    binary = os.environ.get("DELTALITE_BIN") or str(ROOT / "target" / "debug" / "deltalite")
-    if not os.access(binary, os.X_OK):
-        pytest.fail(
-            f"server binary {binary} not found: build it (cargo build -p deltalite-cli) "
-            "or point DELTALITE_BIN at it"
+def start_server(data: str, storage_options: dict[str, str] | None, log: Path) -> ServerProcess:
+    try:
+        return ServerProcess(
+            data=data,
+            storage_options=storage_options,
+            # Lost races are logged by the engine: re-plans at info, rebases at debug.
+            args=["--log", "info,deltalite::txn=debug"],
+            log=log,
         )
-    return binary
-
-
-def start_server(data: str, storage_options: dict[str, str] | None, log: Path) -> Server:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DELTALITE_")}
-    options = [f"--storage-option={k}={v}" for k, v in (storage_options or {}).items()]
-    with open(log, "wb") as stderr:
-        proc = subprocess.Popen(
-            [
-                server_binary(),
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--data",
-                data,
-                "--users",
-                "alice:secret",
-                "--catalogs",
-                "lakehouse",
-                # Lost races are logged by the engine: re-plans at info, rebases at debug.
-                "--log",
-                "info,deltalite::commit=debug",
-                *options,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=env,
-            text=True,
-        )
-    line = proc.stdout.readline()
-    if not line.startswith("listening on "):
-        proc.kill()
-        pytest.fail(f"unexpected first line from the server: {line!r}\n{log.read_text()}")
-    return Server(proc, line.removeprefix("listening on ").strip(), log)
+    except (FileNotFoundError, RuntimeError) as e:
+        pytest.fail(str(e))
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +77,7 @@ class Lake:
     kind: str
     root: str
     storage_options: dict[str, str] | None
-    servers: list[Server]
+    servers: list[ServerProcess]
 
     @property
     def table_uri(self) -> str:
@@ -136,11 +101,10 @@ def lake(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Lake]:
         yield lake
     finally:
         for s in lake.servers:
-            s.proc.terminate()
-            s.proc.wait(timeout=30)
+            s.stop()
 
 
-def upsert_request(server: Server, call: dict) -> dict:
+def upsert_request(server: ServerProcess, call: dict) -> dict:
     """POST /upsert with the call's batch as Parquet; retried with the same
     Idempotency-Key on a transient answer. Returns the JSON summary (+ `status`)."""
     sink = io.BytesIO()
@@ -303,7 +267,7 @@ def test_concurrent_http_clients(lake: Lake, capsys: pytest.CaptureFixture) -> N
     )
 
     # Lost races, from the engine's log lines in both servers.
-    text = one.log.read_text() + two.log.read_text()
+    text = one.log_text() + two.log_text()
     replans = len(re.findall(r"re-planning", text))
     rebases = len(re.findall(r"concurrent commit is disjoint; rebasing", text))
     transient = sum(r["transient"] for rs in responses.values() for r in rs)

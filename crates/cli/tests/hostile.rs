@@ -1,5 +1,5 @@
 //! Hostile input against a real `deltalite serve`: a fast, deterministic subset of
-//! `bench/hostile/hostile_http.py` (which runs thousands of randomized cases). Cases that
+//! `correctness/hostile/hostile_http.py` (which runs thousands of randomized cases). Cases that
 //! `server.rs` already covers (plain path names, file-access SQL, oversized bodies, simple
 //! malformed files) are not repeated here.
 

@@ -4,9 +4,9 @@ serial order of the committed calls (issue #6).
 The longer run of `python/tests/test_multiprocess.py`: the workload, the writer process
 and the contract model live in `python/tests/concurrency_model.py` and are shared.
 
-    .venv/bin/python bench/stress/concurrent_writers.py --processes 6 --calls 40
-    .venv/bin/python bench/stress/concurrent_writers.py --storage s3            # starts moto
-    .venv/bin/python bench/stress/concurrent_writers.py --storage s3 --endpoint http://127.0.0.1:5000
+    .venv/bin/python correctness/stress/concurrent_writers.py --processes 6 --calls 40
+    .venv/bin/python correctness/stress/concurrent_writers.py --storage s3            # starts moto
+    .venv/bin/python correctness/stress/concurrent_writers.py --storage s3 --endpoint http://127.0.0.1:5000
 
 Exits non-zero when anything disagrees with the model.
 """

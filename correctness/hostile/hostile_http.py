@@ -11,7 +11,7 @@ must keep answering /healthz, its RSS must stay under a bound, and the tables wr
 valid data must stay readable (a corrupt body must never be stored). Prints totals and
 exits non-zero when any of that fails.
 
-Usage: .venv/bin/python bench/hostile/hostile_http.py --bin target/debug/deltalite
+Usage: .venv/bin/python correctness/hostile/hostile_http.py --bin target/debug/deltalite
        [--iterations 2000] [--seed 1] [--rss-limit-mb 1024]
 """
 
@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import requests
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness"))
 from server_process import ServerProcess
 
 USER, PASSWORD = "alice", "secret"
@@ -414,10 +414,11 @@ def main() -> None:
     rng = random.Random(a.seed)
     work = Path(tempfile.mkdtemp(prefix="deltalite-hostile-"))
     server = ServerProcess(
-        a.bin,
-        work,
-        AUTH,
-        [
+        binary=a.bin,
+        data=work / "lake",
+        users=(AUTH,),
+        log=work / "server.log",
+        args=[
             "--max-body-bytes",
             str(MAX_BODY),
             "--body-idle-timeout-secs",

@@ -3,7 +3,7 @@ files to one table in four phases of 250, and after each phase runs 300 aggregat
 over it, printing the server's RSS after each step. A leak per request would grow during
 the query steps; table state grows with the appends.
 
-Usage: .venv/bin/python bench/soak/rss_probe.py --bin target/release/deltalite
+Usage: .venv/bin/python correctness/soak/rss_probe.py --bin target/release/deltalite
 """
 
 import argparse
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import requests
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness"))
 from server_process import ServerProcess
 
 AUTH = ("probe", "probe")
@@ -39,7 +39,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     a = ap.parse_args()
-    server = ServerProcess(a.bin, Path(tempfile.mkdtemp()), AUTH, ["--log", "warn"])
+    work = Path(tempfile.mkdtemp())
+    server = ServerProcess(
+        binary=a.bin,
+        data=work / "lake",
+        users=(AUTH,),
+        log=work / "server.log",
+        args=["--log", "warn"],
+    )
     http = requests.Session()
     http.auth = AUTH
     try:

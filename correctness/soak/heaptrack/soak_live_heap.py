@@ -2,7 +2,7 @@
 on shutdown, so heaptrack's "leaked" is the heap that was live at the end of the run.
 
 Usage: DELTALITE_BIN=target/release/deltalite .venv/bin/python \
-           bench/soak/heaptrack/soak_live_heap.py --bin bench/soak/heaptrack/serve.sh \
+           correctness/soak/heaptrack/soak_live_heap.py --bin correctness/soak/heaptrack/serve.sh \
            --seconds 150
        heaptrack_print -f /tmp/heaptrack/heaptrack.<pid>.zst --print-leaks 1 \
            -F leaked.fg --flamegraph-cost-type leaked
@@ -14,17 +14,17 @@ import signal
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(BENCH / "lib"))
+SOAK = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(SOAK.parents[1] / "harness"))
 import server_process
 
 
 def kill(self: server_process.ServerProcess) -> None:
     os.kill(self.proc.pid, signal.SIGKILL)
     self.proc.wait()
-    self.log.close()
+    self._log.close()
 
 
 server_process.ServerProcess.stop = kill
-sys.argv = [str(BENCH / "soak" / "soak.py"), *sys.argv[1:]]
-runpy.run_path(str(BENCH / "soak" / "soak.py"), run_name="__main__")
+sys.argv = [str(SOAK / "soak.py"), *sys.argv[1:]]
+runpy.run_path(str(SOAK / "soak.py"), run_name="__main__")

@@ -5,7 +5,7 @@
 # table opens at a committed version holding exactly that version's content (replayed
 # from the log) and that vacuum removes the orphans and never a live file. CI runs the
 # same test with 6 iterations.
-# Usage: bench/stress/crash_loop.sh [iterations]   (default 300)
+# Usage: correctness/stress/crash_loop.sh [iterations]   (default 300)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}"

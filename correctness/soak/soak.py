@@ -16,7 +16,7 @@ RSS, then checks the tables against what the clients sent: every appended row ex
 one row per upserted key holding the values of the upsert with the highest committed
 version. Exits non-zero on any error or mismatch.
 
-Usage: .venv/bin/python bench/soak/soak.py --bin target/release/deltalite
+Usage: .venv/bin/python correctness/soak/soak.py --bin target/release/deltalite
        [--seconds 180] [--clients 8] [--keys 5000] [--mix all|query|append|upsert]
        [--prefill N] [--report-every 30] [--compact-every S] [--tombstone-retention I]
        [--malloc-stats[-lines]]
@@ -24,7 +24,7 @@ Usage: .venv/bin/python bench/soak/soak.py --bin target/release/deltalite
 To separate what the server's RSS is made of, `--mix` restricts the timed phase to one kind
 of work (`query` runs only queries, over tables filled by `--prefill` write requests first),
 every `--report-every` seconds a line puts RSS next to each table's Delta version, active
-file count and checkpoints (read from `_delta_log` by `bench/lib/delta_log.py`),
+file count and checkpoints (read from `_delta_log` by `harness/delta_log.py`),
 `--compact-every` compacts both tables out of band (the `deltalite` Python module) so their
 file counts stay small, `--tombstone-retention` shortens how long checkpoints keep the
 tombstones of removed files (every upsert and compaction removes files), and
@@ -50,7 +50,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import requests
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness"))
 from delta_log import DeltaLogWatcher
 from server_process import ServerProcess
 
@@ -414,7 +414,13 @@ def main() -> None:
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="deltalite-soak-"))
     log = [] if any(x.startswith("--log") for x in a.server_arg) else ["--log", "warn"]
-    server = ServerProcess(a.bin, work, AUTH, [*log, *a.server_arg])
+    server = ServerProcess(
+        binary=a.bin,
+        data=work / "lake",
+        users=(AUTH,),
+        log=work / "server.log",
+        args=[*log, *a.server_arg],
+    )
     shared = Shared()
     rss_samples: list[float] = []
     stop = threading.Event()
