@@ -15,6 +15,9 @@ echo "== python tooling (.venv): S3 test server"
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-s3.txt
 
+echo "== docs: every file and symbol they name exists"
+python3 scripts/check-docs.py
+
 echo "== rust: fmt, clippy"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
