@@ -56,21 +56,21 @@ struct ServeArgs {
     catalogs: String,
 
     /// Largest accepted request body in bytes; larger bodies get 413.
-    #[arg(long, env = "DELTALITE_MAX_BODY_BYTES", default_value_t = 10 * 1024 * 1024 * 1024)]
+    #[arg(long, env = "DELTALITE_MAX_BODY_BYTES", default_value_t = deltalite_server::config::DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: u64,
 
     /// Wall-clock limit of one /query request, in seconds.
-    #[arg(long, env = "DELTALITE_QUERY_TIMEOUT_SECS", default_value_t = 300)]
+    #[arg(long, env = "DELTALITE_QUERY_TIMEOUT_SECS", default_value_t = deltalite_server::config::DEFAULT_QUERY_TIMEOUT.as_secs())]
     query_timeout_secs: u64,
 
     /// Memory, in MiB, that all running queries may hold together in sorts, joins and
     /// aggregations; beyond it they spill to disk or fail with "Resources exhausted".
-    #[arg(long, env = "DELTALITE_QUERY_MEMORY_MB", default_value_t = 1024)]
+    #[arg(long, env = "DELTALITE_QUERY_MEMORY_MB", default_value_t = deltalite_server::config::DEFAULT_QUERY_MEMORY_BYTES / deltalite::MIB)]
     query_memory_mb: usize,
 
     /// Longest pause, in seconds, between two pieces of a request body before the request
     /// is answered with 400 (an idle timeout; long uploads that keep sending are fine).
-    #[arg(long, env = "DELTALITE_BODY_IDLE_TIMEOUT_SECS", default_value_t = 60)]
+    #[arg(long, env = "DELTALITE_BODY_IDLE_TIMEOUT_SECS", default_value_t = deltalite_server::config::DEFAULT_BODY_IDLE_TIMEOUT.as_secs())]
     body_idle_timeout_secs: u64,
 
     /// Directory for upload spool files (default: `<data>/.spool` for a local data root, so
@@ -95,7 +95,7 @@ struct ServeArgs {
 
     /// Most memory, in MiB, the query log may hold (statements are logged up to 64 KiB
     /// each); beyond it the oldest finished queries are forgotten.
-    #[arg(long, env = "DELTALITE_QUERY_LOG_MB", default_value_t = deltalite_server::registry::DEFAULT_QUERY_LOG_BYTES / (1024 * 1024))]
+    #[arg(long, env = "DELTALITE_QUERY_LOG_MB", default_value_t = deltalite_server::registry::DEFAULT_QUERY_LOG_BYTES / deltalite::MIB)]
     query_log_mb: usize,
 
     /// Every this many seconds, hand the memory malloc holds free back to the OS
@@ -106,7 +106,7 @@ struct ServeArgs {
 
     /// Memory, in MiB, for decoded Parquet footers that queries share (an LRU cache);
     /// 0 turns the cache off.
-    #[arg(long, env = "DELTALITE_QUERY_FOOTER_CACHE_MB", default_value_t = deltalite_server::config::DEFAULT_QUERY_FOOTER_CACHE_BYTES / (1024 * 1024))]
+    #[arg(long, env = "DELTALITE_QUERY_FOOTER_CACHE_MB", default_value_t = deltalite_server::config::DEFAULT_QUERY_FOOTER_CACHE_BYTES / deltalite::MIB)]
     query_footer_cache_mb: usize,
 
     /// Log filter (tracing's EnvFilter syntax), e.g. info or deltalite_server=debug.
@@ -147,12 +147,12 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.storage_options = options;
     config.max_body_bytes = args.max_body_bytes;
     config.query_timeout = Duration::from_secs(args.query_timeout_secs.max(1));
-    config.query_memory_bytes = args.query_memory_mb.max(1).saturating_mul(1024 * 1024);
+    config.query_memory_bytes = args.query_memory_mb.max(1).saturating_mul(deltalite::MIB);
     config.body_idle_timeout = Duration::from_secs(args.body_idle_timeout_secs.max(1));
     config.spool_dir = args.spool_dir;
     config.query_log_entries = args.query_log_entries.max(1);
-    config.query_log_bytes = args.query_log_mb.saturating_mul(1024 * 1024);
-    config.query_footer_cache_bytes = args.query_footer_cache_mb.saturating_mul(1024 * 1024);
+    config.query_log_bytes = args.query_log_mb.saturating_mul(deltalite::MIB);
+    config.query_footer_cache_bytes = args.query_footer_cache_mb.saturating_mul(deltalite::MIB);
     config.malloc_trim_interval =
         (args.malloc_trim_secs > 0).then(|| Duration::from_secs(args.malloc_trim_secs));
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -160,7 +160,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // DataFusion plans and evaluates expressions recursively; SQL nesting is capped
         // (`sql::MAX_EXPR_DEPTH`), and the larger stack (virtual memory, touched only as
         // deep as used) keeps that cap far from an overflow, in debug builds too.
-        .thread_stack_size(16 * 1024 * 1024)
+        .thread_stack_size(16 * deltalite::MIB)
         .build()?;
     runtime.block_on(deltalite_server::serve(
         config,

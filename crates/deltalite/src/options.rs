@@ -85,7 +85,8 @@ impl std::str::FromStr for PruneStrategy {
     }
 }
 
-const MIB: usize = 1024 * 1024;
+/// One mebibyte: every byte-sized default and knob of the workspace counts in these.
+pub const MIB: usize = 1024 * 1024;
 
 /// Output file size target of a table without `delta.targetFileSize` (Delta's default).
 pub const DEFAULT_TARGET_FILE_SIZE: u64 = 100 * MIB as u64;

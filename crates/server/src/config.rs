@@ -9,7 +9,19 @@ use crate::catalog::validate_name;
 use crate::error::ConfigError;
 
 /// Default of [`ServerConfig::query_footer_cache_bytes`] (DataFusion's own default).
-pub const DEFAULT_QUERY_FOOTER_CACHE_BYTES: usize = 50 * 1024 * 1024;
+pub const DEFAULT_QUERY_FOOTER_CACHE_BYTES: usize = 50 * deltalite::MIB;
+
+/// Default of [`ServerConfig::max_body_bytes`]: 10 GiB.
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * deltalite::MIB as u64;
+
+/// Default of [`ServerConfig::query_timeout`].
+pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Default of [`ServerConfig::query_memory_bytes`]: 1 GiB.
+pub const DEFAULT_QUERY_MEMORY_BYTES: usize = 1024 * deltalite::MIB;
+
+/// Default of [`ServerConfig::body_idle_timeout`].
+pub const DEFAULT_BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Default of [`ServerConfig::malloc_trim_interval`].
 pub const DEFAULT_MALLOC_TRIM_INTERVAL: Duration = Duration::from_secs(10);
@@ -141,11 +153,11 @@ impl ServerConfig {
             listen,
             users: parsed,
             catalogs,
-            max_body_bytes: 10 * 1024 * 1024 * 1024,
-            query_timeout: Duration::from_secs(300),
-            query_memory_bytes: 1024 * 1024 * 1024,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            query_timeout: DEFAULT_QUERY_TIMEOUT,
+            query_memory_bytes: DEFAULT_QUERY_MEMORY_BYTES,
             query_footer_cache_bytes: DEFAULT_QUERY_FOOTER_CACHE_BYTES,
-            body_idle_timeout: Duration::from_secs(60),
+            body_idle_timeout: DEFAULT_BODY_IDLE_TIMEOUT,
             spool_dir: None,
             query_log_entries: crate::registry::DEFAULT_QUERY_LOG_ENTRIES,
             query_log_bytes: crate::registry::DEFAULT_QUERY_LOG_BYTES,

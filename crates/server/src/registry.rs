@@ -21,7 +21,7 @@ pub const MAX_LOGGED_REQUESTED_BY_BYTES: usize = 4 * 1024;
 /// Default of [`QueryLog`]'s entry cap (`--query-log-entries`).
 pub const DEFAULT_QUERY_LOG_ENTRIES: usize = 10_000;
 /// Default of [`QueryLog`]'s byte budget (`--query-log-mb`).
-pub const DEFAULT_QUERY_LOG_BYTES: usize = 16 * 1024 * 1024;
+pub const DEFAULT_QUERY_LOG_BYTES: usize = 16 * deltalite::MIB;
 /// Task ids `/append` remembers for `GET /tasks/{id}`.
 pub const MAX_TASKS: usize = 10_000;
 

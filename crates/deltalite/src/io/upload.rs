@@ -42,7 +42,7 @@ use object_store::{
 use tokio::sync::{Mutex, watch};
 use url::Url;
 
-const MIB: usize = 1024 * 1024;
+use crate::options::MIB;
 /// S3's (and GCS's) smallest part other than the last.
 pub(crate) const MIN_PART_SIZE: usize = 5 * MIB;
 /// S3's largest part.

@@ -19,7 +19,7 @@ use crate::error::Result;
 use crate::io::upload::MultipartPolicy;
 use crate::schema::partition::PartitionKey;
 
-const MIB: usize = 1024 * 1024;
+use crate::options::MIB;
 
 /// Builds writers that all share one configuration.
 pub(crate) struct WriterFactory {

@@ -10,6 +10,7 @@ use deltalake::table::config::TablePropertiesExt;
 use crate::error::{DeltaLiteError, Result};
 use crate::io::upload::MultipartPolicy;
 use crate::ops::rearrange::{RearrangeSettings, Rearrangement};
+use crate::options::MIB;
 use crate::runtime::budget::EnvDefaults;
 use crate::table::DeltaLiteTable;
 use crate::table::files::{TargetFile, active_files, check_file_supported};
@@ -38,7 +39,7 @@ impl Default for CompactOptions {
         Self {
             target_file_size: None,
             read_batch_size: 8192,
-            max_buffered_bytes: 64 * 1024 * 1024,
+            max_buffered_bytes: 64 * MIB,
             bloom_filter_columns: Vec::new(),
             commit_max_retries: 15,
             commit_metadata: HashMap::new(),

@@ -582,7 +582,7 @@ async fn upload(
     let part_size = crate::io::upload::effective_part_size(part_size);
     let upload = store.put_multipart(location).await?;
     let mut multipart = WriteMultipart::new_with_chunk_size(upload, part_size);
-    let mut buffer = vec![0u8; part_size.min(8 * 1024 * 1024)];
+    let mut buffer = vec![0u8; part_size.min(8 * crate::options::MIB)];
     let copied: Result<()> = async {
         file.seek(std::io::SeekFrom::Start(0))
             .map_err(|e| DeltaLiteError::Other(e.to_string()))?;

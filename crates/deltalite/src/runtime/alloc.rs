@@ -74,7 +74,7 @@ fn settings(workload: Workload, env: impl Fn(&str) -> Option<String>) -> Vec<(Se
     settings
 }
 
-const MIB: usize = 1024 * 1024;
+use crate::options::MIB;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Setting {

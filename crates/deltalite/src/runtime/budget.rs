@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-const MIB: usize = 1024 * 1024;
+use crate::options::MIB;
 /// Byte budgets count in KiB so that large budgets fit a semaphore's `u32` acquisitions.
 const BYTE_UNIT: usize = 1024;
 

@@ -97,7 +97,7 @@ type S = Arc<AppState>;
 /// The router: the API behind auth, limits and metrics; the operators' probes
 /// (`/livez`, `/readyz`) outside auth.
 pub fn router(state: S) -> Router {
-    let json_limit = state.config.max_body_bytes.min(64 * 1024 * 1024) as usize;
+    let json_limit = state.config.max_body_bytes.min(64 * deltalite::MIB as u64) as usize;
     let api = Router::new()
         .route("/upload", post(ingest::upload))
         .route("/upsert", post(ingest::upsert))

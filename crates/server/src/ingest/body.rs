@@ -14,7 +14,7 @@ use super::{INGEST_ERR, bad, io_err};
 /// Stream a request body into a temporary file, enforcing the size limit as bytes arrive.
 /// Bytes read and discarded after a 413, so that a client still sending gets the answer
 /// instead of a connection reset; beyond this the connection is dropped.
-const DRAIN_LIMIT: u64 = 16 * 1024 * 1024;
+const DRAIN_LIMIT: u64 = 16 * deltalite::MIB as u64;
 
 /// Read and discard what is left of a body, up to [`DRAIN_LIMIT`] bytes or five seconds.
 pub async fn drain(mut stream: axum::body::BodyDataStream) {

@@ -28,7 +28,7 @@ pub(super) mod capped {
 
     /// Largest result one call may produce for a batch of rows, in bytes (estimated from
     /// the largest count and the longest repeated value).
-    pub const MAX_VALUE_BYTES: i64 = 256 * 1024 * 1024;
+    pub const MAX_VALUE_BYTES: i64 = 256 * deltalite::MIB as i64;
 
     #[derive(Debug, PartialEq, Eq, Hash)]
     struct Capped {
@@ -107,7 +107,7 @@ pub(super) mod capped {
                 return exec_err!(
                     "{}: the result would exceed {} MiB",
                     self.inner.name(),
-                    MAX_VALUE_BYTES / (1024 * 1024)
+                    MAX_VALUE_BYTES / deltalite::MIB as i64
                 );
             }
             self.inner.invoke_with_args(args)

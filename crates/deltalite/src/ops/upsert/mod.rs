@@ -46,7 +46,7 @@ use crate::table::DeltaLiteTable;
 use crate::table::files::{TargetFile, active_files, check_file_supported};
 use crate::txn::{self, CommitSpec, Done, Policy, ReadSet, Staged, delete_adds};
 
-const MIB: usize = 1024 * 1024;
+use crate::options::MIB;
 
 impl DeltaLiteTable {
     /// Insert-or-replace `batches` by key; see the upsert contract.
