@@ -37,7 +37,9 @@ pub use runtime::{alloc, budget};
 
 pub use error::{DeltaLiteError, ErrorKind, Result};
 pub use ops::create::{CreateStats, Created, InitialData, NewTable, TableSpec};
-pub use ops::replace::{ReplaceKind, ReplaceOptions, ReplacePlanner, ReplaceStats, Replacement};
+pub use ops::replace::{
+    ReplaceKind, ReplaceOptions, ReplacePlanner, ReplaceReads, ReplaceStats, Replacement,
+};
 pub use options::{
     AppTransaction, Knobs, MIB, OmittedColumns, OnDuplicate, PreCommitHook, PruneStrategy,
     UpsertOptions,

@@ -445,7 +445,17 @@ mod tests {
     #[test]
     fn names_that_escape_are_rejected() {
         for bad in [
-            "", ".", "..", "../x", "a/b", "a\\b", "x\0y", "a\nb", ".hidden", "%2e%2e", "a%2Fb",
+            "",
+            ".",
+            "..",
+            "../x",
+            "a/b",
+            "a\\b",
+            "x\0y",
+            "a\nb",
+            ".hidden",
+            "%2e%2e",
+            "a%2Fb",
             "_delta_log",
         ] {
             assert!(validate_name("table", bad).is_err(), "{bad:?}");

@@ -10,9 +10,10 @@ use deltalite::write::WriteOptions;
 
 use std::sync::{Arc, Mutex};
 
+use super::dialect::BY_NAME;
 use super::{
-    Output, SqlSession, delta_err, engine_rows, name_parts, sql_err, sql_error, table_missing,
-    take_failure,
+    Output, SqlSession, column_named, delta_err, engine_rows, name_parts, sql_err, sql_error,
+    table_missing, take_failure,
 };
 use crate::catalog::TableName;
 use crate::error::ApiError;
@@ -42,27 +43,6 @@ impl SqlSession {
         let _guard = lock.lock().await;
         let mut table = self.open_for_write(&name).await?;
         let table_schema = table.schema().map_err(delta_err)?;
-        let columns: Vec<String> = if insert.columns.is_empty() {
-            table_schema
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect()
-        } else {
-            let mut cols = Vec::new();
-            for c in &insert.columns {
-                let parts = name_parts(c)?;
-                let col = parts.last().cloned().unwrap_or_default();
-                if table_schema.index_of(&col).is_err() {
-                    return Err(sql_err(format!(
-                        "Binder Error: Table \"{}\" does not have a column with name \"{col}\"",
-                        name.table
-                    )));
-                }
-                cols.push(col);
-            }
-            cols
-        };
         let statement = DFStatement::Statement(Box::new(Statement::Query(source.clone())));
         let plan = self.plan_query(statement).await?;
         let df = self
@@ -76,6 +56,34 @@ impl SqlSession {
             .iter()
             .map(|f| f.name().clone())
             .collect();
+        let listed: Vec<String> = insert
+            .columns
+            .iter()
+            .map(|c| name_parts(c).map(|p| p.last().cloned().unwrap_or_default()))
+            .collect::<Result<_, _>>()?;
+        let binder = |col: &str| {
+            sql_err(format!(
+                "Binder Error: Table \"{}\" does not have a column with name \"{col}\"",
+                name.table
+            ))
+        };
+        let table_columns: Vec<String> = table_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let columns: Vec<String> = match listed.as_slice() {
+            [] => table_columns,
+            // `INSERT INTO t BY NAME`: the query's column names (see `dialect.rs`).
+            [only] if only == BY_NAME => source_fields
+                .iter()
+                .map(|f| column_named(&table_columns, f).ok_or_else(|| binder(f)))
+                .collect::<Result<_, _>>()?,
+            _ => listed
+                .iter()
+                .map(|c| column_named(&table_columns, c).ok_or_else(|| binder(c)))
+                .collect::<Result<_, _>>()?,
+        };
         if source_fields.len() != columns.len() {
             return Err(sql_err(format!(
                 "Binder Error: table {} has {} columns but {} values were supplied",

@@ -109,6 +109,9 @@ pub(super) fn check_allowed(statement: &DFStatement) -> Result<(), ApiError> {
             | Statement::Insert(_)
             | Statement::Delete(_)
             | Statement::Update(_)
+            | Statement::Merge(_)
+            | Statement::StartTransaction { .. }
+            | Statement::Commit { .. }
             | Statement::Use(_)
             | Statement::Set(_) => Ok(()),
             Statement::CreateTable(c) if !c.external && c.location.is_none() => Ok(()),

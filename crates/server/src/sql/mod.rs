@@ -6,9 +6,11 @@
 //! executed here, each as one Delta commit through the engine or delta-rs.
 
 mod ddl;
+mod dialect;
 mod dml;
 mod guard;
 mod info_schema;
+mod merge;
 mod resolve;
 mod rewrite;
 pub mod stores;
@@ -102,6 +104,18 @@ pub(crate) fn name_parts(name: &ObjectName) -> Result<Vec<String>, ApiError> {
         .collect()
 }
 
+/// Resolve a column name the DuckDB way: exact, else the one case-insensitive match.
+pub(crate) fn column_named(columns: &[String], name: &str) -> Option<String> {
+    if let Some(c) = columns.iter().find(|c| c.as_str() == name) {
+        return Some(c.clone());
+    }
+    let mut found = columns.iter().filter(|c| c.eq_ignore_ascii_case(name));
+    match (found.next(), found.next()) {
+        (Some(c), None) => Some(c.clone()),
+        _ => None,
+    }
+}
+
 /// One request's SQL session.
 pub struct SqlSession {
     ctx: SessionContext,
@@ -160,24 +174,34 @@ impl SqlSession {
             .build_arc()
             .map_err(sql_error)?;
         let ctx = SessionContext::new_with_config_rt(config, runtime);
-        for c in user.catalogs.iter() {
-            ctx.register_catalog(c.as_str(), Arc::new(MemoryCatalogProvider::new()));
-        }
         ctx.register_udf(udf::from_base64_udf());
         udf::capped::register(&ctx);
-        Ok(Self {
+        let session = Self {
             ctx,
             stores,
             storage,
             user,
             catalog,
             schema,
-        })
+        };
+        session.forget_tables();
+        Ok(session)
+    }
+
+    /// Empty catalogs, so the next statement resolves every name afresh: a table is read
+    /// as of the statement that reads it, after what earlier statements of the same
+    /// script wrote.
+    fn forget_tables(&self) {
+        for c in self.user.catalogs.iter() {
+            self.ctx
+                .register_catalog(c.as_str(), Arc::new(MemoryCatalogProvider::new()));
+        }
     }
 
     /// Parse a request's statements (one or more, `;`-separated).
     pub fn parse(sql: &str) -> Result<Vec<DFStatement>, ApiError> {
-        let statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})
+        let sql = dialect::to_generic(sql);
+        let statements = DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})
             .map_err(|e| sql_err(format!("Parser Error: {e}")))?;
         if statements.is_empty() {
             return Err(sql_err("Parser Error: no statement to execute"));
@@ -195,6 +219,7 @@ impl SqlSession {
         let count = statements.len();
         let mut last = None;
         for (i, statement) in statements.into_iter().enumerate() {
+            self.forget_tables();
             let out = self.execute(statement).await?;
             if i + 1 == count {
                 last = Some(out);
@@ -212,6 +237,7 @@ impl SqlSession {
     /// Plan (but do not run) every statement; used by `/validate`.
     pub async fn validate(&mut self, sql: &str) -> Result<(), ApiError> {
         for statement in Self::parse(sql)? {
+            self.forget_tables();
             if let DFStatement::Statement(s) = &statement
                 && matches!(s.as_ref(), Statement::Query(_))
             {
@@ -262,6 +288,13 @@ impl SqlSession {
                 self.register_references(&statement).await?;
                 self.update(update).await
             }
+            Statement::Merge(merge) => {
+                self.register_references(&statement).await?;
+                self.merge(merge).await
+            }
+            // Each statement commits on its own (Delta has no multi-table transactions);
+            // a script's `BEGIN`/`COMMIT` are accepted so DuckDB scripts run unchanged.
+            Statement::StartTransaction { .. } | Statement::Commit { .. } => Ok(Self::ok_status()),
             Statement::Use(u) => self.use_schema(u).await,
             Statement::Set(_) => self.set(stmt).await,
             _ => Err(sql_err("Permission Error: statement not allowed")),

@@ -31,12 +31,12 @@ use super::{
 use crate::error::ApiError;
 
 /// The hidden name of the statement's target while it is planned.
-const TARGET: &str = "__deltalite_target";
+pub(super) const TARGET: &str = "__deltalite_target";
 /// The file column of the target's scan.
-const FILE: &str = "__deltalite_file";
+pub(super) const FILE: &str = "__deltalite_file";
 
 /// An identifier, quoted for the SQL this module writes.
-fn quote(name: &str) -> String {
+pub(super) fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
@@ -124,9 +124,12 @@ impl SqlSession {
         // Plan (not run) the statement's expressions against the table itself first, so
         // a wrong column or type is reported as the client wrote it.
         let exprs = match &assignments {
+            // Aliased: two assignments of the same value would otherwise be two
+            // projections of one name, which DataFusion refuses.
             Some(set) => set
                 .iter()
-                .map(|(_, value)| value.as_str())
+                .enumerate()
+                .map(|(i, (_, value))| format!("({value}) AS __e{i}"))
                 .collect::<Vec<_>>()
                 .join(", "),
             None => "1".to_string(),
@@ -167,23 +170,32 @@ impl SqlSession {
 
     /// Register `provider` under the hidden target name (replacing an earlier one).
     fn register_target(&self, provider: Arc<dyn TableProvider>) -> Result<(), ApiError> {
+        self.register_hidden(TARGET, provider)
+    }
+
+    /// Register `provider` under one of the names this module's plans use.
+    pub(super) fn register_hidden(
+        &self,
+        name: &str,
+        provider: Arc<dyn TableProvider>,
+    ) -> Result<(), ApiError> {
         let schema = self.schema_provider(&self.catalog, &self.schema)?;
-        schema.deregister_table(TARGET).map_err(super::sql_error)?;
+        schema.deregister_table(name).map_err(super::sql_error)?;
         schema
-            .register_table(TARGET.to_string(), provider)
+            .register_table(name.to_string(), provider)
             .map_err(super::sql_error)?;
         Ok(())
     }
 }
 
 /// The statement's target: its name parts and the name its rows go by in the predicate.
-struct Target {
-    parts: Vec<String>,
-    alias: String,
+pub(super) struct Target {
+    pub(super) parts: Vec<String>,
+    pub(super) alias: String,
 }
 
 impl Target {
-    fn new(
+    pub(super) fn new(
         name: &datafusion::sql::sqlparser::ast::ObjectName,
         alias: Option<&Ident>,
     ) -> Result<Self, ApiError> {
@@ -200,7 +212,7 @@ impl Target {
 /// A predicate or expression as SQL text for the plan's queries, with row-value `IN`
 /// subqueries, which DataFusion does not plan, rewritten to `EXISTS` where that means the
 /// same in a filter (see [`row_in_to_exists`]).
-fn predicate_sql(expr: &SqlExpr) -> String {
+pub(super) fn predicate_sql(expr: &SqlExpr) -> String {
     let mut expr = row_in_to_exists(expr.clone());
     name_in_subquery_columns(&mut expr);
     expr.to_string()
