@@ -18,6 +18,8 @@
 //! | `ALTER TABLE t RESET PARTITIONED BY`     | the same property, empty                            |
 //! | `ALTER TABLE t SET/RESET SORTED BY (…)`  | `"deltalite.sorted_by"`, the same way               |
 //! | `CREATE TABLE … PARTITIONED BY (…)`      | `CREATE TABLE … PARTITION BY (…)`                   |
+//! | `a SEMI JOIN b` / `a ANTI JOIN b`        | `a LEFT SEMI JOIN b` / `a LEFT ANTI JOIN b`         |
+//! | `$tag$text$tag$` (any statement)         | `'text'`                                            |
 //!
 //! The splice works on sqlparser's own tokens, so text inside strings, quoted names and
 //! comments is never touched; SQL it cannot tokenize is passed on as it is, for the parser
@@ -115,6 +117,7 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
     let Some(first) = tokens.first() else {
         return;
     };
+    edit_anywhere(tokens, edits);
     if first.is(Keyword::MERGE) {
         edit_merge(tokens, edits);
     } else if first.is(Keyword::INSERT) {
@@ -123,6 +126,30 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
         edit_alter(sql, tokens, edits);
     } else if first.is(Keyword::CREATE) {
         edit_create(tokens, edits);
+    }
+}
+
+/// Forms valid in any statement: dollar-quoted strings (dbt's comments), DuckDB's bare
+/// `SEMI JOIN` / `ANTI JOIN` (left ones).
+fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
+    for (i, t) in tokens.iter().enumerate() {
+        match &t.token {
+            Token::DollarQuotedString(s) => {
+                edits.push((t.start, t.end, format!("'{}'", s.value.replace('\'', "''"))));
+            }
+            Token::Word(w)
+                if w.quote_style.is_none()
+                    && matches!(w.keyword, Keyword::SEMI | Keyword::ANTI)
+                    && tokens.get(i + 1).is_some_and(|n| n.is(Keyword::JOIN))
+                    && !i
+                        .checked_sub(1)
+                        .and_then(|p| tokens.get(p))
+                        .is_some_and(|p| p.is(Keyword::LEFT) || p.is(Keyword::RIGHT)) =>
+            {
+                edits.push((t.start, t.start, "LEFT ".to_string()));
+            }
+            _ => {}
+        }
     }
 }
 
@@ -394,6 +421,22 @@ mod tests {
             generic("CREATE OR REPLACE TABLE t PARTITIONED BY (d) AS SELECT 1 AS d"),
             "CREATE OR REPLACE TABLE t PARTITION BY (d) AS SELECT 1 AS d"
         );
+    }
+
+    #[test]
+    fn dollar_strings_and_bare_semi_joins() {
+        assert_eq!(
+            generic(
+                "comment on column t.c is $dbt_comment_literal_block$It's$dbt_comment_literal_block$"
+            ),
+            "comment on column t.c is 'It''s'"
+        );
+        assert_eq!(
+            generic("SELECT 1 FROM t AS a SEMI JOIN u AS b ON a.k = b.k ANTI JOIN v ON TRUE"),
+            "SELECT 1 FROM t AS a LEFT SEMI JOIN u AS b ON a.k = b.k LEFT ANTI JOIN v ON TRUE"
+        );
+        let already = "SELECT 1 FROM t LEFT SEMI JOIN u ON TRUE RIGHT ANTI JOIN v ON TRUE";
+        assert_eq!(generic(already), already);
     }
 
     #[test]

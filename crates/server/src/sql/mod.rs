@@ -10,7 +10,9 @@ mod dialect;
 mod dml;
 mod guard;
 mod info_schema;
+mod layout;
 mod merge;
+mod normalize;
 mod resolve;
 mod rewrite;
 pub mod stores;
@@ -27,7 +29,7 @@ use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
-use datafusion::sql::sqlparser::ast::{ObjectName, ObjectNamePart, Statement};
+use datafusion::sql::sqlparser::ast::{DescribeAlias, ObjectName, ObjectNamePart, Statement};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use futures::TryStreamExt;
 
@@ -175,6 +177,11 @@ impl SqlSession {
             .map_err(sql_error)?;
         let ctx = SessionContext::new_with_config_rt(config, runtime);
         ctx.register_udf(udf::from_base64_udf());
+        ctx.register_udf(udf::error_udf());
+        ctx.register_udf(udf::constant_udf(
+            "version",
+            udf::DUCKDB_VERSION.to_string(),
+        ));
         udf::capped::register(&ctx);
         let session = Self {
             ctx,
@@ -185,7 +192,19 @@ impl SqlSession {
             schema,
         };
         session.forget_tables();
+        session.register_session_functions();
         Ok(session)
+    }
+
+    /// `current_database()`/`current_catalog()` and `current_schema()`: the session's
+    /// defaults, registered again whenever they change.
+    fn register_session_functions(&self) {
+        for name in ["current_database", "current_catalog"] {
+            self.ctx
+                .register_udf(udf::constant_udf(name, self.catalog.clone()));
+        }
+        self.ctx
+            .register_udf(udf::constant_udf("current_schema", self.schema.clone()));
     }
 
     /// Empty catalogs, so the next statement resolves every name afresh: a table is read
@@ -206,11 +225,22 @@ impl SqlSession {
         if statements.is_empty() {
             return Err(sql_err("Parser Error: no statement to execute"));
         }
-        for s in &statements {
-            guard::check_allowed(s)?;
+        let mut statements: Vec<DFStatement> = statements.into_iter().collect();
+        for s in statements.iter_mut() {
+            // Depth first: the other passes recurse.
             guard::check_depth(s)?;
+            match s {
+                DFStatement::Statement(inner) => normalize::statement(inner),
+                DFStatement::Explain(e) => {
+                    if let DFStatement::Statement(inner) = e.statement.as_mut() {
+                        normalize::statement(inner);
+                    }
+                }
+                _ => {}
+            }
+            guard::check_allowed(s)?;
         }
-        Ok(statements.into_iter().collect())
+        Ok(statements)
     }
 
     /// Run every statement; the result is the last one's.
@@ -297,6 +327,23 @@ impl SqlSession {
             Statement::StartTransaction { .. } | Statement::Commit { .. } => Ok(Self::ok_status()),
             Statement::Use(u) => self.use_schema(u).await,
             Statement::Set(_) => self.set(stmt).await,
+            Statement::Comment {
+                object_type,
+                object_name,
+                comment,
+                if_exists,
+            } => {
+                self.comment(object_type, object_name, comment, *if_exists)
+                    .await
+            }
+            Statement::Explain {
+                describe_alias: DescribeAlias::Describe | DescribeAlias::Desc,
+                statement,
+                ..
+            } => self.describe(&statement.to_string()).await,
+            Statement::ExplainTable { table_name, .. } => {
+                self.describe(&format!("SELECT * FROM {table_name}")).await
+            }
             _ => Err(sql_err("Permission Error: statement not allowed")),
         }
     }

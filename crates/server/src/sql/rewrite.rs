@@ -18,7 +18,8 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use datafusion::catalog::TableProvider;
 use datafusion::sql::sqlparser::ast::{
-    AssignmentTarget, Delete, Expr as SqlExpr, FromTable, Ident, TableFactor, Update,
+    AssignmentTarget, Delete, Expr as SqlExpr, FromTable, Ident, TableFactor, TableWithJoins,
+    Update, UpdateTableFromKind,
 };
 use deltalite::deltalake::DeltaTable;
 use deltalite::{DeltaLiteError, ReplaceKind, ReplaceOptions, ReplacePlanner, Replacement};
@@ -48,8 +49,21 @@ impl SqlSession {
         let [twj] = tables.as_slice() else {
             return Err(sql_err("Not implemented Error: DELETE from several tables"));
         };
-        if delete.using.is_some() || !twj.joins.is_empty() {
-            return Err(sql_err("Not implemented Error: DELETE ... USING"));
+        if !twj.joins.is_empty() {
+            return Err(sql_err("Not implemented Error: DELETE from a join"));
+        }
+        if let Some(using) = &delete.using {
+            let source = single_source(using, "DELETE ... USING")?;
+            let on = delete
+                .selection
+                .as_ref()
+                .map_or("TRUE".to_string(), |p| p.to_string());
+            return self
+                .merge_sql(&format!(
+                    "MERGE INTO {} USING {source} ON {on} WHEN MATCHED THEN DELETE",
+                    twj.relation
+                ))
+                .await;
         }
         let TableFactor::Table { name, alias, .. } = &twj.relation else {
             return Err(sql_err("Not implemented Error: DELETE from a non-table"));
@@ -66,8 +80,25 @@ impl SqlSession {
         let TableFactor::Table { name, alias, .. } = &update.table.relation else {
             return Err(sql_err("Not implemented Error: UPDATE of a non-table"));
         };
-        if update.from.is_some() || !update.table.joins.is_empty() {
-            return Err(sql_err("Not implemented Error: UPDATE ... FROM"));
+        if !update.table.joins.is_empty() {
+            return Err(sql_err("Not implemented Error: UPDATE of a join"));
+        }
+        if let Some(UpdateTableFromKind::BeforeSet(from) | UpdateTableFromKind::AfterSet(from)) =
+            &update.from
+        {
+            let source = single_source(from, "UPDATE ... FROM")?;
+            let on = update
+                .selection
+                .as_ref()
+                .map_or("TRUE".to_string(), |p| p.to_string());
+            let set: Vec<String> = update.assignments.iter().map(|a| a.to_string()).collect();
+            return self
+                .merge_sql(&format!(
+                    "MERGE INTO {} USING {source} ON {on} WHEN MATCHED THEN UPDATE SET {}",
+                    update.table.relation,
+                    set.join(", ")
+                ))
+                .await;
         }
         let target = Target::new(name, alias.as_ref().map(|a| &a.name))?;
         let mut assignments = Vec::new();
@@ -85,6 +116,21 @@ impl SqlSession {
         };
         self.rewrite_where(target, predicate, Some(assignments), kind)
             .await
+    }
+
+    /// `UPDATE … FROM` and `DELETE … USING` are `MERGE`s with one `WHEN MATCHED` clause;
+    /// a target row that two source rows would update is refused, as `MERGE` does.
+    async fn merge_sql(&mut self, sql: &str) -> Result<Output, ApiError> {
+        let mut statements = Self::parse(sql)?;
+        match statements.pop() {
+            Some(datafusion::sql::parser::Statement::Statement(s)) => match *s {
+                datafusion::sql::sqlparser::ast::Statement::Merge(merge) => {
+                    self.merge(&merge).await
+                }
+                _ => Err(sql_err("Parser Error: expected a MERGE")),
+            },
+            _ => Err(sql_err("Parser Error: expected a MERGE")),
+        }
     }
 
     /// Replace the target's files holding rows that match `predicate` (all rows without
@@ -185,6 +231,16 @@ impl SqlSession {
             .register_table(name.to_string(), provider)
             .map_err(super::sql_error)?;
         Ok(())
+    }
+}
+
+/// The one source table of `UPDATE … FROM` / `DELETE … USING`, as SQL.
+fn single_source(tables: &[TableWithJoins], what: &str) -> Result<String, ApiError> {
+    match tables {
+        [one] if one.joins.is_empty() => Ok(one.relation.to_string()),
+        _ => Err(sql_err(format!(
+            "Not implemented Error: {what} with more than one table"
+        ))),
     }
 }
 
