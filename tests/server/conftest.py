@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness"))
-from server_process import ServerProcess  # noqa: E402
+from server_process import ServerProcess
 
 
 class SqlError(Exception):
@@ -25,7 +25,9 @@ class SqlError(Exception):
 
 
 class Client:
-    def __init__(self, server: ServerProcess, user: str = "alice", password: str = "secret"):
+    def __init__(
+        self, server: ServerProcess, user: str = "alice", password: str = "secret"
+    ):
         self.base = server.base
         token = base64.b64encode(f"{user}:{password}".encode()).decode()
         self.auth = f"Basic {token}"
@@ -40,7 +42,9 @@ class Client:
         )
         try:
             with urllib.request.urlopen(request, timeout=120) as response:
-                lines = [json.loads(line) for line in response.read().splitlines() if line]
+                lines = [
+                    json.loads(line) for line in response.read().splitlines() if line
+                ]
         except urllib.error.HTTPError as e:
             raise SqlError(e.read().decode(errors="replace"), e.code) from None
         for line in lines:
