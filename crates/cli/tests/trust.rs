@@ -492,7 +492,33 @@ mod generated {
             (table(), expr()).prop_map(|(t, e)| format!(
                 "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS b BIGINT; SELECT {e}"
             )),
+            (table(), table(), expr(), expr(), merge_action()).prop_map(|(t, s, on, c, act)| {
+                format!(
+                    "MERGE INTO {t} AS d USING {s} AS s ON {on} WHEN MATCHED AND {c} THEN {act} \
+                     WHEN NOT MATCHED THEN INSERT BY NAME"
+                )
+            }),
+            (table(), table(), expr()).prop_map(|(t, s, w)| format!(
+                "UPDATE {t} SET a = s.a FROM {s} AS s WHERE {w}"
+            )),
+            (table(), table(), expr())
+                .prop_map(|(t, s, w)| format!("DELETE FROM {t} USING {s} AS s WHERE {w}")),
+            (table(), expr()).prop_map(|(t, e)| format!(
+                "BEGIN; ALTER TABLE {t} SET PARTITIONED BY (a, month(a)); COMMENT ON COLUMN {t}.a IS 'x'; DESCRIBE SELECT {e}; COMMIT"
+            )),
         ]
+    }
+
+    fn merge_action() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec![
+            "UPDATE SET a = s.a",
+            "UPDATE BY NAME",
+            "UPDATE SET *",
+            "DELETE",
+            "DO NOTHING",
+            "ERROR",
+            "UPDATE",
+        ])
     }
 
     /// A statement, sometimes broken: a token dropped, a prefix cut, a stray character.
