@@ -120,7 +120,7 @@ impl SqlSession {
 
     /// `UPDATE … FROM` and `DELETE … USING` are `MERGE`s with one `WHEN MATCHED` clause;
     /// a target row that two source rows would update is refused, as `MERGE` does.
-    async fn merge_sql(&mut self, sql: &str) -> Result<Output, ApiError> {
+    pub(super) async fn merge_sql(&mut self, sql: &str) -> Result<Output, ApiError> {
         let mut statements = Self::parse(sql)?;
         match statements.pop() {
             Some(datafusion::sql::parser::Statement::Statement(s)) => match *s {
