@@ -98,10 +98,12 @@ impl SqlSession {
             Expr::Nested(inner) => inner.to_string(),
             other => other.to_string(),
         });
-        let partition_columns = match &layout_text {
-            Some(text) => layout::partition_columns(&layout::parse_keys(text, &column_names)?),
+        let layout_keys = match &layout_text {
+            Some(text) => layout::parse_keys(text, &column_names)?,
             None => Vec::new(),
         };
+        let partition_columns = layout::partition_columns(&layout_keys);
+        let layout_text = layout_text.map(|_| layout::render(&layout_keys));
         let mut configuration = HashMap::new();
         if let Some(text) = &layout_text {
             configuration.insert(PARTITIONED_BY.to_string(), text.clone());
@@ -277,6 +279,9 @@ impl SqlSession {
                 AlterTableOperation::SetTblProperties { table_properties } => {
                     for property in table_properties {
                         let (key, value) = layout_property(property)?;
+                        let columns: Vec<String> =
+                            schema.fields().iter().map(|f| f.name().clone()).collect();
+                        let value = layout::render(&layout::parse_keys(&value, &columns)?);
                         if key == PARTITIONED_BY {
                             self.set_partitioning(&name, &mut table, &value).await?;
                         }

@@ -99,6 +99,38 @@ pub(super) fn parse_keys(text: &str, columns: &[String]) -> Result<Vec<LayoutKey
     Ok(keys)
 }
 
+/// A key list in one canonical spelling (`region, month(ts), bucket(8, id)`), as the
+/// layout property stores it: the same keys sent quoted or not compare equal.
+pub(super) fn render(keys: &[LayoutKey]) -> String {
+    keys.iter()
+        .map(|k| match k {
+            LayoutKey::Identity(c) => quoted(c),
+            LayoutKey::Transform { function, column } => match function.strip_suffix(')') {
+                // `bucket(8)` → `bucket(8, id)`
+                Some(open) => format!("{open}, {})", quoted(column)),
+                None => format!("{function}({})", quoted(column)),
+            },
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A column name as SQL: bare when it reads back the same, quoted otherwise.
+fn quoted(column: &str) -> String {
+    let bare = column
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && column
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if bare {
+        column.to_string()
+    } else {
+        format!("\"{}\"", column.replace('"', "\"\""))
+    }
+}
+
 /// The Delta partition columns of a key list: its identity keys, in order.
 pub(super) fn partition_columns(keys: &[LayoutKey]) -> Vec<String> {
     let mut columns = Vec::new();
@@ -114,7 +146,7 @@ pub(super) fn partition_columns(keys: &[LayoutKey]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{LayoutKey, parse_keys, partition_columns};
+    use super::{LayoutKey, parse_keys, partition_columns, render};
 
     #[test]
     fn keys_as_dlt_and_dbt_send_them() {
@@ -135,6 +167,7 @@ mod tests {
             ]
         );
         assert_eq!(partition_columns(&keys), vec!["region".to_string()]);
+        assert_eq!(render(&keys), "region, month(ts), bucket(8, id)");
         assert_eq!(
             parse_keys("ID", &columns).unwrap(),
             vec![LayoutKey::Identity("id".into())]

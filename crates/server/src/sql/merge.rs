@@ -246,6 +246,15 @@ impl MergeSpec {
     }
 }
 
+/// An identifier as DataFusion resolves it: quoted as written, unquoted in lower case.
+fn normalized(ident: &datafusion::sql::sqlparser::ast::Ident) -> String {
+    if ident.quote_style.is_some() {
+        ident.value.clone()
+    } else {
+        ident.value.to_lowercase()
+    }
+}
+
 fn not_implemented(what: &str) -> ApiError {
     sql_err(format!("Not implemented Error: MERGE {what}"))
 }
@@ -264,7 +273,7 @@ impl SqlSession {
             TableFactor::Table { name, alias, .. } => {
                 let parts = name_parts(name)?;
                 let alias = match alias {
-                    Some(a) => a.name.value.clone(),
+                    Some(a) => normalized(&a.name),
                     None => parts.last().cloned().unwrap_or_default(),
                 };
                 (format!("SELECT * FROM {name}"), alias)
@@ -274,7 +283,7 @@ impl SqlSession {
             } => {
                 let alias = alias
                     .as_ref()
-                    .map(|a| a.name.value.clone())
+                    .map(|a| normalized(&a.name))
                     .unwrap_or_else(|| "__deltalite_source".to_string());
                 (subquery.to_string(), alias)
             }
@@ -492,9 +501,13 @@ fn upsert_shape(
         let source_type = source_field.data_type();
         let stringy =
             |d: &DataType| matches!(d, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
-        if target_type.is_floating()
-            || !(target_type == source_type || (stringy(target_type) && stringy(source_type)))
-        {
+        // Integers of other widths compare by value in SQL and cast losslessly in the
+        // engine; a source key the target type cannot hold matches nothing in SQL and
+        // then fails the insert's cast, as the engine's cast fails: the same outcome.
+        let same_kind = target_type == source_type
+            || (stringy(target_type) && stringy(source_type))
+            || (target_type.is_integer() && source_type.is_integer());
+        if target_type.is_floating() || !same_kind {
             return Ok(None);
         }
     }
