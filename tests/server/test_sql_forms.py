@@ -133,11 +133,15 @@ def test_on_conflict_matches_duckdb(client, schema):
     client.query(f"CREATE TABLE {schema}.t (k INT, v INT, w VARCHAR)")
     for statement in [
         "INSERT INTO {t} VALUES (1, 1, 'a'), (2, 2, 'b')",
-        "INSERT INTO {t} VALUES (2, 20, 'bb'), (3, 30, 'c') "
-        "ON CONFLICT (k) DO UPDATE SET v = v + EXCLUDED.v, w = EXCLUDED.w",
+        (
+            "INSERT INTO {t} VALUES (2, 20, 'bb'), (3, 30, 'c') "
+            "ON CONFLICT (k) DO UPDATE SET v = v + EXCLUDED.v, w = EXCLUDED.w"
+        ),
         "INSERT INTO {t} (k, v) VALUES (3, 300), (4, 400) ON CONFLICT (k) DO NOTHING",
-        "INSERT INTO {t} VALUES (1, 5, 'z') ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v "
-        "WHERE v > 100",
+        (
+            "INSERT INTO {t} VALUES (1, 5, 'z') ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v "
+            "WHERE v > 100"
+        ),
     ]:
         ours = client.rows(statement.format(t=f"{schema}.t"))
         theirs = duck.execute(statement.format(t="t")).fetchall()
