@@ -69,7 +69,27 @@ impl Authenticator {
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(token.trim())
             .map_err(|_| ApiError::Unauthorized)?;
-        let presented = digest(&decoded);
+        self.check(&decoded)
+    }
+
+    /// Check the credentials of a `Basic` authorization value (the part after the scheme),
+    /// base64 with or without padding: gRPC clients differ (ADBC's Go driver sends it
+    /// unpadded, pyarrow padded).
+    pub fn authenticate_basic(&self, credentials: &str) -> Result<User, ApiError> {
+        let engine = base64::engine::GeneralPurpose::new(
+            &base64::alphabet::STANDARD,
+            base64::engine::GeneralPurposeConfig::new()
+                .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+        );
+        let decoded = engine
+            .decode(credentials.trim())
+            .map_err(|_| ApiError::Unauthorized)?;
+        self.check(&decoded)
+    }
+
+    /// The user whose `user:password` is `decoded`.
+    fn check(&self, decoded: &[u8]) -> Result<User, ApiError> {
+        let presented = digest(decoded);
         // Compare against every user without early exit, so timing reveals nothing about
         // which user (if any) matched.
         let mut found: Option<&User> = None;
@@ -118,6 +138,23 @@ mod tests {
                 .is_err()
         );
         assert!(auth.authenticate(&headers("Digest abc")).is_err());
+        // Flight's Basic: padded and unpadded base64 of the same credentials (7 bytes,
+        // so the padded form ends in "==").
+        let ann = Authenticator::new(&[UserConfig {
+            name: "ann".into(),
+            password: "pas".into(),
+            catalogs: vec!["lakehouse".into()],
+        }]);
+        assert_eq!(
+            ann.authenticate_basic("YW5uOnBhcw==").expect("padded").name,
+            "ann"
+        );
+        assert_eq!(
+            ann.authenticate_basic("YW5uOnBhcw").expect("unpadded").name,
+            "ann"
+        );
+        assert!(ann.authenticate_basic("YW5uOnBhcx").is_err());
+        assert!(ann.authenticate_basic("%%%").is_err());
         assert!(auth.authenticate(&HeaderMap::new()).is_err());
     }
 }

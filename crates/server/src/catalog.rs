@@ -16,6 +16,12 @@ use crate::error::ApiError;
 /// directories.
 const SCHEMA_MARKER: &str = ".deltalite_schema";
 
+/// Marker object of a scratch catalog (`ATTACH ':memory:' AS name` over Flight SQL): such
+/// a catalog lives as long as the session that attached it, so one found at startup is
+/// what a stopped server left, and is removed. Only folders carrying it are ever removed
+/// as scratch catalogs.
+const SCRATCH_MARKER: &str = ".deltalite_scratch";
+
 /// Reject names that could escape their folder or confuse the layout.
 pub fn validate_name(kind: &str, name: &str) -> Result<(), ApiError> {
     // A folder of that name makes its parent look like a Delta table (delta-rs then finds
@@ -91,6 +97,9 @@ pub struct Storage {
     /// When set, every table is opened and created through this store (rooted at the
     /// storage root) instead of one built from the URI: instrumentation, fault injection.
     table_store: Option<Arc<dyn ObjectStore>>,
+    /// Scratch catalogs this process created and has not removed: two sessions attaching
+    /// the same name at once cannot both get it.
+    scratch: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The per-table writer locks. Entries are weak: a lock lives as long as a request holds
@@ -147,6 +156,7 @@ impl Storage {
                 options,
                 locks: Mutex::new(TableLocks::default()),
                 table_store: None,
+                scratch: Mutex::default(),
             })
         } else {
             let path = PathBuf::from(root.trim_start_matches("file://"));
@@ -164,6 +174,7 @@ impl Storage {
                 options,
                 locks: Mutex::new(TableLocks::default()),
                 table_store: None,
+                scratch: Mutex::default(),
             })
         }
     }
@@ -232,6 +243,115 @@ impl Storage {
             std::fs::create_dir_all(local.join(catalog)).map_err(internal)?;
         }
         Ok(())
+    }
+
+    /// Create the scratch catalog `name` with its `main` schema; `false` (nothing made)
+    /// when a catalog or any other folder of that name exists.
+    pub async fn create_scratch_catalog(&self, name: &str) -> Result<bool, ApiError> {
+        validate_name("catalog", name)?;
+        if !self.scratch_names().insert(name.to_string()) {
+            return Ok(false);
+        }
+        let made = self.make_scratch_catalog(name).await;
+        if !matches!(made, Ok(true)) {
+            self.scratch_names().remove(name);
+        }
+        made
+    }
+
+    async fn make_scratch_catalog(&self, name: &str) -> Result<bool, ApiError> {
+        if let Some(local) = &self.local {
+            // `create_dir` fails on anything that exists: the check and the claim are one
+            // step.
+            match std::fs::create_dir(local.join(name)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+                Err(e) => return Err(internal(e)),
+            }
+            let dir = local.join(name);
+            let filled = std::fs::write(dir.join(SCRATCH_MARKER), b"")
+                .and_then(|()| std::fs::create_dir(dir.join("main")));
+            if let Err(e) = filled {
+                // The folder is this call's own: leave nothing behind.
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(internal(e));
+            }
+            return Ok(true);
+        }
+        let mut list = self.store.list(Some(&self.object_path(&[name])));
+        if list.try_next().await.map_err(internal)?.is_some() {
+            return Ok(false);
+        }
+        drop(list);
+        let marker = self.object_path(&[name, SCRATCH_MARKER]);
+        let create = object_store::PutOptions {
+            mode: object_store::PutMode::Create,
+            ..Default::default()
+        };
+        match self
+            .store
+            .put_opts(&marker, bytes::Bytes::new().into(), create)
+            .await
+        {
+            Ok(_) => {}
+            Err(object_store::Error::AlreadyExists { .. }) => return Ok(false),
+            Err(e) => return Err(internal(e)),
+        }
+        self.create_schema(name, "main").await?;
+        Ok(true)
+    }
+
+    /// Remove the scratch catalog `name` and everything in it. A folder without the
+    /// scratch marker is left alone (an error): it is not a scratch catalog.
+    pub async fn drop_scratch_catalog(&self, name: &str) -> Result<(), ApiError> {
+        validate_name("catalog", name)?;
+        if !self.is_scratch(name).await? {
+            return Err(ApiError::Internal(format!(
+                "{name} is not a scratch catalog; left in place"
+            )));
+        }
+        self.delete_prefix(&[name]).await?;
+        self.scratch_names().remove(name);
+        Ok(())
+    }
+
+    /// Remove every scratch catalog under the root but the configured catalogs `keep`
+    /// (startup: what a stopped server left); the names removed.
+    pub async fn sweep_scratch_catalogs(&self, keep: &[String]) -> Result<Vec<String>, ApiError> {
+        let mut removed = Vec::new();
+        for name in self.list_children(&[]).await? {
+            if !keep.contains(&name)
+                && validate_name("catalog", &name).is_ok()
+                && self.is_scratch(&name).await?
+            {
+                self.delete_prefix(&[&name]).await?;
+                removed.push(name);
+            }
+        }
+        Ok(removed)
+    }
+
+    async fn is_scratch(&self, name: &str) -> Result<bool, ApiError> {
+        if let Some(local) = &self.local {
+            return Ok(local.join(name).join(SCRATCH_MARKER).is_file());
+        }
+        match self
+            .store
+            .head(&self.object_path(&[name, SCRATCH_MARKER]))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(internal(e)),
+        }
+    }
+
+    fn scratch_names(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        // A set of names stays consistent if a holder panicked.
+        match self.scratch.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        }
     }
 
     /// Whether a schema exists.

@@ -285,7 +285,8 @@ pub fn plain_schema(schema: &Schema) -> SchemaRef {
     ))
 }
 
-fn plain_batch(batch: &RecordBatch) -> RecordBatch {
+/// A batch with view types (and dictionaries) cast to the types of [`plain_schema`].
+pub fn plain_batch(batch: &RecordBatch) -> RecordBatch {
     let schema = plain_schema(&batch.schema());
     let columns: Result<Vec<_>, _> = batch
         .columns()

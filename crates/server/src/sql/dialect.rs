@@ -20,6 +20,7 @@
 //! | `CREATE TABLE … PARTITIONED BY (…)`      | `CREATE TABLE … PARTITION BY (…)`                   |
 //! | `a SEMI JOIN b` / `a ANTI JOIN b`        | `a LEFT SEMI JOIN b` / `a LEFT ANTI JOIN b`         |
 //! | `$tag$text$tag$` (any statement)         | `'text'`                                            |
+//! | `current_catalog()`                      | `"current_catalog"()`                               |
 //!
 //! The splice works on sqlparser's own tokens, so text inside strings, quoted names and
 //! comments is never touched; SQL it cannot tokenize is passed on as it is, for the parser
@@ -147,6 +148,16 @@ fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
                         .is_some_and(|p| p.is(Keyword::LEFT) || p.is(Keyword::RIGHT)) =>
             {
                 edits.push((t.start, t.start, "LEFT ".to_string()));
+            }
+            // `current_catalog()`: the parser takes `current_catalog` as Postgres's
+            // keyword function, which has no parentheses; quoted, it is the name of the
+            // session function DuckDB's form calls.
+            Token::Word(w)
+                if w.quote_style.is_none()
+                    && w.keyword == Keyword::CURRENT_CATALOG
+                    && tokens.get(i + 1).is_some_and(|n| n.token == Token::LParen) =>
+            {
+                edits.push((t.start, t.end, "\"current_catalog\"".to_string()));
             }
             _ => {}
         }
@@ -453,6 +464,23 @@ mod tests {
         assert_eq!(
             generic("INSERT INTO \"▶t\" BY NAME SELECT 'é' AS k"),
             "INSERT INTO \"▶t\" (\"__deltalite_by_name\") SELECT 'é' AS k"
+        );
+    }
+
+    #[test]
+    fn current_catalog_with_parentheses_is_the_session_function() {
+        assert_eq!(
+            generic("SELECT current_catalog() AS c, CURRENT_CATALOG ( )"),
+            "SELECT \"current_catalog\"() AS c, \"current_catalog\" ( )"
+        );
+        // A quoted name, and the keyword form without parentheses, are left alone.
+        assert_eq!(
+            to_generic("SELECT \"current_catalog\"()"),
+            "SELECT \"current_catalog\"()"
+        );
+        assert_eq!(
+            to_generic("SELECT current_catalog"),
+            "SELECT current_catalog"
         );
     }
 }

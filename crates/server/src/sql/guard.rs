@@ -127,18 +127,14 @@ pub(super) fn check_allowed(statement: &DFStatement) -> Result<(), ApiError> {
                 describe_alias: DescribeAlias::Describe | DescribeAlias::Desc,
                 ..
             } => Ok(()),
+            // `ATTACH ':memory:' AS name` makes a scratch catalog for a session that has
+            // room for one (`SqlSession::execute` decides); no other file is attached.
+            Statement::AttachDatabase { .. } if is_memory_attach(s) => Ok(()),
+            Statement::DetachDuckDBDatabase { .. } => Ok(()),
             Statement::Copy { .. } | Statement::CopyIntoSnowflake { .. } => {
                 Err(sql_err("Permission Error: COPY is not allowed"))
             }
-            other => Err(sql_err(format!(
-                "Permission Error: statement not allowed: {}",
-                other
-                    .to_string()
-                    .split_whitespace()
-                    .take(3)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            ))),
+            other => Err(not_allowed(other)),
         },
         // EXPLAIN is for queries: everything else is executed by the server itself, and
         // `EXPLAIN ANALYZE` would run the inner statement through DataFusion instead.
@@ -156,6 +152,29 @@ pub(super) fn check_allowed(statement: &DFStatement) -> Result<(), ApiError> {
         DFStatement::CopyTo(_) => Err(sql_err("Permission Error: COPY is not allowed")),
         _ => Err(sql_err("Permission Error: statement not allowed")),
     }
+}
+
+/// The refusal of a statement kind that is not allowed, naming its first words.
+pub(super) fn not_allowed(statement: &Statement) -> ApiError {
+    sql_err(format!(
+        "Permission Error: statement not allowed: {}",
+        statement
+            .to_string()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    ))
+}
+
+/// `ATTACH [DATABASE] ':memory:' AS name`: DuckDB's fresh in-memory database.
+pub(super) fn is_memory_attach(statement: &Statement) -> bool {
+    use datafusion::sql::sqlparser::ast::{Expr, Value};
+    matches!(
+        statement,
+        Statement::AttachDatabase { database_file_name: Expr::Value(v), .. }
+            if matches!(&v.value, Value::SingleQuotedString(p) if p == ":memory:")
+    )
 }
 
 /// Query shapes refused before planning: a write as a query body anywhere (`WITH x AS

@@ -13,6 +13,7 @@ mod info_schema;
 mod layout;
 mod merge;
 mod normalize;
+pub mod params;
 mod resolve;
 mod rewrite;
 pub mod stores;
@@ -51,6 +52,54 @@ impl Output {
         match self {
             Output::Stream(s) => s.schema(),
             Output::Batches(s, _) => Arc::clone(s),
+        }
+    }
+
+    /// The rows a DML statement (`INSERT`, `UPDATE`, `DELETE`, `MERGE`) changed: its
+    /// `Count` result. `None` for every other result (DDL status, query rows).
+    pub fn affected_rows(&self) -> Option<i64> {
+        let Output::Batches(schema, batches) = self else {
+            return None;
+        };
+        if schema.fields().len() != 1 || schema.field(0).name() != COUNT_COLUMN {
+            return None;
+        }
+        let counts = batches
+            .first()?
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()?;
+        (counts.len() == 1).then(|| counts.value(0))
+    }
+}
+
+/// The column of a DML statement's result: how many rows it changed.
+const COUNT_COLUMN: &str = "Count";
+
+/// Catalogs a client attached for the length of its connection (`ATTACH ':memory:' AS
+/// name`), for a protocol whose sessions outlive one request (Flight SQL). Each is a
+/// scratch catalog in storage (`catalog::Storage::create_scratch_catalog`), visible only
+/// to the sessions holding this list; the owner of the list removes them when the
+/// connection ends. A [`SqlSession`] without one refuses `ATTACH`.
+#[derive(Debug, Default)]
+pub struct Attached {
+    names: Mutex<Vec<String>>,
+}
+
+impl Attached {
+    /// Most catalogs one connection may attach.
+    pub const MAX: usize = 16;
+
+    /// The attached catalogs' names.
+    pub fn names(&self) -> Vec<String> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        // A list of names stays consistent if a holder panicked.
+        match self.names.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
         }
     }
 }
@@ -127,6 +176,8 @@ pub struct SqlSession {
     user: User,
     catalog: String,
     schema: String,
+    /// Where `ATTACH ':memory:'` records its catalogs; `None` refuses `ATTACH`.
+    attached: Option<Arc<Attached>>,
 }
 
 impl SqlSession {
@@ -190,10 +241,25 @@ impl SqlSession {
             user,
             catalog,
             schema,
+            attached: None,
         };
         session.forget_tables();
         session.register_session_functions();
         Ok(session)
+    }
+
+    /// Let `ATTACH ':memory:' AS name` / `DETACH name` add and remove scratch catalogs
+    /// in `attached`, the connection's list. The session's user should already see the
+    /// catalogs the list holds.
+    pub fn with_attached(mut self, attached: Arc<Attached>) -> Self {
+        self.attached = Some(attached);
+        self
+    }
+
+    /// The session's current catalog and schema: where unqualified names resolve, as
+    /// `USE` and `SET schema` left them.
+    pub fn defaults(&self) -> (&str, &str) {
+        (&self.catalog, &self.schema)
     }
 
     /// `current_database()`/`current_catalog()` and `current_schema()`: the session's
@@ -277,6 +343,41 @@ impl SqlSession {
         Ok(())
     }
 
+    /// The schema [`Self::run`] would answer for `sql`, without running anything: a query
+    /// is planned (names resolved, guards checked, physical plan built: its errors are
+    /// the statement's); DML answers its row count, other statements their status.
+    /// `None` when only running can tell (several statements, `DESCRIBE`).
+    pub async fn result_schema(&mut self, sql: &str) -> Result<Option<SchemaRef>, ApiError> {
+        let mut statements = Self::parse(sql)?;
+        let (Some(statement), true) = (statements.pop(), statements.is_empty()) else {
+            return Ok(None);
+        };
+        self.forget_tables();
+        match &statement {
+            DFStatement::Explain(_) => {}
+            DFStatement::Statement(s) => match s.as_ref() {
+                Statement::Query(_) => {}
+                Statement::Insert(_)
+                | Statement::Update(_)
+                | Statement::Delete(_)
+                | Statement::Merge(_) => return Ok(Some(Self::count(0).schema())),
+                Statement::Explain { .. } | Statement::ExplainTable { .. } => return Ok(None),
+                _ => return Ok(Some(Self::ok_status().schema())),
+            },
+            _ => return Ok(None),
+        }
+        let plan = self.plan_query(statement).await?;
+        let physical = self
+            .ctx
+            .execute_logical_plan(plan)
+            .await
+            .map_err(sql_error)?
+            .create_physical_plan()
+            .await
+            .map_err(sql_error)?;
+        Ok(Some(physical.schema()))
+    }
+
     async fn execute(&mut self, statement: DFStatement) -> Result<Output, ApiError> {
         let DFStatement::Statement(stmt) = &statement else {
             return match statement {
@@ -326,6 +427,24 @@ impl SqlSession {
             // a script's `BEGIN`/`COMMIT` are accepted so DuckDB scripts run unchanged.
             Statement::StartTransaction { .. } | Statement::Commit { .. } => Ok(Self::ok_status()),
             Statement::Use(u) => self.use_schema(u).await,
+            Statement::AttachDatabase { schema_name, .. } if guard::is_memory_attach(stmt) => {
+                let name = match schema_name.quote_style {
+                    Some(_) => schema_name.value.clone(),
+                    None => schema_name.value.to_lowercase(),
+                };
+                self.attach(stmt, &name).await
+            }
+            Statement::DetachDuckDBDatabase {
+                if_exists,
+                database_alias,
+                ..
+            } => {
+                let name = match database_alias.quote_style {
+                    Some(_) => database_alias.value.clone(),
+                    None => database_alias.value.to_lowercase(),
+                };
+                self.detach(stmt, &name, *if_exists).await
+            }
             Statement::Set(_) => self.set(stmt).await,
             Statement::Comment {
                 object_type,
@@ -366,7 +485,7 @@ impl SqlSession {
 
     pub(crate) fn count(n: i64) -> Output {
         let schema = Arc::new(Schema::new(vec![Field::new(
-            "Count",
+            COUNT_COLUMN,
             DataType::Int64,
             false,
         )]));
@@ -378,6 +497,85 @@ impl SqlSession {
             Ok(b) => Output::Batches(schema, vec![b]),
             Err(_) => Output::Batches(schema, vec![]),
         }
+    }
+}
+
+impl SqlSession {
+    /// `ATTACH ':memory:' AS name`: a new, empty scratch catalog (with its `main`
+    /// schema) for this connection, as DuckDB attaches a fresh in-memory database.
+    async fn attach(&mut self, stmt: &Statement, name: &str) -> Result<Output, ApiError> {
+        let Some(attached) = self.attached.clone() else {
+            return Err(guard::not_allowed(stmt));
+        };
+        validate_name("catalog", name)?;
+        let exists = || {
+            sql_err(format!(
+                "Binder Error: Failed to attach database: database with name \"{name}\" already exists"
+            ))
+        };
+        if self.user.can_see(name) {
+            return Err(exists());
+        }
+        if attached.lock().len() >= Attached::MAX {
+            return Err(sql_err(format!(
+                "Invalid Input Error: a session may attach at most {} catalogs; DETACH one first",
+                Attached::MAX
+            )));
+        }
+        // Any other folder of that name (a catalog not granted to this user, another
+        // session's scratch catalog) answers exactly like a granted one: nothing about
+        // it is revealed, and nothing in it becomes reachable.
+        if !self.storage.create_scratch_catalog(name).await? {
+            return Err(exists());
+        }
+        attached.lock().push(name.to_string());
+        let mut catalogs = self.user.catalogs.as_ref().clone();
+        catalogs.push(name.to_string());
+        self.user.catalogs = Arc::new(catalogs);
+        Ok(Self::ok_status())
+    }
+
+    /// `DETACH [IF EXISTS] name`: remove a catalog this connection attached, with
+    /// everything in it.
+    async fn detach(
+        &mut self,
+        stmt: &Statement,
+        name: &str,
+        if_exists: bool,
+    ) -> Result<Output, ApiError> {
+        let Some(attached) = self.attached.clone() else {
+            return Err(guard::not_allowed(stmt));
+        };
+        if !attached.lock().iter().any(|n| n == name) {
+            if if_exists && !self.user.can_see(name) {
+                return Ok(Self::ok_status());
+            }
+            return Err(sql_err(if self.user.can_see(name) {
+                format!(
+                    "Binder Error: Failed to detach database with name \"{name}\": only databases attached by this session can be detached"
+                )
+            } else {
+                format!(
+                    "Binder Error: Failed to detach database with name \"{name}\": database not found"
+                )
+            }));
+        }
+        if self.catalog == name {
+            return Err(sql_err(format!(
+                "Binder Error: Cannot detach database \"{name}\" because it is the default database. Select a different database using `USE` to allow detaching this database"
+            )));
+        }
+        self.storage.drop_scratch_catalog(name).await?;
+        attached.lock().retain(|n| n != name);
+        let catalogs: Vec<String> = self
+            .user
+            .catalogs
+            .iter()
+            .filter(|c| c.as_str() != name)
+            .cloned()
+            .collect();
+        self.user.catalogs = Arc::new(catalogs);
+        Ok(Self::ok_status())
     }
 }
 
