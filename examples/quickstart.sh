@@ -11,7 +11,8 @@ BIN="$CARGO_TARGET_DIR/debug/deltalite"
 
 DATA="$(mktemp -d)"
 OUT="$DATA/server.out"
-"$BIN" serve --data "$DATA/lake" --listen 127.0.0.1:0 --users demo:demo-pw \
+"$BIN" serve --data "$DATA/lake" --listen 127.0.0.1:0 --flight-listen 127.0.0.1:0 \
+    --users demo:demo-pw \
     --catalogs lakehouse >"$OUT" 2>"$DATA/server.log" &
 PID=$!
 trap 'kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -rf "$DATA"' EXIT

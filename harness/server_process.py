@@ -1,8 +1,8 @@
 """The one way Python code starts a real `deltalite serve` process: pytest suites (the
 package's and the dlt destination's), the benchmarks and the correctness runs.
 
-The server listens on an ephemeral loopback port (it prints the bound address first, so
-nothing polls), keeps its log in a file, and stops with SIGTERM. Standard library only, so
+The server listens on ephemeral loopback ports, HTTP and Arrow Flight SQL (it prints both
+bound addresses first, so nothing polls), keeps its log in a file, and stops with SIGTERM. Standard library only, so
 that every virtualenv of the project can import it:
 `sys.path.insert(0, str(<repo> / "harness"))`.
 """
@@ -37,6 +37,9 @@ class ServerProcess:
     `users` are (name, password) pairs; `grants` maps a user to its catalogs (users without
     an entry see every catalog); `data` defaults to a fresh temporary directory;
     `storage_options` become `--storage-option` flags; `args` are appended as they are.
+    The Flight SQL endpoint gets an ephemeral port too unless `args` sets
+    `--flight-listen` itself (`--flight-listen=` turns it off); `flight` is then
+    `grpc://HOST:PORT` (None when off) and `flight_addr` its (host, port).
     The process gets the caller's environment without `DELTALITE_*` variables (so the
     caller's settings cannot leak in), plus `env`.
     """
@@ -85,6 +88,8 @@ class ServerProcess:
         command += [
             f"--storage-option={k}={v}" for k, v in (storage_options or {}).items()
         ]
+        if not any(a.startswith("--flight-listen") for a in args or []):
+            command += ["--flight-listen", "127.0.0.1:0"]
         command += list(args or [])
         environ = {
             k: v for k, v in os.environ.items() if not k.startswith("DELTALITE_")
@@ -104,6 +109,14 @@ class ServerProcess:
         self.base = line.removeprefix("listening on ").strip()
         host, port = self.base.removeprefix("http://").split(":")
         self.addr = (host, int(port))
+        # The second line, written with the first: the Flight SQL endpoint or "flight off".
+        flight = self.proc.stdout.readline().strip()
+        self.flight: str | None = None
+        self.flight_addr: tuple[str, int] | None = None
+        if flight.startswith("flight listening on "):
+            self.flight = flight.removeprefix("flight listening on ")
+            fhost, fport = self.flight.removeprefix("grpc://").rsplit(":", 1)
+            self.flight_addr = (fhost, int(fport))
 
     @property
     def pid(self) -> int:

@@ -16,7 +16,8 @@ BIN="$CARGO_TARGET_DIR/debug/deltalite"
 
 DATA="${DELTALITE_DATA:-$ROOT/lakehouse}"
 LOGS="$(mktemp -d)"
-"$BIN" serve --data "$DATA" --listen 127.0.0.1:0 --users demo:demo --catalogs lakehouse \
+"$BIN" serve --data "$DATA" --listen 127.0.0.1:0 --flight-listen 127.0.0.1:0 \
+    --users demo:demo --catalogs lakehouse \
     >"$LOGS/server.out" 2>"$LOGS/server.log" &
 PID=$!
 trap 'kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -rf "$LOGS"' EXIT

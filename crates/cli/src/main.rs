@@ -1,6 +1,7 @@
 //! `deltalite`: command line of the deltalite lakehouse.
 //!
-//! `deltalite serve` runs the lakehouse HTTP API (Altertable-compatible) over Delta tables.
+//! `deltalite serve` runs the lakehouse HTTP API (Altertable-compatible) over Delta tables,
+//! and its Arrow Flight SQL endpoint.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -20,8 +21,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the lakehouse HTTP API (POST /upload, /upsert, /append, /query, ...) over Delta
-    /// tables stored as <data>/<catalog>/<schema>/<table>/.
+    /// Run the lakehouse HTTP API (POST /upload, /upsert, /append, /query, ...) and its
+    /// Arrow Flight SQL endpoint over Delta tables stored as <data>/<catalog>/<schema>/<table>/.
     ///
     /// Every flag has an environment twin (shown in brackets). Example:
     ///
@@ -40,6 +41,21 @@ struct ServeArgs {
     /// `listening on http://ADDR`).
     #[arg(long, env = "DELTALITE_LISTEN", default_value = "127.0.0.1:15000")]
     listen: SocketAddr,
+
+    /// Address of the Arrow Flight SQL endpoint (gRPC); empty turns it off. Port 0 picks a
+    /// free port (printed as `flight listening on grpc://ADDR`, the line after the HTTP one).
+    #[arg(long, env = "DELTALITE_FLIGHT_LISTEN", default_value = deltalite_server::config::DEFAULT_FLIGHT_LISTEN)]
+    flight_listen: String,
+
+    /// A Flight SQL session unused this many seconds is closed: its token then answers
+    /// "Session expired" (clients reconnect), its prepared statements and scratch
+    /// catalogs are dropped.
+    #[arg(long, env = "DELTALITE_FLIGHT_SESSION_IDLE_SECS", default_value_t = deltalite_server::config::DEFAULT_FLIGHT_SESSION_IDLE_TIMEOUT.as_secs())]
+    flight_session_idle_secs: u64,
+
+    /// Most Flight SQL sessions open at once; a new one closes the least recently used.
+    #[arg(long, env = "DELTALITE_FLIGHT_MAX_SESSIONS", default_value_t = deltalite_server::config::DEFAULT_FLIGHT_MAX_SESSIONS)]
+    flight_max_sessions: usize,
 
     /// Users allowed to connect, as user:password pairs separated by commas. Clients send
     /// `Authorization: Basic base64(user:password)` (or `Bearer` with the same token).
@@ -155,6 +171,18 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.query_footer_cache_bytes = args.query_footer_cache_mb.saturating_mul(deltalite::MIB);
     config.malloc_trim_interval =
         (args.malloc_trim_secs > 0).then(|| Duration::from_secs(args.malloc_trim_secs));
+    let flight = args.flight_listen.trim();
+    config.flight_listen = if flight.is_empty() {
+        None
+    } else {
+        Some(flight.parse::<SocketAddr>().map_err(|e| {
+            anyhow::anyhow!(
+                "--flight-listen {flight:?} is not an address like 127.0.0.1:15002: {e}"
+            )
+        })?)
+    };
+    config.flight_session_idle_timeout = Duration::from_secs(args.flight_session_idle_secs.max(1));
+    config.flight_max_sessions = args.flight_max_sessions.max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // DataFusion plans and evaluates expressions recursively; SQL nesting is capped

@@ -1,5 +1,5 @@
 //! Server trust, against a real `deltalite serve` process: no statement reaches files or
-//! other catalogs however it is wrapped, DELETE/UPDATE take any predicate through the
+//! other catalogs however it is wrapped (over HTTP and over Flight SQL), DELETE/UPDATE take any predicate through the
 //! engine, no statement answers 500, probes answer without credentials, streamed results
 //! are never cut short silently, and writes that create a table make one commit.
 
@@ -275,6 +275,41 @@ fn every_wrapper_of_a_forbidden_statement_is_refused_and_leaves_nothing() {
             user.0
         );
         assert!(!marker.exists(), "{sql} wrote {m}");
+    }
+    // The same refusals, word for word, over Flight SQL, on every path a client sends a
+    // statement by: GetFlightInfo (executes), DoPut (update), a prepared statement.
+    let mut over_flight = [
+        (ALICE, flight::Flight::login(&s, ALICE)),
+        (BOB, flight::Flight::login(&s, BOB)),
+    ];
+    for (user, sql, expected) in &cases {
+        let (_, f) = over_flight
+            .iter_mut()
+            .find(|(u, _)| u == user)
+            .expect("a connection for the user");
+        let outcomes = [
+            ("query", f.query(sql).map(|_| ())),
+            ("update", f.update(sql).map(|_| ())),
+            ("prepared", f.prepared_query(sql, None).map(|_| ())),
+        ];
+        for (path, outcome) in outcomes {
+            let status = outcome
+                .err()
+                .unwrap_or_else(|| panic!("{} ran {sql} over flight ({path})", user.0));
+            assert_eq!(
+                (status.code(), status.message()),
+                (tonic::Code::InvalidArgument, expected.as_str()),
+                "{} ran {sql} over flight ({path})",
+                user.0
+            );
+            assert_eq!(
+                files(&s.data()),
+                before,
+                "{} ran {sql} over flight ({path}): the data root changed",
+                user.0
+            );
+            assert!(!marker.exists(), "{sql} over flight ({path}) wrote {m}");
+        }
     }
     // Both catalogs hold what they held.
     assert_eq!(

@@ -26,6 +26,15 @@ pub const DEFAULT_BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default of [`ServerConfig::malloc_trim_interval`].
 pub const DEFAULT_MALLOC_TRIM_INTERVAL: Duration = Duration::from_secs(10);
 
+/// Default of the CLI's `--flight-listen` (Altertable's Flight SQL port).
+pub const DEFAULT_FLIGHT_LISTEN: &str = "127.0.0.1:15002";
+
+/// Default of [`ServerConfig::flight_session_idle_timeout`].
+pub const DEFAULT_FLIGHT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// Default of [`ServerConfig::flight_max_sessions`].
+pub const DEFAULT_FLIGHT_MAX_SESSIONS: usize = 1000;
+
 /// One configured user and the catalogs it may see.
 #[derive(Debug, Clone)]
 pub struct UserConfig {
@@ -77,6 +86,16 @@ pub struct ServerConfig {
     /// How often the server hands the free memory malloc holds back to the OS
     /// (`malloc_trim`); `None` never.
     pub malloc_trim_interval: Option<Duration>,
+    /// Address of the Arrow Flight SQL endpoint; `None` serves HTTP only. (Off here by
+    /// default, so embedders and tests opt in; the CLI's default is
+    /// [`DEFAULT_FLIGHT_LISTEN`].)
+    pub flight_listen: Option<SocketAddr>,
+    /// A Flight SQL session unused this long is closed (its token then answers
+    /// `Session expired`, its prepared statements and unfetched results are dropped).
+    pub flight_session_idle_timeout: Duration,
+    /// Most Flight SQL sessions held at once; a handshake beyond it closes the least
+    /// recently used session.
+    pub flight_max_sessions: usize,
 }
 
 impl ServerConfig {
@@ -162,6 +181,9 @@ impl ServerConfig {
             query_log_entries: crate::registry::DEFAULT_QUERY_LOG_ENTRIES,
             query_log_bytes: crate::registry::DEFAULT_QUERY_LOG_BYTES,
             malloc_trim_interval: Some(DEFAULT_MALLOC_TRIM_INTERVAL),
+            flight_listen: None,
+            flight_session_idle_timeout: DEFAULT_FLIGHT_SESSION_IDLE_TIMEOUT,
+            flight_max_sessions: DEFAULT_FLIGHT_MAX_SESSIONS,
         })
     }
 }

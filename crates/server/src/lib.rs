@@ -14,6 +14,8 @@
 //! - [`types`]: DuckDB type names for Arrow types and back; storable types.
 //! - [`output`]: query results as NDJSON, CSV, JSONL and Parquet bodies.
 //! - [`http`]: the axum router, middleware and handlers.
+//! - [`flight`]: the Arrow Flight SQL endpoint (tonic), on the same SQL layer.
+//! - [`state`]: what both faces share (storage, users, query runtime, query log).
 //! - [`registry`]: the bounded query log (with cancellation handles) and task list.
 //! - [`metrics`]: Prometheus exposition.
 //! - [`error`]: [`ApiError`] and its HTTP mapping.
@@ -22,12 +24,14 @@ pub mod auth;
 pub mod catalog;
 pub mod config;
 pub mod error;
+pub mod flight;
 pub mod http;
 pub mod ingest;
 pub mod metrics;
 pub mod output;
 pub mod registry;
 pub mod sql;
+pub mod state;
 pub mod types;
 
 pub use config::{ServerConfig, UserConfig};
@@ -50,10 +54,13 @@ pub enum ServeError {
     /// Binding or serving failed.
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+    /// The Flight SQL endpoint failed.
+    #[error("flight: {0}")]
+    Flight(#[from] tonic::transport::Error),
 }
 
 /// Run the server until `shutdown` resolves; then stop accepting and drain in-flight
-/// requests. The bound address is printed to stdout as `listening on http://ADDR`.
+/// requests. The bound addresses are printed to stdout (see [`serve_on`]).
 pub async fn serve(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -66,7 +73,12 @@ pub async fn serve(
 
 /// Serve with an opened data root on a bound listener until `shutdown` resolves: for
 /// embedding the server, and for tests that reach tables through an instrumented store
-/// (`catalog::Storage::with_table_store`).
+/// (`catalog::Storage::with_table_store`). With `config.flight_listen` set, the Flight
+/// SQL endpoint is bound there and serves until the same `shutdown`.
+///
+/// Once both listen, two lines go to stdout in one write, for whoever started the
+/// process to read (port 0 picks free ports): `listening on http://ADDR`, then
+/// `flight listening on grpc://ADDR` (or `flight off`).
 pub async fn serve_on(
     config: ServerConfig,
     storage: catalog::Storage,
@@ -79,10 +91,22 @@ pub async fn serve_on(
             .await
             .map_err(ServeError::Storage)?;
     }
+    // Scratch catalogs live as long as their Flight session; none survives a restart.
+    let swept = storage
+        .sweep_scratch_catalogs(&config.catalogs)
+        .await
+        .map_err(ServeError::Storage)?;
+    if !swept.is_empty() {
+        tracing::info!(catalogs = ?swept, "removed scratch catalogs of a previous run");
+    }
     let mut config = config;
     if config.spool_dir.is_none() {
         config.spool_dir = default_spool_dir(&config.data_root)?;
     }
+    let flight_listener = match config.flight_listen {
+        Some(addr) => Some(tokio::net::TcpListener::bind(addr).await?),
+        None => None,
+    };
     let prometheus = metrics::install();
     if let Some(handle) = &prometheus {
         metrics::spawn_upkeep(handle.clone());
@@ -90,14 +114,53 @@ pub async fn serve_on(
     if let Some(every) = config.malloc_trim_interval {
         spawn_malloc_trim(every);
     }
-    let state = http::AppState::new(config.clone(), storage, prometheus)?;
-    let app = http::router(state);
+    let state = state::AppState::new(config.clone(), storage, prometheus)?;
+    let app = http::router(std::sync::Arc::clone(&state));
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, data = %config.data_root, catalogs = ?config.catalogs, "listening");
-    println!("listening on http://{addr}");
-    accept_loop(listener, app, shutdown).await;
+    let flight_addr = match &flight_listener {
+        Some(l) => Some(l.local_addr()?),
+        None => None,
+    };
+    tracing::info!(%addr, flight = ?flight_addr, data = %config.data_root, catalogs = ?config.catalogs, "listening");
+    announce(addr, flight_addr);
+    // One shutdown for both faces.
+    let stop = tokio_util::sync::CancellationToken::new();
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            stop.cancel();
+        });
+    }
+    let flight = flight_listener.map(|l| {
+        tokio::spawn(flight::serve(
+            std::sync::Arc::clone(&state),
+            l,
+            stop.clone().cancelled_owned(),
+        ))
+    });
+    accept_loop(listener, app, stop.clone().cancelled_owned()).await;
+    if let Some(flight) = flight {
+        match flight.await {
+            Ok(served) => served?,
+            Err(e) => tracing::error!(error = %e, "the flight endpoint's task failed"),
+        }
+    }
     tracing::info!("server stopped");
     Ok(())
+}
+
+/// Print the listening lines in one write. A reader that closed stdout after the first
+/// line (the Rust test harness) must not take the server down: errors are ignored.
+fn announce(http: std::net::SocketAddr, flight: Option<std::net::SocketAddr>) {
+    use std::io::Write;
+    let flight = match flight {
+        Some(a) => format!("flight listening on grpc://{a}"),
+        None => "flight off".to_string(),
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(format!("listening on http://{http}\n{flight}\n").as_bytes());
+    let _ = out.flush();
 }
 
 /// Trim malloc's free memory every `every`, on the blocking pool (the trim holds the

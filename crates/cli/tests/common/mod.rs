@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod flight;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -12,6 +14,9 @@ use serde_json::Value;
 pub struct Server {
     pub child: Child,
     pub base: String,
+    /// The Flight SQL endpoint, `http://HOST:PORT` (what tonic's channel takes); `None`
+    /// when the test turned it off.
+    pub flight: Option<String>,
     pub dir: tempfile::TempDir,
     pub client: Client,
 }
@@ -48,8 +53,13 @@ impl Server {
     ) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_deltalite"));
         cmd.envs(env.iter().copied());
-        cmd.args(["serve", "--listen", "127.0.0.1:0"])
-            .arg("--data")
+        cmd.args(["serve", "--listen", "127.0.0.1:0"]);
+        // An ephemeral Flight port too (the default, 15002, is one per machine), unless
+        // the test chooses.
+        if !extra.iter().any(|a| a.starts_with("--flight-listen")) {
+            cmd.args(["--flight-listen", "127.0.0.1:0"]);
+        }
+        cmd.arg("--data")
             .arg(data)
             .args([
                 "--users",
@@ -69,15 +79,25 @@ impl Server {
             });
         let mut child = cmd.spawn().expect("spawn deltalite serve");
         let stdout = child.stdout.take().expect("stdout");
+        let mut stdout = BufReader::new(stdout);
         let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read listening line");
+        stdout.read_line(&mut line).expect("read listening line");
         let base = line
             .trim()
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_string();
+        // The second line, written with the first.
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read flight line");
+        let flight = match line.trim() {
+            "flight off" => None,
+            l => Some(
+                l.strip_prefix("flight listening on grpc://")
+                    .map(|addr| format!("http://{addr}"))
+                    .unwrap_or_else(|| panic!("unexpected second line {line:?}")),
+            ),
+        };
         let client = Client::builder()
             .timeout(Duration::from_secs(120))
             .build()
@@ -85,6 +105,7 @@ impl Server {
         Self {
             child,
             base,
+            flight,
             dir,
             client,
         }

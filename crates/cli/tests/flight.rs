@@ -1,0 +1,955 @@
+//! The Arrow Flight SQL endpoint of a real `deltalite serve` process, through
+//! `arrow-flight`'s own Flight SQL client: handshake and sessions, statements, updates,
+//! prepared statements, metadata, session options, scratch catalogs, bulk ingest. (The
+//! forbidden-statement wrappers over Flight are in `trust.rs`, next to the HTTP ones.)
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Schema};
+use arrow_flight::sql::{
+    CommandGetDbSchemas, CommandGetTables, CommandStatementIngest, ProstMessageExt, SqlInfo,
+};
+use common::flight::{Flight, ok, status_of};
+use common::*;
+use futures::TryStreamExt;
+use prost::Message;
+use serde_json::json;
+use tonic::Code;
+
+const ALICE: (&str, &str) = ("alice", "secret");
+const BOB: (&str, &str) = ("bob", "pw");
+
+fn strings(batches: &[RecordBatch], column: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in batches {
+        let c = b.column_by_name(column).expect("column");
+        let c = arrow::compute::cast(c, &DataType::Utf8).expect("cast");
+        let c = c.as_any().downcast_ref::<StringArray>().expect("strings");
+        out.extend((0..c.len()).map(|i| c.value(i).to_string()));
+    }
+    out
+}
+
+fn int64s(batches: &[RecordBatch], column: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    for b in batches {
+        let c = b.column_by_name(column).expect("column");
+        let c = arrow::compute::cast(c, &DataType::Int64).expect("cast");
+        let c = c.as_any().downcast_ref::<Int64Array>().expect("ints");
+        out.extend((0..c.len()).map(|i| c.value(i)));
+    }
+    out
+}
+
+fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
+    RecordBatch::try_from_iter(columns).expect("batch")
+}
+
+/// A raw gRPC call's status, for calls the Flight SQL client cannot make (wrong
+/// credentials, a made-up token, unpadded Basic).
+fn raw_get_flight_info(server: &Server, authorization: &str) -> Result<(), tonic::Status> {
+    let f = Flight::connect(server);
+    let mut inner = f.client.inner().clone();
+    let cmd = arrow_flight::sql::CommandStatementQuery {
+        query: "SELECT 1".into(),
+        transaction_id: None,
+    };
+    let mut req = tonic::Request::new(arrow_flight::FlightDescriptor::new_cmd(
+        cmd.as_any().encode_to_vec(),
+    ));
+    req.metadata_mut()
+        .insert("authorization", authorization.parse().expect("header"));
+    f.rt.block_on(inner.get_flight_info(req)).map(|_| ())
+}
+
+fn raw_handshake(server: &Server, authorization: &str) -> Result<String, tonic::Status> {
+    let f = Flight::connect(server);
+    let mut inner = f.client.inner().clone();
+    let mut req = tonic::Request::new(futures::stream::iter(vec![
+        arrow_flight::HandshakeRequest::default(),
+    ]));
+    req.metadata_mut()
+        .insert("authorization", authorization.parse().expect("header"));
+    f.rt.block_on(async {
+        let response = inner.handshake(req).await?;
+        let header = response
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let payloads: Vec<_> = response.into_inner().try_collect().await?;
+        assert_eq!(payloads.len(), 1);
+        assert_eq!(
+            header,
+            format!("Bearer {}", String::from_utf8_lossy(&payloads[0].payload))
+        );
+        Ok(header)
+    })
+}
+
+fn metric(server: &Server, name: &str) -> Option<f64> {
+    let text = server
+        .client
+        .get(server.url("/metrics"))
+        .basic_auth("alice", Some("secret"))
+        .send()
+        .expect("metrics")
+        .text()
+        .expect("text");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[test]
+fn handshake_gives_a_fresh_token_per_session_and_refuses_everything_else() {
+    let s = Server::start_with(&["--flight-session-idle-secs", "2"]);
+    // A fresh token per handshake, in the response header and as the payload.
+    let first = raw_handshake(&s, "Basic YWxpY2U6c2VjcmV0").expect("handshake");
+    let second = raw_handshake(&s, "Basic YWxpY2U6c2VjcmV0").expect("handshake");
+    assert!(first.starts_with("Bearer ") && first.len() > 40, "{first}");
+    assert_ne!(first, second);
+
+    let wrong = raw_handshake(&s, "Basic YWxpY2U6d3Jvbmc=").expect_err("wrong password");
+    assert_eq!(
+        (wrong.code(), wrong.message()),
+        (Code::Unauthenticated, "Unauthorized")
+    );
+    let none = raw_get_flight_info(&s, "Bearer 0000").expect_err("made-up token");
+    assert_eq!(none.code(), Code::Unauthenticated);
+    assert!(
+        none.message().contains("Session expired"),
+        "{}",
+        none.message()
+    );
+    // Basic on a plain call works without a handshake.
+    raw_get_flight_info(&s, "Basic YWxpY2U6c2VjcmV0").expect("basic call");
+    let bad_basic = raw_get_flight_info(&s, "Basic Ym9iOm5v").expect_err("bob:no");
+    assert_eq!(
+        (bad_basic.code(), bad_basic.message()),
+        (Code::Unauthenticated, "Unauthorized")
+    );
+
+    // A session works, and is published; CloseSession ends it.
+    let mut f = Flight::login(&s, ALICE);
+    assert_eq!(
+        strings(&f.query("SELECT 1 AS one").expect("query").batches, "one"),
+        ["1"]
+    );
+    assert!(metric(&s, "deltalite_flight_sessions").is_some_and(|n| n >= 1.0));
+    let closed = f.action("CloseSession", Vec::new()).expect("close");
+    // Raw CloseSessionResult{status: CLOSED}.
+    assert_eq!(closed, vec![bytes::Bytes::from_static(&[0x08, 0x01])]);
+    let after = f.query("SELECT 1").err().expect("closed session");
+    assert_eq!(after.code(), Code::Unauthenticated);
+    assert!(
+        after.message().contains("Session expired"),
+        "{}",
+        after.message()
+    );
+
+    // Idle sessions expire.
+    let mut idle = Flight::login(&s, ALICE);
+    idle.query("SELECT 1").expect("fresh");
+    std::thread::sleep(Duration::from_millis(2600));
+    let expired = idle.query("SELECT 1").err().expect("expired");
+    assert!(
+        expired.message().contains("Session expired"),
+        "{}",
+        expired.message()
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while metric(&s, "deltalite_flight_sessions") != Some(0.0) {
+        assert!(
+            Instant::now() < deadline,
+            "the sweeper publishes the closed sessions"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn statements_stream_with_the_announced_schema_and_updates_count_rows() {
+    let s = Server::start();
+    let mut f = Flight::login(&s, ALICE);
+    // DDL answers 0 through DoPut, DML its rows.
+    assert_eq!(
+        ok(f.update("CREATE TABLE t (id INT, name VARCHAR, value INT)")),
+        0
+    );
+    assert_eq!(
+        ok(f.update("INSERT INTO t VALUES (1, 'a', 100), (2, 'b', 200), (3, 'c', 300)")),
+        3
+    );
+    assert_eq!(
+        ok(f.update("UPDATE t SET value = 999 WHERE value >= 200")),
+        2
+    );
+    assert_eq!(ok(f.update("DELETE FROM t WHERE id = 9999")), 0);
+    assert_eq!(ok(f.update("DELETE FROM t WHERE id IN (1, 2)")), 2);
+    assert_eq!(
+        s.rows("SELECT id, value FROM t"),
+        vec![vec![json!(3), json!(999)]]
+    );
+
+    // A result streams batch by batch; the FlightInfo's schema is the stream's exactly.
+    let big = f
+        .query("SELECT value, value * 2 AS twice, 'x' AS s FROM generate_series(1, 100000) AS g(value)")
+        .expect("query");
+    assert_eq!(big.info_schema, big.stream_schema);
+    assert_eq!(big.rows(), 100_000);
+    assert!(
+        big.batches.len() > 1,
+        "one message per batch, not one whole result"
+    );
+    let empty = f.query("SELECT * FROM t WHERE id > 1000").expect("empty");
+    assert_eq!(empty.info_schema, empty.stream_schema);
+    assert_eq!(empty.rows(), 0);
+    assert_eq!(
+        empty
+            .stream_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect::<Vec<_>>(),
+        ["id", "name", "value"]
+    );
+
+    // DDL through GetFlightInfo takes effect without a DoGet (ADBC never fetches it).
+    f.info("CREATE TABLE made_by_info (a BIGINT)")
+        .expect("info");
+    assert_eq!(
+        s.rows("SELECT count(*) FROM made_by_info"),
+        vec![vec![json!(0)]]
+    );
+
+    // Logged as an ArrowFlightSQL query; the FlightInfo carries its query id.
+    let fetched = f.query("SELECT id FROM t").expect("logged");
+    let id = String::from_utf8(fetched.info.app_metadata.to_vec()).expect("query id");
+    let log: serde_json::Value = s
+        .client
+        .get(s.url(&format!("/query/{id}")))
+        .basic_auth("alice", Some("secret"))
+        .send()
+        .expect("log")
+        .json()
+        .expect("json");
+    assert_eq!(log["client_interface"], "ArrowFlightSQL");
+    assert_eq!(log["query"], "SELECT id FROM t");
+    assert_eq!(log["stats"], json!({"rows": 1}));
+    assert_eq!(log["error"], json!(null));
+
+    // Errors: the HTTP API's text, as InvalidArgument (final); a result is fetched once.
+    let e = f.query("SELECT nope FROM t").err().expect("bad column");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().starts_with("Binder Error: "), "{}", e.message());
+    let e = f.query("INVALID SQL SYNTAX").err().expect("syntax");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().starts_with("Parser Error: "), "{}", e.message());
+    let info = f.info("SELECT 1").expect("info");
+    f.fetch(info.clone()).expect("first fetch");
+    let again = f.fetch(info).err().expect("second fetch");
+    assert_eq!(again.code(), Code::NotFound);
+    assert!(
+        again
+            .message()
+            .starts_with("Invalid Input Error: unknown ticket"),
+        "{}",
+        again.message()
+    );
+
+    // USE carries over to the session's later calls.
+    f.update("CREATE SCHEMA other.s").expect("schema");
+    f.update("USE other.s").expect("use");
+    assert_eq!(
+        strings(
+            &f.query("SELECT current_catalog() AS c").expect("c").batches,
+            "c"
+        ),
+        ["other"]
+    );
+}
+
+#[test]
+fn prepared_statements_bind_positional_and_named_parameters() {
+    let s = Server::start();
+    s.rows("CREATE TABLE p (id INT, name VARCHAR, value INT); INSERT INTO p VALUES (1, 'Alice', 100), (2, 'Bob', 200), (3, 'Charlie', 300)");
+    let mut f = Flight::login(&s, ALICE);
+    // One uniquely named parameter field per `?`.
+    let schema =
+        f.rt.block_on(
+            f.client
+                .prepare("SELECT * FROM p WHERE id = ? AND value >= ?".into(), None),
+        )
+        .map_err(status_of)
+        .expect("prepare")
+        .parameter_schema()
+        .expect("schema")
+        .clone();
+    assert_eq!(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect::<Vec<_>>(),
+        ["1", "2"]
+    );
+    // Positional values, named as ADBC names them.
+    let positional = batch(vec![
+        ("0", Arc::new(Int64Array::from(vec![2])) as ArrayRef),
+        ("1", Arc::new(Int64Array::from(vec![150])) as ArrayRef),
+    ]);
+    let got = f
+        .prepared_query(
+            "SELECT name FROM p WHERE id = ? AND value >= ?",
+            Some(positional),
+        )
+        .expect("positional");
+    assert_eq!(strings(&got.batches, "name"), ["Bob"]);
+    assert_eq!(got.info_schema, got.stream_schema);
+    // Named values, in any column order.
+    let named = batch(vec![
+        (
+            "min_value",
+            Arc::new(Int64Array::from(vec![100])) as ArrayRef,
+        ),
+        ("id", Arc::new(Int32Array::from(vec![1])) as ArrayRef),
+    ]);
+    let got = f
+        .prepared_query(
+            "SELECT name FROM p WHERE id = $id AND value >= $min_value",
+            Some(named),
+        )
+        .expect("named");
+    assert_eq!(strings(&got.batches, "name"), ["Alice"]);
+    // A value is a value: a quote in it is data, never SQL.
+    let hostile = "x'); DROP TABLE p; --";
+    let rows = batch(vec![
+        ("0", Arc::new(Int64Array::from(vec![7, 8])) as ArrayRef),
+        (
+            "1",
+            Arc::new(StringArray::from(vec![hostile, "ok"])) as ArrayRef,
+        ),
+    ]);
+    assert_eq!(
+        ok(f.prepared_update("INSERT INTO p (id, name) VALUES (?, ?)", Some(rows))),
+        2
+    );
+    assert_eq!(
+        s.rows("SELECT name FROM p WHERE id >= 7 ORDER BY id"),
+        vec![vec![json!(hostile)], vec![json!("ok")]]
+    );
+    // The two orders clients bind in. ADBC binds, then asks for the FlightInfo: the
+    // statement runs then (DML takes effect without a DoGet).
+    let mut stmt =
+        f.rt.block_on(
+            f.client
+                .prepare("INSERT INTO p (id, name) VALUES (?, ?)".into(), None),
+        )
+        .expect("prepare");
+    stmt.set_parameters(batch(vec![
+        ("0", Arc::new(Int64Array::from(vec![20])) as ArrayRef),
+        ("1", Arc::new(StringArray::from(vec!["first"])) as ArrayRef),
+    ]))
+    .expect("bind");
+    let info = f.rt.block_on(stmt.execute()).expect("info");
+    assert_eq!(
+        s.rows("SELECT name FROM p WHERE id = 20"),
+        vec![vec![json!("first")]]
+    );
+    let got = f.fetch(info).expect("result");
+    assert_eq!(got.info_schema, got.stream_schema);
+    assert_eq!(int64s(&got.batches, "Count"), [1]);
+    // altertable-flightsql asks for the FlightInfo, then binds: with no values at the
+    // FlightInfo the statement runs at the DoGet, with the values bound by then.
+    // (`PreparedStatement::execute` re-sends the values it holds, so this is a second
+    // handle, never bound through the client.)
+    let mut later_stmt =
+        f.rt.block_on(
+            f.client
+                .prepare("INSERT INTO p (id, name) VALUES (?, ?)".into(), None),
+        )
+        .expect("prepare");
+    let mut again =
+        f.rt.block_on(later_stmt.execute())
+            .expect("info without values");
+    let ticket = again.endpoint.remove(0).ticket.expect("ticket");
+    assert_eq!(
+        s.rows("SELECT count(*) FROM p WHERE id = 20"),
+        vec![vec![json!(1)]]
+    );
+    let later = batch(vec![
+        ("0", Arc::new(Int64Array::from(vec![21])) as ArrayRef),
+        ("1", Arc::new(StringArray::from(vec!["second"])) as ArrayRef),
+    ]);
+    let client = &mut f.client;
+    f.rt.block_on(async {
+        // The ticket is the handle's `CommandPreparedStatementQuery`: bind through it.
+        let descriptor = arrow_flight::FlightDescriptor::new_cmd(ticket.ticket.clone());
+        let data = arrow_flight::encode::FlightDataEncoderBuilder::new()
+            .with_flight_descriptor(Some(descriptor))
+            .build(futures::stream::iter(vec![Ok(later)]))
+            .try_collect::<Vec<_>>()
+            .await
+            .expect("encode");
+        let mut results = client
+            .do_put(futures::stream::iter(data))
+            .await
+            .expect("bind");
+        while results.message().await.expect("bind result").is_some() {}
+    });
+    let got = f
+        .fetch(
+            arrow_flight::FlightInfo::new()
+                .with_endpoint(arrow_flight::FlightEndpoint::new().with_ticket(ticket)),
+        )
+        .expect("run at the DoGet");
+    assert_eq!(int64s(&got.batches, "Count"), [1]);
+    assert_eq!(
+        s.rows("SELECT id, name FROM p WHERE id >= 20 ORDER BY id"),
+        vec![
+            vec![json!(20), json!("first")],
+            vec![json!(21), json!("second")]
+        ]
+    );
+    // No values bound: the statement does not run.
+    let e = f
+        .prepared_query("SELECT * FROM p WHERE id = ?", None)
+        .err()
+        .expect("unbound");
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            Code::InvalidArgument,
+            "Invalid Input Error: the statement has 1 parameter(s) and no values are bound"
+        )
+    );
+    // Syntax and the guard answer at prepare time.
+    let e =
+        f.rt.block_on(f.client.prepare("COPY p TO '/tmp/x.csv'".into(), None))
+            .map(|_| ())
+            .map_err(status_of)
+            .expect_err("copy");
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            Code::InvalidArgument,
+            "Permission Error: COPY is not allowed"
+        )
+    );
+    // A closed handle is gone.
+    let mut stmt =
+        f.rt.block_on(f.client.prepare("SELECT 1".into(), None))
+            .expect("prepare");
+    let handle_stmt = f.rt.block_on(stmt.execute()).expect("execute");
+    assert!(!handle_stmt.endpoint.is_empty());
+    f.rt.block_on(stmt.close()).expect("close");
+}
+
+#[test]
+fn metadata_lists_only_what_the_user_sees() {
+    let s = Server::start();
+    s.rows("CREATE SCHEMA lakehouse.sales; CREATE TABLE lakehouse.sales.orders (id BIGINT, note VARCHAR)");
+    s.post_as(
+        BOB,
+        "/query",
+        "application/json",
+        json!({"statement": "CREATE TABLE other.main.o (a INT)"})
+            .to_string()
+            .into_bytes(),
+        &[],
+    );
+    let mut alice = Flight::login(&s, ALICE);
+    let mut bob = Flight::login(&s, BOB);
+    let catalogs = |f: &mut Flight| {
+        let info = f.rt.block_on(f.client.get_catalogs()).expect("catalogs");
+        strings(&f.fetch(info).expect("fetch").batches, "catalog_name")
+    };
+    assert_eq!(catalogs(&mut alice), ["lakehouse", "other"]);
+    assert_eq!(catalogs(&mut bob), ["other"]);
+
+    let schemas = |f: &mut Flight, cmd: CommandGetDbSchemas| {
+        let info =
+            f.rt.block_on(f.client.get_db_schemas(cmd))
+                .expect("schemas");
+        let got = f.fetch(info).expect("fetch");
+        assert_eq!(got.info_schema, got.stream_schema);
+        // The spec's schema exactly (ADBC validates it): db_schema_name is not nullable.
+        assert!(
+            !got.stream_schema
+                .field_with_name("db_schema_name")
+                .expect("f")
+                .is_nullable()
+        );
+        let c = strings(&got.batches, "catalog_name");
+        let s = strings(&got.batches, "db_schema_name");
+        c.into_iter()
+            .zip(s)
+            .map(|(c, s)| format!("{c}.{s}"))
+            .collect::<Vec<_>>()
+    };
+    let all = schemas(&mut alice, CommandGetDbSchemas::default());
+    assert!(
+        all.contains(&"lakehouse.sales".to_string()) && all.contains(&"other.main".to_string()),
+        "{all:?}"
+    );
+    assert_eq!(
+        schemas(
+            &mut alice,
+            CommandGetDbSchemas {
+                catalog: None,
+                db_schema_filter_pattern: Some("sa%".into()),
+            }
+        ),
+        ["lakehouse.sales"]
+    );
+    assert_eq!(
+        schemas(&mut bob, CommandGetDbSchemas::default()),
+        ["other.main"]
+    );
+
+    let cmd = CommandGetTables {
+        catalog: Some("lakehouse".into()),
+        db_schema_filter_pattern: None,
+        table_name_filter_pattern: Some("ord%".into()),
+        table_types: vec![],
+        include_schema: true,
+    };
+    let info = alice
+        .rt
+        .block_on(alice.client.get_tables(cmd))
+        .expect("tables");
+    let got = alice.fetch(info).expect("fetch");
+    assert_eq!(got.info_schema, got.stream_schema);
+    assert_eq!(strings(&got.batches, "table_name"), ["orders"]);
+    assert_eq!(strings(&got.batches, "table_type"), ["TABLE"]);
+    let raw = got.batches[0]
+        .column_by_name("table_schema")
+        .expect("table_schema")
+        .as_any()
+        .downcast_ref::<arrow::array::BinaryArray>()
+        .expect("binary")
+        .value(0)
+        .to_vec();
+    let table_schema = Schema::try_from(arrow_flight::IpcMessage(raw.into())).expect("ipc schema");
+    assert_eq!(
+        table_schema
+            .fields()
+            .iter()
+            .map(|f| (f.name().as_str(), f.data_type().clone()))
+            .collect::<Vec<_>>(),
+        [("id", DataType::Int64), ("note", DataType::Utf8)]
+    );
+    let none = CommandGetTables {
+        catalog: Some("lakehouse".into()),
+        table_name_filter_pattern: Some("nonexistent_%".into()),
+        ..Default::default()
+    };
+    let info = bob
+        .rt
+        .block_on(bob.client.get_tables(none))
+        .expect("tables");
+    assert_eq!(bob.fetch(info).expect("fetch").rows(), 0);
+    let info = bob
+        .rt
+        .block_on(bob.client.get_tables(CommandGetTables::default()))
+        .expect("tables");
+    assert_eq!(
+        strings(&bob.fetch(info).expect("fetch").batches, "table_name"),
+        ["o"]
+    );
+
+    let info = alice
+        .rt
+        .block_on(alice.client.get_table_types())
+        .expect("types");
+    assert_eq!(
+        strings(&alice.fetch(info).expect("fetch").batches, "table_type"),
+        ["TABLE"]
+    );
+    // What ADBC asks at connect: transactions (8) unsupported, so it stays in autocommit.
+    let info = alice
+        .rt
+        .block_on(alice.client.get_sql_info(vec![
+            SqlInfo::FlightSqlServerTransaction,
+            SqlInfo::FlightSqlServerName,
+        ]))
+        .expect("sql info");
+    let got = alice.fetch(info).expect("fetch");
+    assert_eq!(int64s(&got.batches, "info_name"), [0, 8]);
+}
+
+/// `SetSessionOptionsRequest{session_options: {name: {string_value: value}}}`, raw.
+fn set_options(options: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, value) in options {
+        let mut value_msg = vec![0x0a, value.len() as u8];
+        value_msg.extend_from_slice(value.as_bytes());
+        let mut entry = vec![0x0a, name.len() as u8];
+        entry.extend_from_slice(name.as_bytes());
+        entry.push(0x12);
+        entry.push(value_msg.len() as u8);
+        entry.extend(value_msg);
+        out.push(0x0a);
+        out.push(entry.len() as u8);
+        out.extend(entry);
+    }
+    out
+}
+
+#[test]
+fn session_options_and_scratch_catalogs() {
+    let s = Server::start();
+    s.rows("CREATE SCHEMA lakehouse.s1");
+    let mut f = Flight::login(&s, ALICE);
+    let current = |f: &mut Flight| {
+        let got = f
+            .query("SELECT current_catalog() AS c, current_schema() AS s")
+            .expect("current");
+        (
+            strings(&got.batches, "c")[0].clone(),
+            strings(&got.batches, "s")[0].clone(),
+        )
+    };
+    assert_eq!(current(&mut f), ("lakehouse".into(), "main".into()));
+    // Catalog first, then the schema in it; no errors → an empty raw result.
+    let result = f
+        .action(
+            "SetSessionOptions",
+            set_options(&[("schema", "main"), ("catalog", "other")]),
+        )
+        .expect("set");
+    assert_eq!(result, vec![bytes::Bytes::new()]);
+    assert_eq!(current(&mut f), ("other".into(), "main".into()));
+    f.action(
+        "SetSessionOptions",
+        set_options(&[("catalog", "lakehouse"), ("schema", "s1")]),
+    )
+    .expect("set");
+    assert_eq!(current(&mut f), ("lakehouse".into(), "s1".into()));
+    // Refused options are named in the result: INVALID_VALUE (2), INVALID_NAME (1).
+    let result = f
+        .action(
+            "SetSessionOptions",
+            set_options(&[
+                ("catalog", "nope"),
+                ("color", "red"),
+                ("compute_size", "2XL"),
+            ]),
+        )
+        .expect("set");
+    let mut expected: Vec<u8> = Vec::new();
+    // errors: {"catalog": {value: 2}, "color": {value: 1}}, in either order.
+    let catalog_err = [
+        0x0a, 0x0d, 0x0a, 0x07, b'c', b'a', b't', b'a', b'l', b'o', b'g', 0x12, 0x02, 0x08, 0x02,
+    ];
+    let color_err = [
+        0x0a, 0x0b, 0x0a, 0x05, b'c', b'o', b'l', b'o', b'r', 0x12, 0x02, 0x08, 0x01,
+    ];
+    expected.extend(catalog_err);
+    expected.extend(color_err);
+    let mut swapped: Vec<u8> = color_err.to_vec();
+    swapped.extend(catalog_err);
+    assert!(
+        result[0].as_ref() == expected.as_slice() || result[0].as_ref() == swapped.as_slice(),
+        "{:?}",
+        result[0]
+    );
+    assert_eq!(current(&mut f), ("lakehouse".into(), "s1".into()));
+    // Bob cannot switch to a catalog he is not granted.
+    let mut bob = Flight::login(&s, BOB);
+    let result = bob
+        .action(
+            "SetSessionOptions",
+            set_options(&[("catalog", "lakehouse")]),
+        )
+        .expect("set");
+    assert_eq!(result[0].as_ref(), &catalog_err[..]);
+
+    // ATTACH ':memory:' AS x: a scratch catalog of this session only.
+    assert_eq!(ok(f.update("ATTACH ':memory:' AS scratch_a")), 0);
+    assert!(s.data().join("scratch_a").is_dir());
+    assert_eq!(ok(f.update("CREATE SCHEMA scratch_a.s")), 0);
+    assert_eq!(ok(f.update("CREATE TABLE scratch_a.s.t (a INT)")), 0);
+    assert_eq!(ok(f.update("INSERT INTO scratch_a.s.t VALUES (1), (2)")), 2);
+    let info = f.rt.block_on(f.client.get_catalogs()).expect("catalogs");
+    assert_eq!(
+        strings(&f.fetch(info).expect("fetch").batches, "catalog_name"),
+        ["lakehouse", "other", "scratch_a"]
+    );
+    f.action(
+        "SetSessionOptions",
+        set_options(&[("catalog", "scratch_a")]),
+    )
+    .expect("set");
+    assert_eq!(current(&mut f), ("scratch_a".into(), "main".into()));
+    // Nobody else sees it: not another session of the same user, not HTTP.
+    let mut other_session = Flight::login(&s, ALICE);
+    let e = other_session
+        .query("SELECT * FROM scratch_a.s.t")
+        .err()
+        .expect("not visible");
+    assert_eq!(
+        e.message(),
+        "Catalog Error: Catalog with name scratch_a does not exist!"
+    );
+    assert_eq!(
+        s.error("SELECT * FROM scratch_a.s.t"),
+        "Catalog Error: Catalog with name scratch_a does not exist!"
+    );
+    // Its name cannot be taken twice, nor can a catalog's the user is not granted.
+    let e = other_session
+        .update("ATTACH ':memory:' AS scratch_a")
+        .expect_err("taken");
+    assert_eq!(
+        e.message(),
+        "Binder Error: Failed to attach database: database with name \"scratch_a\" already exists"
+    );
+    let e = bob
+        .update("ATTACH ':memory:' AS lakehouse")
+        .expect_err("not bob's");
+    assert_eq!(
+        e.message(),
+        "Binder Error: Failed to attach database: database with name \"lakehouse\" already exists"
+    );
+    let e = f.update("ATTACH '/tmp/x.db' AS x").expect_err("a file");
+    assert_eq!(
+        e.message(),
+        "Permission Error: statement not allowed: ATTACH '/tmp/x.db' AS"
+    );
+    // Over HTTP (no session to hold it) ATTACH stays refused.
+    assert_eq!(
+        s.error("ATTACH ':memory:' AS y"),
+        "Permission Error: statement not allowed: ATTACH ':memory:' AS"
+    );
+    // DETACH removes it, data and all; not while it is the default.
+    let e = f.update("DETACH scratch_a").expect_err("default");
+    assert!(
+        e.message().starts_with(
+            "Binder Error: Cannot detach database \"scratch_a\" because it is the default database"
+        ),
+        "{}",
+        e.message()
+    );
+    f.action(
+        "SetSessionOptions",
+        set_options(&[("catalog", "lakehouse")]),
+    )
+    .expect("set");
+    assert_eq!(ok(f.update("DETACH scratch_a")), 0);
+    assert!(!s.data().join("scratch_a").exists());
+    let e = f.update("DETACH lakehouse").expect_err("configured");
+    assert_eq!(
+        e.message(),
+        "Binder Error: Failed to detach database with name \"lakehouse\": only databases attached by this session can be detached"
+    );
+    assert_eq!(ok(f.update("DETACH IF EXISTS never_attached")), 0);
+    // Closing the session removes what it attached.
+    f.update("ATTACH ':memory:' AS scratch_b").expect("attach");
+    assert!(s.data().join("scratch_b").is_dir());
+    f.action("CloseSession", Vec::new()).expect("close");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while s.data().join("scratch_b").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the closed session's scratch catalog is removed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn bulk_ingest_creates_appends_replaces_and_upserts() {
+    let s = Server::start();
+    let mut f = Flight::login(&s, ALICE);
+    let ingest = |f: &mut Flight,
+                  table: &str,
+                  if_not_exist: i32,
+                  if_exists: i32,
+                  options: &[(&str, &str)],
+                  batches: Vec<RecordBatch>| {
+        let cmd = CommandStatementIngest {
+            table_definition_options: Some(arrow_flight::sql::TableDefinitionOptions {
+                if_not_exist,
+                if_exists,
+            }),
+            table: table.into(),
+            schema: Some("main".into()),
+            catalog: Some("lakehouse".into()),
+            temporary: false,
+            transaction_id: None,
+            options: options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        let stream = futures::stream::iter(batches.into_iter().map(Ok));
+        f.rt.block_on(f.client.execute_ingest(cmd, stream))
+            .map_err(status_of)
+    };
+    let (create, fail_missing) = (1, 2);
+    let (fail_exists, append, replace) = (1, 2, 3);
+    let rows = |ids: Vec<i64>, names: Vec<&str>| {
+        batch(vec![
+            ("id", Arc::new(Int64Array::from(ids)) as ArrayRef),
+            ("name", Arc::new(StringArray::from(names)) as ArrayRef),
+        ])
+    };
+    // create_append on a missing table creates it; two batches, one commit.
+    assert_eq!(
+        ok(ingest(
+            &mut f,
+            "ing",
+            create,
+            append,
+            &[],
+            vec![rows(vec![1, 2], vec!["a", "b"]), rows(vec![3], vec!["c"])]
+        )),
+        3
+    );
+    assert_eq!(s.rows("SELECT count(*) FROM ing"), vec![vec![json!(3)]]);
+    // create when it exists fails, and changes nothing.
+    let e = ingest(
+        &mut f,
+        "ing",
+        create,
+        fail_exists,
+        &[],
+        vec![rows(vec![9], vec!["z"])],
+    )
+    .expect_err("exists");
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            Code::InvalidArgument,
+            "Failed to execute ingest: Table with name ing already exists!"
+        )
+    );
+    // append to a missing table fails.
+    let e = ingest(
+        &mut f,
+        "missing",
+        fail_missing,
+        append,
+        &[],
+        vec![rows(vec![1], vec!["a"])],
+    )
+    .expect_err("missing");
+    assert_eq!(
+        e.message(),
+        "Failed to execute ingest: Catalog Error: Table with name missing does not exist!"
+    );
+    assert!(!s.data().join("lakehouse/main/missing").exists());
+    assert_eq!(
+        ok(ingest(
+            &mut f,
+            "ing",
+            fail_missing,
+            append,
+            &[],
+            vec![rows(vec![4], vec!["d"])]
+        )),
+        1
+    );
+    // replace.
+    assert_eq!(
+        ok(ingest(
+            &mut f,
+            "ing",
+            create,
+            replace,
+            &[],
+            vec![rows(vec![10, 11], vec!["x", "y"])]
+        )),
+        2
+    );
+    assert_eq!(
+        s.rows("SELECT id FROM ing ORDER BY id"),
+        vec![vec![json!(10)], vec![json!(11)]]
+    );
+    // upsert: primary_key and cursor_field as JSON arrays; the newer cursor wins.
+    let with_cursor = batch(vec![
+        (
+            "id",
+            Arc::new(Int64Array::from(vec![1, 2, 3, 1])) as ArrayRef,
+        ),
+        (
+            "email",
+            Arc::new(StringArray::from(vec![
+                "alice@x",
+                "bob@x",
+                "carol@x",
+                "alice+1@x",
+            ])) as ArrayRef,
+        ),
+        (
+            "created_at",
+            Arc::new(Int64Array::from(vec![1, 2, 3, 4])) as ArrayRef,
+        ),
+    ]);
+    assert_eq!(
+        ok(ingest(
+            &mut f,
+            "users",
+            create,
+            append,
+            &[
+                ("primary_key", "[\"id\"]"),
+                ("cursor_field", "[\"created_at\"]")
+            ],
+            vec![with_cursor]
+        )),
+        3
+    );
+    assert_eq!(
+        s.rows("SELECT id, email FROM users ORDER BY id"),
+        vec![
+            vec![json!(1), json!("alice+1@x")],
+            vec![json!(2), json!("bob@x")],
+            vec![json!(3), json!("carol@x")]
+        ]
+    );
+    let e = ingest(
+        &mut f,
+        "users",
+        create,
+        append,
+        &[("primary_key", "id")],
+        vec![rows(vec![1], vec!["a"])],
+    )
+    .expect_err("not json");
+    assert_eq!(
+        e.message(),
+        "Failed to execute ingest: option primary_key must be a JSON array of column names, got \"id\""
+    );
+    // Bob cannot ingest into a catalog he is not granted.
+    let mut bob = Flight::login(&s, BOB);
+    let e = ingest(
+        &mut bob,
+        "x",
+        create,
+        append,
+        &[],
+        vec![rows(vec![1], vec!["a"])],
+    )
+    .expect_err("grant");
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            Code::NotFound,
+            "Catalog Error: Catalog with name lakehouse does not exist!"
+        )
+    );
+    assert!(!s.data().join("lakehouse/main/x").exists());
+}
+
+#[test]
+fn flight_can_be_turned_off() {
+    let s = Server::start_with(&["--flight-listen", ""]);
+    assert!(s.flight.is_none());
+    assert!(s.healthy());
+}

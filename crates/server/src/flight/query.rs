@@ -1,0 +1,165 @@
+//! Running a statement for a Flight SQL call: the same `SqlSession`, guards, memory pool,
+//! query log and cancellation as HTTP `/query`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::record_batch::RecordBatch;
+use tokio_util::sync::CancellationToken;
+use tonic::Status;
+
+use super::result::{Logged, Pending, status};
+use super::session::Session;
+use crate::output::Limits;
+use crate::registry::{ClientInterface, QueryStart};
+use crate::sql::{Output, SqlSession};
+use crate::state::AppState;
+
+/// Run `sql` in `session`: parse, guard, and execute DDL/DML now; a query is planned and
+/// its stream returned (not yet pulled). The statement is logged as an `ArrowFlightSQL`
+/// query, cancellable through the log (`DELETE /query/{id}`), within the query timeout.
+/// `USE` and `SET schema` carry over to the session's later calls.
+pub async fn run(
+    state: &Arc<AppState>,
+    session: &Session,
+    sql: &str,
+    user_agent: Option<String>,
+) -> Result<Pending, Status> {
+    let limits = Limits {
+        token: CancellationToken::new(),
+        deadline: tokio::time::Instant::now() + state.config.query_timeout,
+    };
+    let query_id = uuid::Uuid::new_v4().to_string();
+    let start = Instant::now();
+    state
+        .queries()
+        .start(
+            QueryStart {
+                interface: ClientInterface::ArrowFlightSQL,
+                query_id: query_id.clone(),
+                user: session.user.name.clone(),
+                session_id: session.id.clone(),
+                statement: sql.to_string(),
+                start_time: chrono::Utc::now()
+                    .to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+                visible: true,
+                requested_by: None,
+                user_agent,
+            },
+            limits.token.clone(),
+        )
+        // A fresh random id cannot collide with another user's.
+        .map_err(|taken| Status::internal(taken.to_string()))?;
+    let log = Logged {
+        state: Arc::clone(state),
+        query_id: query_id.clone(),
+        start,
+        done: false,
+    };
+    let (catalog, schema) = session.defaults();
+    let executed = async {
+        let mut sql_session = SqlSession::new(
+            Arc::clone(&state.storage),
+            Arc::clone(&state.query_runtime),
+            session.sql_user(),
+            catalog.as_deref(),
+            schema.as_deref(),
+        )?
+        .with_attached(Arc::clone(&session.attached));
+        let output = tokio::select! {
+            r = sql_session.run(sql) => r?,
+            stop = limits.stopped() => return Err(stop.into_error()),
+        };
+        let (c, s) = sql_session.defaults();
+        session.set_defaults(Some(c.to_string()), Some(s.to_string()));
+        Ok(output)
+    }
+    .await;
+    match executed {
+        Ok(output @ Output::Batches(..)) => {
+            let rows = match &output {
+                Output::Batches(_, b) => b.iter().map(|b| b.num_rows() as u64).sum(),
+                Output::Stream(_) => 0,
+            };
+            log.finish(rows, None);
+            Ok(Pending {
+                query_id,
+                output,
+                limits,
+                log: None,
+            })
+        }
+        Ok(output) => Ok(Pending {
+            query_id,
+            output,
+            limits,
+            log: Some(log),
+        }),
+        Err(e) => {
+            log.finish(0, Some(e.to_string()));
+            Err(status(e))
+        }
+    }
+}
+
+/// The schema `sql` will answer in `session` (plain types, as streamed), planned but not
+/// run; `None` when only running can tell.
+pub async fn result_schema(
+    state: &Arc<AppState>,
+    session: &Session,
+    sql: &str,
+) -> Result<Option<arrow::datatypes::SchemaRef>, Status> {
+    let (catalog, schema) = session.defaults();
+    let mut sql_session = SqlSession::new(
+        Arc::clone(&state.storage),
+        Arc::clone(&state.query_runtime),
+        session.sql_user(),
+        catalog.as_deref(),
+        schema.as_deref(),
+    )
+    .map_err(status)?
+    .with_attached(Arc::clone(&session.attached));
+    let planned = tokio::time::timeout(state.config.query_timeout, sql_session.result_schema(sql))
+        .await
+        .map_err(|_| Status::deadline_exceeded("INTERRUPT Error: Query timed out"))?
+        .map_err(status)?;
+    Ok(planned.map(|s| crate::output::plain_schema(&s)))
+}
+
+/// Run a prepared statement with its bound values: once per bound row (a statement
+/// without parameters once). Every run but the last is drained; the last one's result
+/// is returned, with the rows all runs changed when they are DML.
+pub async fn run_bound(
+    state: &Arc<AppState>,
+    session: &Session,
+    sql: &str,
+    bound: Option<&RecordBatch>,
+    user_agent: Option<String>,
+) -> Result<(Pending, Option<i64>), Status> {
+    let parameters = crate::sql::params::parameters(sql).map_err(status)?;
+    if parameters.is_empty() {
+        let pending = run(state, session, sql, user_agent).await?;
+        let affected = pending.affected_rows();
+        return Ok((pending, affected));
+    }
+    let values = bound.filter(|b| b.num_rows() > 0).ok_or_else(|| {
+        Status::invalid_argument(format!(
+            "Invalid Input Error: the statement has {} parameter(s) and no values are bound",
+            parameters.len()
+        ))
+    })?;
+    let mut affected: Option<i64> = None;
+    let last = values.num_rows() - 1;
+    for row in 0..values.num_rows() {
+        let bound_sql = crate::sql::params::bind(sql, values, row).map_err(status)?;
+        let pending = run(state, session, &bound_sql, user_agent.clone()).await?;
+        if let Some(n) = pending.affected_rows() {
+            affected = Some(affected.unwrap_or(0) + n);
+        }
+        if row == last {
+            return Ok((pending, affected));
+        }
+        pending.drain().await?;
+    }
+    Err(Status::internal("no row was run"))
+}
