@@ -1,0 +1,110 @@
+"""Host side of the Flight SQL suites: start a real `deltalite serve`
+(harness/server_process.py) with its Flight SQL endpoint, then run inside the CPython
+3.13 root (`py313_run`, scripts/lib/py313.sh), against it:
+
+1. our client tests (tests/flight: ADBC and altertable-flightsql's public API);
+2. the tests altertable-flightsql 0.4.1 ships in its sdist, unchanged, with our
+   tests/flight/conftest.py as their `tests/conftest.py` (the sdist has none).
+
+    python3 tests/flight/serve_and_run.py PY313_ROOT VENV SDIST_DIR [pytest args]
+
+SDIST_DIR is the unpacked sdist, a path inside the root. The server address and the
+user reach the tests as `ALTERTABLE_HOST`/`ALTERTABLE_PORT`/`ALTERTABLE_USERNAME`/
+`ALTERTABLE_PASSWORD`, the variables the upstream conftest reads. Both runs happen
+even when the first fails; the exit status is the first failure's. Standard library
+only (the host's python3 is enough).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "harness"))
+from server_process import ServerProcess, server_binary
+
+# 23 bytes of "user:password": base64 needs padding, so the padded (pyarrow) and the
+# unpadded (ADBC's Go driver) forms of Basic both reach the server.
+USER = ("altertable-test", "lk_test")
+
+
+def notable(log: str) -> list[str]:
+    """The server log's warnings and errors (it logs every request at INFO)."""
+    return [line for line in log.splitlines() if " WARN " in line or " ERROR " in line]
+
+
+def pytest_in_root(
+    root: str, venv: str, server: ServerProcess, cwd: str, args: list[str]
+) -> int:
+    host, port = server.flight_addr or ("", 0)
+    command = [
+        "bash",
+        "-c",
+        'source "$0" && py313_run "$@"',
+        str(REPO / "scripts" / "lib" / "py313.sh"),
+        root,
+        "env",
+        f"ALTERTABLE_HOST={host}",
+        f"ALTERTABLE_PORT={port}",
+        f"ALTERTABLE_USERNAME={USER[0]}",
+        f"ALTERTABLE_PASSWORD={USER[1]}",
+        "ALTERTABLE_TLS=false",
+        # py313_run starts in the shared folder; the sdist lives elsewhere in the root.
+        "sh",
+        "-c",
+        'cd "$0" && exec "$@"',
+        cwd,
+        f"{venv}/bin/python",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-rA",
+        *args,
+    ]
+    return subprocess.run(command, check=False).returncode
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    root, venv, sdist, *pytest_args = argv
+    tmp = tempfile.mkdtemp(prefix="deltalite-flight-")
+    keep = False
+    try:
+        with ServerProcess(
+            binary=server_binary(),
+            data=Path(tmp) / "lake",
+            log=Path(tmp) / "server.log",
+            users=(USER,),
+            catalogs=("lakehouse",),
+        ) as server:
+            print(
+                f"deltalite serve at {server.base}, flight {server.flight} (pid {server.pid})",
+                flush=True,
+            )
+            ours = pytest_in_root(
+                root, venv, server, str(REPO), ["-q", "tests/flight", *pytest_args]
+            )
+            print("== altertable-flightsql 0.4.1 sdist tests, unchanged", flush=True)
+            theirs = pytest_in_root(root, venv, server, sdist, ["tests", *pytest_args])
+            status = ours or theirs
+            if status:
+                keep = True
+                lines = notable(server.log_text())
+                if lines:
+                    print("server warnings and errors:", *lines[-50:], sep="\n")
+                print(f"server data and log kept in {tmp}")
+            return status
+    finally:
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,268 @@
+"""The real Flight SQL clients, unchanged, against a real `deltalite serve`:
+adbc-driver-flightsql (DB-API) and altertable-flightsql (its public API). Each test
+asserts what the server holds afterwards, not only that the call returned.
+
+Run by scripts/test-flight.sh (server started on the host, these tests in the CPython
+3.13 root). Table names are unique per test: the server is shared by the session.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+import warnings
+
+import adbc_driver_flightsql.dbapi as adbc
+import pyarrow as pa
+import pytest
+from altertable_flightsql import Client
+from altertable_flightsql.client import IngestIncrementalOptions, IngestTableMode
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def adbc_conn(altertable_service):
+    uri = f"grpc://{altertable_service['host']}:{altertable_service['port']}"
+    with warnings.catch_warnings():
+        # No transactions: the driver stays in autocommit and says so.
+        warnings.simplefilter("ignore")
+        conn = adbc.connect(
+            uri,
+            db_kwargs={
+                "username": altertable_service["username"],
+                "password": altertable_service["password"],
+            },
+        )
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def client(altertable_client) -> Client:
+    return altertable_client
+
+
+def rows(client: Client, sql: str) -> list[dict]:
+    return client.query(sql).read_all().to_pylist()
+
+
+# -- adbc-driver-flightsql -------------------------------------------------------------
+
+
+def test_adbc_connects_with_unpadded_basic_and_queries(adbc_conn, altertable_service):
+    # "altertable-test:lk_test" is 23 bytes: the Go driver sends its base64 without the
+    # padding pyarrow adds, and the server accepts both.
+    assert len(f"{altertable_service['username']}:{altertable_service['password']}") % 3
+    cur = adbc_conn.cursor()
+    cur.execute("SELECT 1 AS x, 'a' AS s")
+    assert cur.fetchall() == [(1, "a")]
+    assert [d[0] for d in cur.description] == ["x", "s"]
+    cur.close()
+
+
+def test_adbc_ddl_dml_and_parameters(adbc_conn, client):
+    table = unique("adbc_t")
+    cur = adbc_conn.cursor()
+    # DDL: executed at GetFlightInfo (the driver never fetches its result).
+    cur.execute(f"CREATE TABLE {table} (id INT, name VARCHAR)")
+    cur.execute(f"INSERT INTO {table} VALUES (?, ?)", (1, "a"))
+    cur.executemany(f"INSERT INTO {table} VALUES (?, ?)", [(2, "b"), (3, "it's")])
+    cur.execute(f"SELECT name FROM {table} WHERE id >= ? ORDER BY id", (2,))
+    assert cur.fetchall() == [("b",), ("it's",)]
+    # A bound NULL, and a parameter the statement uses twice.
+    cur.execute(f"INSERT INTO {table} VALUES ($1, $2)", (4, None))
+    cur.execute(f"SELECT id FROM {table} WHERE id = $1 OR id = $1 + 3", (1,))
+    assert sorted(cur.fetchall()) == [(1,), (4,)]
+    cur.close()
+    assert rows(client, f"SELECT id, name FROM {table} ORDER BY id") == [
+        {"id": 1, "name": "a"},
+        {"id": 2, "name": "b"},
+        {"id": 3, "name": "it's"},
+        {"id": 4, "name": None},
+    ]
+
+
+def test_adbc_errors_are_the_servers_messages(adbc_conn):
+    cur = adbc_conn.cursor()
+    with pytest.raises(Exception, match="Permission Error: COPY is not allowed"):
+        cur.execute("COPY (SELECT 1) TO '/tmp/adbc-copy.csv'")
+    assert not os.path.exists("/tmp/adbc-copy.csv")
+    with pytest.raises(
+        Exception, match="Catalog Error: Table with name nope_missing does not exist!"
+    ):
+        cur.execute("SELECT * FROM nope_missing")
+    cur.close()
+
+
+def test_adbc_get_objects_and_info(adbc_conn, client):
+    table = unique("adbc_obj")
+    client.execute(f"CREATE TABLE {table} (id BIGINT, note VARCHAR)")
+    objects = adbc_conn.adbc_get_objects(depth="all").read_all().to_pylist()
+    catalogs = {c["catalog_name"]: c for c in objects}
+    assert "lakehouse" in catalogs
+    schemas = {
+        s["db_schema_name"]: s for s in catalogs["lakehouse"]["catalog_db_schemas"]
+    }
+    tables = {t["table_name"]: t for t in schemas["main"]["db_schema_tables"]}
+    assert tables[table]["table_type"] == "TABLE"
+    assert [c["column_name"] for c in tables[table]["table_columns"]] == ["id", "note"]
+    info = adbc_conn.adbc_get_info()
+    assert info["vendor_name"] == "deltalite"
+
+
+def test_adbc_ingest_every_mode(adbc_conn, client):
+    table = unique("adbc_ing")
+    cur = adbc_conn.cursor()
+    data = pa.table({"a": [1, 2], "b": ["x", "y"]})
+    assert cur.adbc_ingest(table, data, mode="create") == 2
+    with pytest.raises(Exception, match="already exists"):
+        cur.adbc_ingest(table, data, mode="create")
+    cur.adbc_ingest(table, pa.table({"a": [3], "b": ["z"]}), mode="append")
+    cur.adbc_ingest(table, pa.table({"a": [4], "b": ["w"]}), mode="create_append")
+    assert rows(client, f"SELECT a FROM {table} ORDER BY a") == [
+        {"a": 1},
+        {"a": 2},
+        {"a": 3},
+        {"a": 4},
+    ]
+    cur.adbc_ingest(table, pa.table({"a": [9], "b": ["r"]}), mode="replace")
+    assert rows(client, f"SELECT a, b FROM {table}") == [{"a": 9, "b": "r"}]
+    with pytest.raises(Exception, match="does not exist"):
+        cur.adbc_ingest(unique("adbc_none"), data, mode="append")
+    cur.close()
+
+
+# -- altertable-flightsql --------------------------------------------------------------
+
+
+def test_query_execute_and_counts(client):
+    table = unique("at_t")
+    assert (
+        client.execute(f"CREATE TABLE {table} (id INT, name VARCHAR, value INT)") == 0
+    )
+    assert (
+        client.execute(
+            f"INSERT INTO {table} VALUES (1, 'a', 10), (2, 'b', 20), (3, 'c', 30)"
+        )
+        == 3
+    )
+    assert client.execute(f"UPDATE {table} SET value = 0 WHERE id > 1") == 2
+    assert client.execute(f"DELETE FROM {table} WHERE id = 1") == 1
+    reader = client.query(f"SELECT id, value FROM {table} ORDER BY id")
+    assert reader.read_all().to_pylist() == [
+        {"id": 2, "value": 0},
+        {"id": 3, "value": 0},
+    ]
+
+
+def test_prepared_statements_both_styles(client):
+    table = unique("at_p")
+    client.execute(f"CREATE TABLE {table} (id INT, value INT)")
+    client.execute(f"INSERT INTO {table} VALUES (1, 100), (2, 200), (3, 300)")
+    with client.prepare(
+        f"SELECT id FROM {table} WHERE id = $id AND value >= $v"
+    ) as stmt:
+        assert stmt.query(parameters={"id": 2, "v": 150}).read_all().to_pylist() == [
+            {"id": 2}
+        ]
+        # The same statement again, with other values.
+        assert stmt.query(parameters={"id": 1, "v": 150}).read_all().num_rows == 0
+    with client.prepare(f"SELECT id FROM {table} WHERE value >= ? ORDER BY id") as stmt:
+        assert stmt.query(parameters=[200]).read_all().to_pylist() == [
+            {"id": 2},
+            {"id": 3},
+        ]
+        with pytest.raises(ValueError, match="Expected 1 parameters, but got 2"):
+            stmt.query(parameters=[1, 2])
+    # Each run takes the values bound for it: the client binds after asking for the
+    # FlightInfo, so nothing may run before the DoGet.
+    with client.prepare(f"INSERT INTO {table} VALUES (?, ?)") as stmt:
+        stmt.query(parameters=[4, None]).read_all()
+        stmt.query(parameters=[5, 500]).read_all()
+    assert rows(client, f"SELECT id, value FROM {table} WHERE id >= 4 ORDER BY id") == [
+        {"id": 4, "value": None},
+        {"id": 5, "value": 500},
+    ]
+
+
+def test_ingest_modes_and_upsert(client):
+    table = unique("at_ing")
+    schema = pa.schema([("id", pa.int64()), ("email", pa.string()), ("ts", pa.int64())])
+
+    def ingest(batch, **kw):
+        with client.ingest(table_name=table, schema=schema, **kw) as writer:
+            writer.write(batch)
+
+    first = pa.record_batch([[1, 2], ["a@x", "b@x"], [1, 1]], schema=schema)
+    ingest(first, mode=IngestTableMode.CREATE)
+    with pytest.raises(
+        pa.ArrowInvalid,
+        match=f"Failed to execute ingest: Table with name {table} already exists!",
+    ):
+        ingest(first, mode=IngestTableMode.CREATE)
+    ingest(
+        pa.record_batch([[3], ["c@x"], [1]], schema=schema), mode=IngestTableMode.APPEND
+    )
+    assert rows(client, f"SELECT count(*) AS n FROM {table}") == [{"n": 3}]
+    opts = IngestIncrementalOptions(primary_key=["id"], cursor_field=["ts"])
+    ingest(
+        pa.record_batch(
+            [[1, 4, 1], ["a2@x", "d@x", "old@x"], [5, 1, 0]], schema=schema
+        ),
+        incremental_options=opts,
+    )
+    assert rows(client, f"SELECT id, email FROM {table} ORDER BY id") == [
+        {"id": 1, "email": "a2@x"},
+        {"id": 2, "email": "b@x"},
+        {"id": 3, "email": "c@x"},
+        {"id": 4, "email": "d@x"},
+    ]
+    ingest(
+        pa.record_batch([[7], ["z@x"], [0]], schema=schema),
+        mode=IngestTableMode.REPLACE,
+    )
+    assert rows(client, f"SELECT id FROM {table}") == [{"id": 7}]
+
+
+def test_metadata_and_session_options(client, altertable_service):
+    schema = unique("at_s")
+    client.execute(f"CREATE SCHEMA {schema}")
+    client.execute(f"CREATE TABLE {schema}.t (a INT)")
+    catalogs = client.get_catalogs().read_all().column("catalog_name").to_pylist()
+    assert "lakehouse" in catalogs
+    schemas = client.get_schemas(catalog="lakehouse", schema_pattern=f"{schema}%")
+    assert schemas.read_all().column("db_schema_name").to_pylist() == [schema]
+    tables = client.get_tables(
+        catalog="lakehouse", schema_pattern=schema, include_schema=True
+    )
+    got = tables.read_all()
+    assert got.column("table_name").to_pylist() == ["t"]
+    assert pa.ipc.read_schema(
+        pa.py_buffer(got.column("table_schema")[0].as_py())
+    ).names == ["a"]
+    client.set_schema(schema)
+    assert rows(client, "SELECT current_schema() AS s") == [{"s": schema}]
+    assert rows(client, "SELECT count(*) AS n FROM t") == [{"n": 0}]
+    client.set_compute_size("2XL")
+    with pytest.raises(ValueError, match="compute_size: INVALID_VALUE"):
+        client.set_compute_size("huge")
+    with pytest.raises(ValueError, match="catalog: INVALID_VALUE"):
+        client.set_catalog("no_such_catalog")
+
+
+def test_transactions_are_refused_clearly(client):
+    with pytest.raises(
+        pa.ArrowNotImplementedError,
+        match="Not implemented Error: transactions are not supported over Flight SQL yet",
+    ):
+        client.begin_transaction()
+
+
+def test_close_is_idempotent_and_ends_the_session(altertable_service):
+    c = Client(**altertable_service)
+    assert rows(c, "SELECT 1 AS one") == [{"one": 1}]
+    c.close()
+    c.close()
