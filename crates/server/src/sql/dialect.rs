@@ -20,6 +20,7 @@
 //! | `CREATE TABLE … PARTITIONED BY (…)`      | `CREATE TABLE … PARTITION BY (…)`                   |
 //! | `a SEMI JOIN b` / `a ANTI JOIN b`        | `a LEFT SEMI JOIN b` / `a LEFT ANTI JOIN b`         |
 //! | `$tag$text$tag$` (any statement)         | `'text'`                                            |
+//! | `a IS [NOT] DISTINCT FROM b AND c`       | `a IS [NOT] DISTINCT FROM (b) AND c`                |
 //!
 //! The splice works on sqlparser's own tokens, so text inside strings, quoted names and
 //! comments is never touched; SQL it cannot tokenize is passed on as it is, for the parser
@@ -130,9 +131,23 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
 }
 
 /// Forms valid in any statement: dollar-quoted strings (dbt's comments), DuckDB's bare
-/// `SEMI JOIN` / `ANTI JOIN` (left ones).
+/// `SEMI JOIN` / `ANTI JOIN` (left ones), and the right operand of `IS [NOT] DISTINCT
+/// FROM` parenthesised: sqlparser 0.62 parses it with the precedence of `AND`, so
+/// `a IS NOT DISTINCT FROM b AND c` became `a IS NOT DISTINCT FROM (b AND c)` (dlt's
+/// null-safe key comparisons; fixed upstream in sqlparser after 0.62).
 fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
     for (i, t) in tokens.iter().enumerate() {
+        if t.is(Keyword::DISTINCT)
+            && tokens.get(i + 1).is_some_and(|f| f.is(Keyword::FROM))
+            && i.checked_sub(1)
+                .and_then(|p| tokens.get(p))
+                .is_some_and(|p| p.is(Keyword::IS) || p.is(Keyword::NOT))
+            && let Some(end) = operand_end(tokens, i + 2)
+            && end > i + 2
+        {
+            edits.push((tokens[i + 2].start, tokens[i + 2].start, "(".to_string()));
+            edits.push((tokens[end - 1].end, tokens[end - 1].end, ")".to_string()));
+        }
         match &t.token {
             Token::DollarQuotedString(s) => {
                 edits.push((t.start, t.end, format!("'{}'", s.value.replace('\'', "''"))));
@@ -151,6 +166,66 @@ fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
             _ => {}
         }
     }
+}
+
+/// The index after the last token of an operand starting at `start`: the first token at
+/// its nesting depth that ends a comparison's operand.
+fn operand_end(tokens: &[Tok], start: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, t) in tokens.iter().enumerate().skip(start) {
+        match &t.token {
+            Token::LParen | Token::LBracket => depth += 1,
+            Token::RParen | Token::RBracket if depth == 0 => return Some(i),
+            Token::RParen | Token::RBracket => depth -= 1,
+            Token::Comma | Token::SemiColon if depth == 0 => return Some(i),
+            Token::Eq | Token::Neq | Token::Lt | Token::Gt | Token::LtEq | Token::GtEq
+                if depth == 0 =>
+            {
+                return Some(i);
+            }
+            Token::Word(w) if depth == 0 && w.quote_style.is_none() => {
+                if matches!(
+                    w.keyword,
+                    Keyword::AND
+                        | Keyword::OR
+                        | Keyword::THEN
+                        | Keyword::WHEN
+                        | Keyword::ELSE
+                        | Keyword::END
+                        | Keyword::WHERE
+                        | Keyword::GROUP
+                        | Keyword::ORDER
+                        | Keyword::LIMIT
+                        | Keyword::HAVING
+                        | Keyword::QUALIFY
+                        | Keyword::UNION
+                        | Keyword::EXCEPT
+                        | Keyword::INTERSECT
+                        | Keyword::JOIN
+                        | Keyword::INNER
+                        | Keyword::LEFT
+                        | Keyword::RIGHT
+                        | Keyword::FULL
+                        | Keyword::CROSS
+                        | Keyword::SEMI
+                        | Keyword::ANTI
+                        | Keyword::IS
+                        | Keyword::AS
+                        | Keyword::FROM
+                        | Keyword::WINDOW
+                        | Keyword::ON
+                        | Keyword::USING
+                        | Keyword::ASC
+                        | Keyword::DESC
+                        | Keyword::NULLS
+                ) {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(tokens.len())
 }
 
 /// Whether the clause an action belongs to inserts (`WHEN NOT MATCHED [BY TARGET]`).
@@ -437,6 +512,22 @@ mod tests {
         );
         let already = "SELECT 1 FROM t LEFT SEMI JOIN u ON TRUE RIGHT ANTI JOIN v ON TRUE";
         assert_eq!(generic(already), already);
+    }
+
+    #[test]
+    fn is_distinct_from_binds_tighter_than_and() {
+        assert_eq!(
+            generic("DELETE FROM t WHERE s IS NOT DISTINCT FROM 'a' AND k = 1"),
+            "DELETE FROM t WHERE s IS NOT DISTINCT FROM ('a') AND k = 1"
+        );
+        assert_eq!(
+            generic("SELECT 1 FROM a SEMI JOIN b ON a.k IS NOT DISTINCT FROM b.k + 1"),
+            "SELECT 1 FROM a LEFT SEMI JOIN b ON a.k IS NOT DISTINCT FROM (b.k + 1)"
+        );
+        assert_eq!(
+            generic("SELECT CASE WHEN x IS DISTINCT FROM f(y, z) THEN 1 END, 2"),
+            "SELECT CASE WHEN x IS DISTINCT FROM (f(y, z)) THEN 1 END, 2"
+        );
     }
 
     #[test]

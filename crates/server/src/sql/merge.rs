@@ -430,7 +430,8 @@ impl SqlSession {
             .upsert(&schema, &batches, &options)
             .await
             .map_err(delta_err)?;
-        Ok(Some((stats.rows_updated + stats.rows_inserted) as u64))
+        // SQL counts target rows: a key stored twice is two updated rows.
+        Ok(Some((stats.rows_replaced + stats.rows_inserted) as u64))
     }
 }
 

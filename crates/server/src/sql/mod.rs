@@ -15,6 +15,7 @@ mod merge;
 mod normalize;
 mod resolve;
 mod rewrite;
+mod scan;
 pub mod stores;
 mod udf;
 

@@ -1,6 +1,8 @@
 //! AST rewrites for DuckDB SQL that DataFusion parses but cannot plan, applied after
 //! parsing and before the guards.
 //!
+//! - `x [NOT] IN (subquery)` in a select list (`UPDATE … SET s = CASE WHEN k IN (…)`):
+//!   the same, as scalar counts with the `IN`'s three-valued result.
 //! - `EXISTS (…)` in a select list (`SELECT CASE WHEN EXISTS (…) THEN error('…') …`, which
 //!   dlt sends): DataFusion plans `EXISTS` only in filters. A plain subquery becomes the
 //!   scalar `(SELECT count(*) > 0 FROM … WHERE …)`, which it decorrelates; any other
@@ -25,23 +27,61 @@ impl VisitorMut for SelectListExists {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        if let SetExpr::Select(select) = query.body.as_mut() {
+        rewrite_select_lists(query.body.as_mut());
+        ControlFlow::Continue(())
+    }
+}
+
+/// Rewrite the select lists of a query body, through set operations.
+fn rewrite_select_lists(body: &mut SetExpr) {
+    match body {
+        SetExpr::Select(select) => {
             for item in select.projection.iter_mut() {
                 if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item
                 {
                     let _ = visit_expressions_mut(e, |e| {
-                        if let Expr::Exists { subquery, negated } = e
-                            && let Some(counted) = counted(subquery, *negated)
-                        {
-                            *e = counted;
+                        let replacement = match e {
+                            Expr::Exists { subquery, negated } => counted(subquery, *negated),
+                            Expr::InSubquery {
+                                expr,
+                                subquery,
+                                negated,
+                            } => in_counted(expr, subquery, *negated),
+                            _ => None,
+                        };
+                        if let Some(r) = replacement {
+                            *e = r;
                         }
                         ControlFlow::<()>::Continue(())
                     });
                 }
             }
         }
-        ControlFlow::Continue(())
+        SetExpr::SetOperation { left, right, .. } => {
+            rewrite_select_lists(left);
+            rewrite_select_lists(right);
+        }
+        SetExpr::Query(q) => rewrite_select_lists(q.body.as_mut()),
+        _ => {}
     }
+}
+
+/// `x [NOT] IN (subquery)` in a select list as scalar counts with the same three-valued
+/// result: TRUE on a match, NULL when `x` is NULL or the subquery holds a NULL (and is
+/// not empty) without a match, FALSE otherwise.
+fn in_counted(expr: &Expr, subquery: &Query, negated: bool) -> Option<Expr> {
+    if matches!(expr, Expr::Tuple(_)) {
+        return None;
+    }
+    let from = format!("FROM ({subquery}) AS __deltalite_in(c)");
+    let sql = format!(
+        "(CASE WHEN (SELECT count(*) {from} WHERE __deltalite_in.c = ({expr})) > 0 THEN TRUE \
+         WHEN (SELECT count(*) {from}) = 0 THEN FALSE \
+         WHEN ({expr}) IS NULL OR (SELECT count(*) {from} WHERE __deltalite_in.c IS NULL) > 0 \
+         THEN NULL ELSE FALSE END)"
+    );
+    let sql = if negated { format!("(NOT {sql})") } else { sql };
+    parse_expr(&sql)
 }
 
 /// `EXISTS (subquery)` (`NOT EXISTS` when `negated`) as a scalar count subquery.
