@@ -12,6 +12,7 @@
 //! | `MERGE … THEN INSERT *` / `INSERT`       | `INSERT ROW` (by position, as BigQuery's)           |
 //! | `MERGE … THEN DO NOTHING`                | `… "__deltalite_do_nothing" …`                      |
 //! | `MERGE … THEN ERROR`                     | `… "__deltalite_error" …`                           |
+//! | `MERGE … THEN ERROR message`             | `UPDATE SET "__deltalite_error" = (message)` / `INSERT ("__deltalite_error") VALUES (message)` |
 //! | `INSERT INTO t BY NAME …`                | `INSERT INTO t ("__deltalite_by_name") …`           |
 //! | `INSERT INTO t BY POSITION …`            | `INSERT INTO t …`                                   |
 //! | `ALTER TABLE t SET PARTITIONED BY (…)`   | `ALTER TABLE t SET TBLPROPERTIES ("deltalite.partitioned_by" = '…')` |
@@ -20,7 +21,6 @@
 //! | `CREATE TABLE … PARTITIONED BY (…)`      | `CREATE TABLE … PARTITION BY (…)`                   |
 //! | `a SEMI JOIN b` / `a ANTI JOIN b`        | `a LEFT SEMI JOIN b` / `a LEFT ANTI JOIN b`         |
 //! | `$tag$text$tag$` (any statement)         | `'text'`                                            |
-//! | `a IS [NOT] DISTINCT FROM b AND c`       | `a IS [NOT] DISTINCT FROM (b) AND c`                |
 //!
 //! The splice works on sqlparser's own tokens, so text inside strings, quoted names and
 //! comments is never touched; SQL it cannot tokenize is passed on as it is, for the parser
@@ -130,24 +130,10 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
     }
 }
 
-/// Forms valid in any statement: dollar-quoted strings (dbt's comments), DuckDB's bare
-/// `SEMI JOIN` / `ANTI JOIN` (left ones), and the right operand of `IS [NOT] DISTINCT
-/// FROM` parenthesised: sqlparser 0.62 parses it with the precedence of `AND`, so
-/// `a IS NOT DISTINCT FROM b AND c` became `a IS NOT DISTINCT FROM (b AND c)` (dlt's
-/// null-safe key comparisons; fixed upstream in sqlparser after 0.62).
+/// Forms valid in any statement: dollar-quoted strings (dbt's comments) and DuckDB's bare
+/// `SEMI JOIN` / `ANTI JOIN` (left ones).
 fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
     for (i, t) in tokens.iter().enumerate() {
-        if t.is(Keyword::DISTINCT)
-            && tokens.get(i + 1).is_some_and(|f| f.is(Keyword::FROM))
-            && i.checked_sub(1)
-                .and_then(|p| tokens.get(p))
-                .is_some_and(|p| p.is(Keyword::IS) || p.is(Keyword::NOT))
-            && let Some(end) = operand_end(tokens, i + 2)
-            && end > i + 2
-        {
-            edits.push((tokens[i + 2].start, tokens[i + 2].start, "(".to_string()));
-            edits.push((tokens[end - 1].end, tokens[end - 1].end, ")".to_string()));
-        }
         match &t.token {
             Token::DollarQuotedString(s) => {
                 edits.push((t.start, t.end, format!("'{}'", s.value.replace('\'', "''"))));
@@ -168,66 +154,6 @@ fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
     }
 }
 
-/// The index after the last token of an operand starting at `start`: the first token at
-/// its nesting depth that ends a comparison's operand.
-fn operand_end(tokens: &[Tok], start: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    for (i, t) in tokens.iter().enumerate().skip(start) {
-        match &t.token {
-            Token::LParen | Token::LBracket => depth += 1,
-            Token::RParen | Token::RBracket if depth == 0 => return Some(i),
-            Token::RParen | Token::RBracket => depth -= 1,
-            Token::Comma | Token::SemiColon if depth == 0 => return Some(i),
-            Token::Eq | Token::Neq | Token::Lt | Token::Gt | Token::LtEq | Token::GtEq
-                if depth == 0 =>
-            {
-                return Some(i);
-            }
-            Token::Word(w) if depth == 0 && w.quote_style.is_none() => {
-                if matches!(
-                    w.keyword,
-                    Keyword::AND
-                        | Keyword::OR
-                        | Keyword::THEN
-                        | Keyword::WHEN
-                        | Keyword::ELSE
-                        | Keyword::END
-                        | Keyword::WHERE
-                        | Keyword::GROUP
-                        | Keyword::ORDER
-                        | Keyword::LIMIT
-                        | Keyword::HAVING
-                        | Keyword::QUALIFY
-                        | Keyword::UNION
-                        | Keyword::EXCEPT
-                        | Keyword::INTERSECT
-                        | Keyword::JOIN
-                        | Keyword::INNER
-                        | Keyword::LEFT
-                        | Keyword::RIGHT
-                        | Keyword::FULL
-                        | Keyword::CROSS
-                        | Keyword::SEMI
-                        | Keyword::ANTI
-                        | Keyword::IS
-                        | Keyword::AS
-                        | Keyword::FROM
-                        | Keyword::WINDOW
-                        | Keyword::ON
-                        | Keyword::USING
-                        | Keyword::ASC
-                        | Keyword::DESC
-                        | Keyword::NULLS
-                ) {
-                    return Some(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    Some(tokens.len())
-}
-
 /// Whether the clause an action belongs to inserts (`WHEN NOT MATCHED [BY TARGET]`).
 fn inserting_clause(before: &[Tok]) -> bool {
     let Some(when) = before.iter().rposition(|t| t.is(Keyword::WHEN)) else {
@@ -244,6 +170,23 @@ fn action_ends(tokens: &[Tok], i: usize) -> bool {
     tokens
         .get(i)
         .is_none_or(|t| t.is(Keyword::WHEN) || t.is(Keyword::RETURNING))
+}
+
+/// The index after `ERROR`'s message expression starting at `start`: the next clause or
+/// the end, skipping `WHEN`s inside parentheses and `CASE … END`.
+fn message_end(tokens: &[Tok], start: usize) -> usize {
+    let mut depth = 0usize;
+    for (i, t) in tokens.iter().enumerate().skip(start) {
+        match &t.token {
+            Token::LParen | Token::LBracket => depth += 1,
+            Token::RParen | Token::RBracket => depth = depth.saturating_sub(1),
+            _ if t.is(Keyword::CASE) => depth += 1,
+            _ if t.is(Keyword::END) => depth = depth.saturating_sub(1),
+            _ if depth == 0 && action_ends(tokens, i) => return i,
+            _ => {}
+        }
+    }
+    tokens.len()
 }
 
 fn placeholder(inserting: bool, column: &str) -> String {
@@ -289,6 +232,16 @@ fn edit_merge(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
             (i + 2, placeholder(inserting, DO_NOTHING))
         } else if action.is(Keyword::ERROR) && action_ends(tokens, i + 2) {
             (i + 1, placeholder(inserting, RAISE))
+        } else if action.is(Keyword::ERROR) {
+            // `ERROR message`: the message expression becomes the placeholder's value.
+            // Parenthesised, so that `ERROR NULL` differs from a bare `ERROR`.
+            let end = message_end(tokens, i + 2);
+            edits.push((tokens[end - 1].end, tokens[end - 1].end, ")".to_string()));
+            if inserting {
+                (i + 1, format!("INSERT (\"{RAISE}\") VALUES ("))
+            } else {
+                (i + 1, format!("UPDATE SET \"{RAISE}\" = ("))
+            }
         } else {
             continue;
         };
@@ -453,6 +406,15 @@ mod tests {
              \"__deltalite_do_nothing\" = NULL when not matched by source then UPDATE SET \
              \"__deltalite_error\" = NULL when not matched then INSERT (\"__deltalite_do_nothing\") ROW"
         );
+        assert_eq!(
+            generic(
+                "merge into t using s on t.k = s.k when matched then error 'boom: ' || \
+                 case when s.v > 1 then 'big' end when not matched then error s.k"
+            ),
+            "merge into t using s on t.k = s.k when matched then UPDATE SET \"__deltalite_error\" = ( \
+             'boom: ' || case when s.v > 1 then 'big' end) when not matched then INSERT \
+             (\"__deltalite_error\") VALUES ( s.k)"
+        );
         // Standard forms are left alone.
         let standard = "MERGE INTO t USING s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = s.v \
                         WHEN NOT MATCHED THEN INSERT (k, v) VALUES (s.k, s.v)";
@@ -512,22 +474,6 @@ mod tests {
         );
         let already = "SELECT 1 FROM t LEFT SEMI JOIN u ON TRUE RIGHT ANTI JOIN v ON TRUE";
         assert_eq!(generic(already), already);
-    }
-
-    #[test]
-    fn is_distinct_from_binds_tighter_than_and() {
-        assert_eq!(
-            generic("DELETE FROM t WHERE s IS NOT DISTINCT FROM 'a' AND k = 1"),
-            "DELETE FROM t WHERE s IS NOT DISTINCT FROM ('a') AND k = 1"
-        );
-        assert_eq!(
-            generic("SELECT 1 FROM a SEMI JOIN b ON a.k IS NOT DISTINCT FROM b.k + 1"),
-            "SELECT 1 FROM a LEFT SEMI JOIN b ON a.k IS NOT DISTINCT FROM (b.k + 1)"
-        );
-        assert_eq!(
-            generic("SELECT CASE WHEN x IS DISTINCT FROM f(y, z) THEN 1 END, 2"),
-            "SELECT CASE WHEN x IS DISTINCT FROM (f(y, z)) THEN 1 END, 2"
-        );
     }
 
     #[test]

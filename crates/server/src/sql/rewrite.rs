@@ -283,7 +283,10 @@ fn name_in_subquery_columns(expr: &mut SqlExpr) {
     use std::ops::ControlFlow;
     let mut n = 0usize;
     let _ = visit_expressions_mut(expr, |e| {
-        if let SqlExpr::InSubquery { subquery, .. } = e {
+        // Row values keep their subquery: their rewrites name its columns themselves.
+        if let SqlExpr::InSubquery { subquery, expr, .. } = e
+            && !matches!(expr.as_ref(), SqlExpr::Tuple(_))
+        {
             n += 1;
             let sql = format!("SELECT __in{n} FROM ({subquery}) AS __s{n}(__in{n})");
             if let Some(query) = parse_query(&sql) {
