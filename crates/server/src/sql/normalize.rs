@@ -7,6 +7,8 @@
 //!   `(a IS [NOT] DISTINCT FROM b) AND c`, parenthesised so that the SQL text the write
 //!   paths print from the tree parses the same way again.
 //!
+//! - DuckDB function names DataFusion spells otherwise (`strftime`, `regexp_matches`,
+//!   `approx_count_distinct`, `dayofweek`, `dayofyear`, `epoch`): what ibis sends.
 //! - `x [NOT] IN (subquery)` and row values `(a, b) IN (subquery)` where their value is
 //!   used, not only their truth (select lists, `UPDATE … SET s = CASE WHEN k IN (…)`,
 //!   `(k NOT IN (…)) IS NULL` in a filter): the same, as scalar counts with the `IN`'s
@@ -19,8 +21,9 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr, JoinConstraint, JoinOperator, Query, SelectItem, SetExpr, Statement,
-    UnaryOperator, Value, VisitMut, VisitorMut, visit_expressions_mut,
+    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, JoinConstraint,
+    JoinOperator, ObjectName, Query, SelectItem, SetExpr, Statement, UnaryOperator, Value,
+    VisitMut, VisitorMut, visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -29,6 +32,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 pub(super) fn statement(statement: &mut Statement) {
     let _ = visit_expressions_mut(statement, |e| {
         distinct_from_precedence(e);
+        duckdb_function(e);
         ControlFlow::<()>::Continue(())
     });
     let _ = statement.visit(&mut Subqueries);
@@ -57,6 +61,47 @@ fn distinct_from_precedence(e: &mut Expr) {
     **right = std::mem::replace(leaf, null());
     *leaf = Expr::Nested(Box::new(std::mem::replace(e, null())));
     *e = chain;
+}
+
+/// DuckDB functions that DataFusion has under another name (ibis' DuckDB compiler
+/// writes them): renamed, or `date_part` with the field DuckDB's name stands for.
+fn duckdb_function(e: &mut Expr) {
+    let Expr::Function(f) = e else {
+        return;
+    };
+    let [name] = f.name.0.as_slice() else {
+        return;
+    };
+    let Some(ident) = name.as_ident() else {
+        return;
+    };
+    if ident.quote_style.is_some() {
+        return;
+    }
+    let (renamed, field) = match ident.value.to_ascii_lowercase().as_str() {
+        "strftime" => ("to_char", None),
+        "regexp_matches" => ("regexp_like", None),
+        "approx_count_distinct" => ("approx_distinct", None),
+        "dayofweek" => ("date_part", Some("dow")),
+        "dayofyear" => ("date_part", Some("doy")),
+        "epoch" => ("date_part", Some("epoch")),
+        _ => return,
+    };
+    if let Some(field) = field {
+        let FunctionArguments::List(list) = &mut f.args else {
+            return;
+        };
+        if list.args.len() != 1 {
+            return;
+        }
+        list.args.insert(
+            0,
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(
+                Value::SingleQuotedString(field.to_string()).into(),
+            ))),
+        );
+    }
+    f.name = ObjectName::from(vec![Ident::new(renamed)]);
 }
 
 fn is_and_or(e: &Expr) -> bool {
@@ -333,6 +378,16 @@ mod tests {
         // Filters keep EXISTS: DataFusion plans it there.
         let filter = "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k)";
         assert_eq!(normalized(filter), filter);
+    }
+
+    #[test]
+    fn duckdb_function_names() {
+        assert_eq!(
+            normalized("SELECT (DAYOFWEEK(d) + 6) % 7, strftime(ts, '%Y'), epoch(ts) FROM t"),
+            "SELECT (date_part('dow', d) + 6) % 7, to_char(ts, '%Y'), date_part('epoch', ts) FROM t"
+        );
+        let quoted = "SELECT \"dayofweek\"(d) FROM t";
+        assert_eq!(normalized(quoted), quoted);
     }
 
     #[test]
