@@ -520,6 +520,9 @@ impl Storage {
         match self.location(name)?.open().await {
             Ok(t) => Ok(Some(t)),
             Err(deltalite::DeltaLiteError::TableNotFound(_)) => Ok(None),
+            // Dropped between the check and the read of its log (a concurrent `DROP`):
+            // gone, not broken, so listings (information_schema) skip it.
+            Err(_) if !self.table_exists(name).await? => Ok(None),
             Err(e) => Err(ApiError::from_engine(
                 &format!("cannot open table {name}"),
                 e,

@@ -64,10 +64,23 @@ async fn observe(request: Request, next: Next) -> Response {
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "unmatched".into());
     let method = request.method().clone();
+    let has_body = request.headers().contains_key(header::TRANSFER_ENCODING)
+        || header_str(request.headers(), header::CONTENT_LENGTH)
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| n > 0);
     let start = Instant::now();
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
     let elapsed = start.elapsed();
     let status = response.status().as_u16();
+    // An error answered before its body was read (auth, limits, a bad parameter) leaves
+    // that body on the connection, so hyper closes it after the response: say so, or a
+    // client pooling the connection (httpx) fails its next request on it.
+    if has_body && status >= 400 {
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
     crate::metrics::record_request(&route, status, elapsed.as_secs_f64());
     tracing::info!(%method, %route, status, ms = elapsed.as_millis() as u64, "request");
     response

@@ -83,6 +83,58 @@ impl Format {
 
 /// Rewrite a JSON array of objects as NDJSON, streaming, so arrow-json can read it.
 /// NDJSON input is copied as it is.
+/// `schema`'s columns in the order their keys first appear in the NDJSON `lines` (arrow's
+/// inference parses objects into sorted maps, which would sort a new table's columns).
+fn in_written_order(
+    schema: arrow::datatypes::Schema,
+    lines: impl std::io::BufRead,
+) -> ApiResult<arrow::datatypes::Schema> {
+    use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
+
+    /// Appends an object's keys not seen before, skipping the values.
+    struct Keys<'a>(&'a mut Vec<String>);
+    impl<'de> Visitor<'de> for Keys<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                map.next_value::<IgnoredAny>()?;
+                if !self.0.contains(&key) {
+                    self.0.push(key);
+                }
+            }
+            Ok(())
+        }
+    }
+
+    let mut order: Vec<String> = Vec::new();
+    for line in lines.lines() {
+        let line = line.map_err(io_err)?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        serde_json::Deserializer::from_str(&line)
+            .deserialize_map(Keys(&mut order))
+            .map_err(|e| bad(format!("invalid JSON: {e}")))?;
+        if order.len() == schema.fields().len() {
+            break;
+        }
+    }
+    let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+    fields.sort_by_key(|f| {
+        order
+            .iter()
+            .position(|k| k == f.name())
+            .unwrap_or(usize::MAX)
+    });
+    Ok(arrow::datatypes::Schema::new_with_metadata(
+        fields,
+        schema.metadata().clone(),
+    ))
+}
+
 fn json_to_ndjson(src: &mut File, dir: Option<&Path>) -> ApiResult<NamedTempFile> {
     let out = match dir {
         Some(d) => NamedTempFile::new_in(d),
@@ -335,6 +387,8 @@ pub fn open_source(spool: &NamedTempFile, format: Format, dir: Option<&Path>) ->
             if schema.fields().is_empty() {
                 return Err(bad("invalid JSON: no objects with fields"));
             }
+            nd_file.seek(SeekFrom::Start(0)).map_err(io_err)?;
+            let schema = in_written_order(schema, BufReader::new(&mut nd_file))?;
             nd_file.seek(SeekFrom::Start(0)).map_err(io_err)?;
             let schema = Arc::new(schema);
             let reader = arrow_json::ReaderBuilder::new(Arc::clone(&schema))

@@ -12,6 +12,7 @@
 //! | `MERGE … THEN INSERT *` / `INSERT`       | `INSERT ROW` (by position, as BigQuery's)           |
 //! | `MERGE … THEN DO NOTHING`                | `… "__deltalite_do_nothing" …`                      |
 //! | `MERGE … THEN ERROR`                     | `… "__deltalite_error" …`                           |
+//! | `MERGE … THEN ERROR message`             | `UPDATE SET "__deltalite_error" = (message)` / `INSERT ("__deltalite_error") VALUES (message)` |
 //! | `INSERT INTO t BY NAME …`                | `INSERT INTO t ("__deltalite_by_name") …`           |
 //! | `INSERT INTO t BY POSITION …`            | `INSERT INTO t …`                                   |
 //! | `ALTER TABLE t SET PARTITIONED BY (…)`   | `ALTER TABLE t SET TBLPROPERTIES ("deltalite.partitioned_by" = '…')` |
@@ -130,7 +131,7 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
     }
 }
 
-/// Forms valid in any statement: dollar-quoted strings (dbt's comments), DuckDB's bare
+/// Forms valid in any statement: dollar-quoted strings (dbt's comments) and DuckDB's bare
 /// `SEMI JOIN` / `ANTI JOIN` (left ones).
 fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
     for (i, t) in tokens.iter().enumerate() {
@@ -182,6 +183,23 @@ fn action_ends(tokens: &[Tok], i: usize) -> bool {
         .is_none_or(|t| t.is(Keyword::WHEN) || t.is(Keyword::RETURNING))
 }
 
+/// The index after `ERROR`'s message expression starting at `start`: the next clause or
+/// the end, skipping `WHEN`s inside parentheses and `CASE … END`.
+fn message_end(tokens: &[Tok], start: usize) -> usize {
+    let mut depth = 0usize;
+    for (i, t) in tokens.iter().enumerate().skip(start) {
+        match &t.token {
+            Token::LParen | Token::LBracket => depth += 1,
+            Token::RParen | Token::RBracket => depth = depth.saturating_sub(1),
+            _ if t.is(Keyword::CASE) => depth += 1,
+            _ if t.is(Keyword::END) => depth = depth.saturating_sub(1),
+            _ if depth == 0 && action_ends(tokens, i) => return i,
+            _ => {}
+        }
+    }
+    tokens.len()
+}
+
 fn placeholder(inserting: bool, column: &str) -> String {
     if inserting {
         format!("INSERT (\"{column}\") ROW")
@@ -225,6 +243,16 @@ fn edit_merge(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
             (i + 2, placeholder(inserting, DO_NOTHING))
         } else if action.is(Keyword::ERROR) && action_ends(tokens, i + 2) {
             (i + 1, placeholder(inserting, RAISE))
+        } else if action.is(Keyword::ERROR) {
+            // `ERROR message`: the message expression becomes the placeholder's value.
+            // Parenthesised, so that `ERROR NULL` differs from a bare `ERROR`.
+            let end = message_end(tokens, i + 2);
+            edits.push((tokens[end - 1].end, tokens[end - 1].end, ")".to_string()));
+            if inserting {
+                (i + 1, format!("INSERT (\"{RAISE}\") VALUES ("))
+            } else {
+                (i + 1, format!("UPDATE SET \"{RAISE}\" = ("))
+            }
         } else {
             continue;
         };
@@ -388,6 +416,15 @@ mod tests {
             "merge into t using s on t.k = s.k when matched and s.v > 1 then UPDATE SET \
              \"__deltalite_do_nothing\" = NULL when not matched by source then UPDATE SET \
              \"__deltalite_error\" = NULL when not matched then INSERT (\"__deltalite_do_nothing\") ROW"
+        );
+        assert_eq!(
+            generic(
+                "merge into t using s on t.k = s.k when matched then error 'boom: ' || \
+                 case when s.v > 1 then 'big' end when not matched then error s.k"
+            ),
+            "merge into t using s on t.k = s.k when matched then UPDATE SET \"__deltalite_error\" = ( \
+             'boom: ' || case when s.v > 1 then 'big' end) when not matched then INSERT \
+             (\"__deltalite_error\") VALUES ( s.k)"
         );
         // Standard forms are left alone.
         let standard = "MERGE INTO t USING s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = s.v \

@@ -14,7 +14,6 @@ use datafusion::functions_table::generate_series::GenerateSeriesTable;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{DescribeAlias, Statement};
-use deltalake::delta_datafusion::DeltaScanNext;
 
 use super::{sql_err, sql_error};
 use crate::error::ApiError;
@@ -282,7 +281,7 @@ fn refusal(node: &LogicalPlan) -> Option<String> {
 /// name resolution registered (only from granted catalogs), and the built-in generators
 /// (`generate_series`, `range`), which read no storage.
 fn readable_provider(provider: &dyn TableProvider) -> bool {
-    provider.is::<DeltaScanNext>()
+    super::scan::DeltaScan::is_delta(provider)
         || provider.is::<MemTable>()
         || provider.is::<GenerateSeriesTable>()
 }

@@ -61,6 +61,8 @@ const PRESENT: &str = "__deltalite_present";
 const SOURCE_ROW: &str = "__deltalite_sid";
 /// The clause a row took.
 const CLAUSE: &str = "__deltalite_clause";
+/// The message of the `ERROR` clause a row took, when that clause has one.
+const MESSAGE: &str = "__deltalite_message";
 
 /// Which rows a clause applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,7 +99,8 @@ enum Action {
     Delete,
     Insert(Vec<Value>),
     Nothing,
-    Raise,
+    /// `ERROR [message]`: the message as SQL over the target and source aliases.
+    Raise(Option<String>),
 }
 
 impl Action {
@@ -112,7 +115,7 @@ impl Action {
             Action::Delete => "delete",
             Action::Insert(_) => "insert",
             Action::Nothing => "nothing",
-            Action::Raise => "error",
+            Action::Raise(_) => "error",
         }
     }
 }
@@ -234,6 +237,29 @@ impl MergeSpec {
             })
             .collect::<Vec<_>>()
             .join(", ")
+    }
+
+    /// `, CASE selector WHEN id THEN message … END AS "__deltalite_message"` when one of
+    /// `clauses` is an `ERROR` with a message (DuckDB prints a NULL message as `NULL`).
+    fn message(clauses: &[&Clause], selector: &str) -> String {
+        let arms: Vec<String> = clauses
+            .iter()
+            .filter_map(|c| match &c.action {
+                Action::Raise(Some(message)) => Some(format!(
+                    " WHEN {} THEN coalesce(CAST(({message}) AS VARCHAR), 'NULL')",
+                    c.id
+                )),
+                _ => None,
+            })
+            .collect();
+        if arms.is_empty() {
+            return String::new();
+        }
+        format!(
+            ", CASE ({selector}){} END AS {}",
+            arms.concat(),
+            quote(MESSAGE)
+        )
     }
 
     fn ids(clauses: &[&Clause]) -> Option<String> {
@@ -430,7 +456,8 @@ impl SqlSession {
             .upsert(&schema, &batches, &options)
             .await
             .map_err(delta_err)?;
-        Ok(Some((stats.rows_updated + stats.rows_inserted) as u64))
+        // SQL counts target rows: a key stored twice is two updated rows.
+        Ok(Some((stats.rows_replaced + stats.rows_inserted) as u64))
     }
 }
 
@@ -753,7 +780,11 @@ fn bind_clauses(spec: &MergeSpec, merge: &Merge) -> Result<Vec<Clause>, ApiError
                     Some(BY_NAME) => Action::Update(by_name(when)?),
                     Some(BY_POSITION) => Action::Update(by_position(when)?),
                     Some(DO_NOTHING) => Action::Nothing,
-                    Some(_) => Action::Raise,
+                    // `ERROR message` arrives parenthesised, a bare `ERROR` as NULL.
+                    Some(_) => Action::Raise(match &update.assignments[0].value {
+                        SqlExpr::Nested(message) => Some(predicate_sql(message)),
+                        _ => None,
+                    }),
                     None => {
                         let mut values: Vec<Value> = Vec::new();
                         for a in &update.assignments {
@@ -786,7 +817,15 @@ fn bind_clauses(spec: &MergeSpec, merge: &Merge) -> Result<Vec<Clause>, ApiError
                     (MergeInsertKind::Row, []) => Action::Insert(by_position(when)?),
                     (MergeInsertKind::Row, [p]) if p == BY_NAME => Action::Insert(by_name(when)?),
                     (MergeInsertKind::Row, [p]) if p == DO_NOTHING => Action::Nothing,
-                    (MergeInsertKind::Row, [p]) if p == RAISE => Action::Raise,
+                    (MergeInsertKind::Row, [p]) if p == RAISE => Action::Raise(None),
+                    (MergeInsertKind::Values(values), [p]) if p == RAISE => {
+                        match values.rows.as_slice() {
+                            [row] if row.content.len() == 1 => {
+                                Action::Raise(Some(predicate_sql(&row.content[0])))
+                            }
+                            _ => return Err(sql_err("Parser Error: ERROR takes one message")),
+                        }
+                    }
                     (MergeInsertKind::Row, _) => {
                         return Err(not_implemented("INSERT (columns) ROW"));
                     }
@@ -824,6 +863,16 @@ fn bind_clauses(spec: &MergeSpec, merge: &Merge) -> Result<Vec<Clause>, ApiError
                 }
             }
         };
+        // DuckDB refuses a clause no row can reach.
+        if clauses
+            .iter()
+            .any(|c: &Clause| c.when == when && c.condition.is_none())
+        {
+            let kind = when.sql();
+            return Err(sql_err(format!(
+                "Parser Error: Unconditional {kind} clause was already defined - any following {kind} clause would be unreachable"
+            )));
+        }
         clauses.push(Clause {
             id: i as i64 + 1,
             when,
@@ -930,8 +979,9 @@ impl MergePlanner<'_> {
             let sel = spec.selector(&matched, |_| None);
             if let Some(ids) = &acting {
                 queries.push(format!(
-                    "SELECT {}, ({sel}) AS {clause} FROM {target} JOIN {source} ON {on} WHERE ({sel}) IN ({ids})",
+                    "SELECT {}{}, ({sel}) AS {clause} FROM {target} JOIN {source} ON {on} WHERE ({sel}) IN ({ids})",
                     spec.assigned(&matched, &sel, keep),
+                    MergeSpec::message(&matched, &sel),
                     clause = quote(CLAUSE),
                     source = spec.source(false),
                 ));
@@ -954,8 +1004,9 @@ impl MergePlanner<'_> {
                 ));
                 let sel = spec.selector(&by_source, |_| None);
                 queries.push(format!(
-                    "SELECT {}, ({sel}) AS {} FROM {target} LEFT ANTI JOIN {} ON {on}",
+                    "SELECT {}{}, ({sel}) AS {} FROM {target} LEFT ANTI JOIN {} ON {on}",
                     spec.assigned(&by_source, &sel, keep),
+                    MergeSpec::message(&by_source, &sel),
                     quote(CLAUSE),
                     spec.source(false)
                 ));
@@ -965,8 +1016,9 @@ impl MergePlanner<'_> {
             let sel = spec.selector(&inserting, |_| None);
             let clause = quote(CLAUSE);
             queries.push(format!(
-                "SELECT {}, {clause} FROM (SELECT {sa}.*, ({sel}) AS {clause} FROM {} LEFT ANTI JOIN {} AS {ta} ON {on}) AS {sa} WHERE {clause} IN ({ids})",
+                "SELECT {}{}, {clause} FROM (SELECT {sa}.*, ({sel}) AS {clause} FROM {} LEFT ANTI JOIN {} AS {ta} ON {on}) AS {sa} WHERE {clause} IN ({ids})",
                 spec.assigned(&inserting, &clause, |_| "NULL".to_string()),
+                MergeSpec::message(&inserting, &clause),
                 spec.source(false),
                 quote(TARGET_ALL),
             ));
@@ -1073,6 +1125,7 @@ fn take_clauses(
 ) -> Result<RecordBatch, ApiError> {
     let internal = |e: arrow::error::ArrowError| ApiError::Internal(e.to_string());
     let last = batch.num_columns() - 1;
+    let message = batch.schema().index_of(MESSAGE).ok();
     let ids = arrow::compute::cast(batch.column(last), &DataType::Int64).map_err(internal)?;
     let ids = ids.as_primitive::<Int64Type>();
     let mut keep = Vec::with_capacity(batch.num_rows());
@@ -1096,9 +1149,18 @@ fn take_clauses(
                 deleted += 1;
                 false
             }
-            Some((Action::Raise, when)) => {
+            Some((Action::Raise(_), when)) => {
+                let text = message
+                    .map(|m| arrow::compute::cast(batch.column(m), &DataType::Utf8))
+                    .transpose()
+                    .map_err(internal)?
+                    .and_then(|m| {
+                        let m = m.as_string::<i32>();
+                        m.is_valid(row).then(|| format!(": {}", m.value(row)))
+                    })
+                    .unwrap_or_default();
                 return Err(sql_err(format!(
-                    "Constraint Error: Merge error condition {}",
+                    "Constraint Error: Merge error condition {}{text}",
                     when.sql()
                 )));
             }
@@ -1107,7 +1169,7 @@ fn take_clauses(
     counts.updated.fetch_add(updated, Ordering::Relaxed);
     counts.deleted.fetch_add(deleted, Ordering::Relaxed);
     counts.inserted.fetch_add(inserted, Ordering::Relaxed);
-    let columns: Vec<usize> = (0..last).collect();
+    let columns: Vec<usize> = (0..message.unwrap_or(last)).collect();
     let projected = batch.project(&columns).map_err(internal)?;
     if deleted == 0 {
         return Ok(projected);

@@ -16,6 +16,7 @@ mod normalize;
 pub mod params;
 mod resolve;
 mod rewrite;
+mod scan;
 pub mod stores;
 mod udf;
 
@@ -229,6 +230,9 @@ impl SqlSession {
         let ctx = SessionContext::new_with_config_rt(config, runtime);
         ctx.register_udf(udf::from_base64_udf());
         ctx.register_udf(udf::error_udf());
+        for f in udf::make_timestamp_udfs() {
+            ctx.register_udf(f);
+        }
         ctx.register_udf(udf::constant_udf(
             "version",
             udf::DUCKDB_VERSION.to_string(),

@@ -1,6 +1,18 @@
-//! AST rewrites for DuckDB SQL that DataFusion parses but cannot plan, applied after
-//! parsing and before the guards.
+//! AST rewrites for DuckDB SQL that DataFusion parses but cannot plan (or that sqlparser
+//! parses otherwise than DuckDB), applied after parsing and before the guards.
 //!
+//! - `a IS [NOT] DISTINCT FROM b AND c`: sqlparser 0.62 parses the right operand with the
+//!   precedence of `AND`/`OR`, as `a IS [NOT] DISTINCT FROM (b AND c)` (dlt's null-safe key
+//!   comparisons); DuckDB and Postgres bind it tighter. Put back as
+//!   `(a IS [NOT] DISTINCT FROM b) AND c`, parenthesised so that the SQL text the write
+//!   paths print from the tree parses the same way again.
+//!
+//! - DuckDB function names DataFusion spells otherwise (`strftime`, `regexp_matches`,
+//!   `approx_count_distinct`, `dayofweek`, `dayofyear`, `epoch`): what ibis sends.
+//! - `x [NOT] IN (subquery)` and row values `(a, b) IN (subquery)` where their value is
+//!   used, not only their truth (select lists, `UPDATE … SET s = CASE WHEN k IN (…)`,
+//!   `(k NOT IN (…)) IS NULL` in a filter): the same, as scalar counts with the `IN`'s
+//!   three-valued result. DataFusion plans them as semi/anti joins, which are two-valued.
 //! - `EXISTS (…)` in a select list (`SELECT CASE WHEN EXISTS (…) THEN error('…') …`, which
 //!   dlt sends): DataFusion plans `EXISTS` only in filters. A plain subquery becomes the
 //!   scalar `(SELECT count(*) > 0 FROM … WHERE …)`, which it decorrelates; any other
@@ -9,40 +21,297 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    Expr, Query, SelectItem, SetExpr, Statement, VisitMut, VisitorMut, visit_expressions_mut,
+    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, JoinConstraint,
+    JoinOperator, ObjectName, Query, SelectItem, SetExpr, Statement, UnaryOperator, Value,
+    VisitMut, VisitorMut, visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 /// Apply every rewrite to `statement`.
 pub(super) fn statement(statement: &mut Statement) {
-    let _ = statement.visit(&mut SelectListExists);
+    let _ = visit_expressions_mut(statement, |e| {
+        distinct_from_precedence(e);
+        duckdb_function(e);
+        ControlFlow::<()>::Continue(())
+    });
+    let _ = statement.visit(&mut Subqueries);
 }
 
-struct SelectListExists;
+/// `a IS [NOT] DISTINCT FROM (b AND|OR …)` as parsed without parentheses, rotated into
+/// `(a IS [NOT] DISTINCT FROM b) AND|OR …`: `b` is the leftmost operand of the
+/// unparenthesised `AND`/`OR` chain (written parentheses are `Expr::Nested`, left alone).
+fn distinct_from_precedence(e: &mut Expr) {
+    let null = || Expr::Value(Value::Null.into());
+    let (Expr::IsDistinctFrom(_, right) | Expr::IsNotDistinctFrom(_, right)) = e else {
+        return;
+    };
+    if !is_and_or(right) {
+        return;
+    }
+    let mut chain = std::mem::replace(right.as_mut(), null());
+    let mut leaf = &mut chain;
+    while is_and_or(leaf) {
+        let Expr::BinaryOp { left, .. } = leaf else {
+            break;
+        };
+        leaf = left.as_mut();
+    }
+    // The chain's leftmost operand becomes the comparison's, the comparison the leaf.
+    **right = std::mem::replace(leaf, null());
+    *leaf = Expr::Nested(Box::new(std::mem::replace(e, null())));
+    *e = chain;
+}
 
-impl VisitorMut for SelectListExists {
+/// DuckDB functions that DataFusion has under another name (ibis' DuckDB compiler
+/// writes them): renamed, or `date_part` with the field DuckDB's name stands for.
+fn duckdb_function(e: &mut Expr) {
+    let Expr::Function(f) = e else {
+        return;
+    };
+    let [name] = f.name.0.as_slice() else {
+        return;
+    };
+    let Some(ident) = name.as_ident() else {
+        return;
+    };
+    if ident.quote_style.is_some() {
+        return;
+    }
+    let (renamed, field) = match ident.value.to_ascii_lowercase().as_str() {
+        "strftime" => ("to_char", None),
+        "regexp_matches" => ("regexp_like", None),
+        "approx_count_distinct" => ("approx_distinct", None),
+        "dayofweek" => ("date_part", Some("dow")),
+        "dayofyear" => ("date_part", Some("doy")),
+        "epoch" => ("date_part", Some("epoch")),
+        _ => return,
+    };
+    if let Some(field) = field {
+        let FunctionArguments::List(list) = &mut f.args else {
+            return;
+        };
+        if list.args.len() != 1 {
+            return;
+        }
+        list.args.insert(
+            0,
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(
+                Value::SingleQuotedString(field.to_string()).into(),
+            ))),
+        );
+    }
+    f.name = ObjectName::from(vec![Ident::new(renamed)]);
+}
+
+fn is_and_or(e: &Expr) -> bool {
+    matches!(
+        e,
+        Expr::BinaryOp {
+            op: BinaryOperator::And | BinaryOperator::Or,
+            ..
+        }
+    )
+}
+
+struct Subqueries;
+
+impl VisitorMut for Subqueries {
     type Break = ();
 
-    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        if let SetExpr::Select(select) = query.body.as_mut() {
-            for item in select.projection.iter_mut() {
-                if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item
-                {
-                    let _ = visit_expressions_mut(e, |e| {
-                        if let Expr::Exists { subquery, negated } = e
-                            && let Some(counted) = counted(subquery, *negated)
-                        {
-                            *e = counted;
-                        }
-                        ControlFlow::<()>::Continue(())
-                    });
+    fn pre_visit_statement(&mut self, statement: &mut Statement) -> ControlFlow<()> {
+        match statement {
+            Statement::Delete(delete) => {
+                if let Some(e) = delete.selection.as_mut() {
+                    truth(e);
                 }
             }
+            Statement::Update(update) => {
+                if let Some(e) = update.selection.as_mut() {
+                    truth(e);
+                }
+                for assignment in update.assignments.iter_mut() {
+                    valued(&mut assignment.value);
+                }
+            }
+            _ => {}
         }
         ControlFlow::Continue(())
     }
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        rewrite_body(query.body.as_mut());
+        ControlFlow::Continue(())
+    }
 }
+
+/// Rewrite a query body's select lists and filters, through set operations.
+fn rewrite_body(body: &mut SetExpr) {
+    match body {
+        SetExpr::Select(select) => {
+            for item in select.projection.iter_mut() {
+                if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item
+                {
+                    valued(e);
+                }
+            }
+            if let Some(e) = select.selection.as_mut() {
+                truth(e);
+            }
+            if let Some(e) = select.having.as_mut() {
+                truth(e);
+            }
+            for from in select.from.iter_mut() {
+                for join in from.joins.iter_mut() {
+                    if let Some(JoinConstraint::On(e)) = join_constraint(&mut join.join_operator) {
+                        truth(e);
+                    }
+                }
+            }
+        }
+        SetExpr::SetOperation { left, right, .. } => {
+            rewrite_body(left);
+            rewrite_body(right);
+        }
+        SetExpr::Query(q) => rewrite_body(q.body.as_mut()),
+        _ => {}
+    }
+}
+
+fn join_constraint(op: &mut JoinOperator) -> Option<&mut JoinConstraint> {
+    match op {
+        JoinOperator::Join(c)
+        | JoinOperator::Inner(c)
+        | JoinOperator::Left(c)
+        | JoinOperator::LeftOuter(c)
+        | JoinOperator::Right(c)
+        | JoinOperator::RightOuter(c)
+        | JoinOperator::FullOuter(c)
+        | JoinOperator::Semi(c)
+        | JoinOperator::LeftSemi(c)
+        | JoinOperator::RightSemi(c)
+        | JoinOperator::Anti(c)
+        | JoinOperator::LeftAnti(c)
+        | JoinOperator::RightAnti(c) => Some(c),
+        _ => None,
+    }
+}
+
+/// A filter: only whether it is TRUE matters, through `AND`/`OR`, parentheses and
+/// `IS [NOT] TRUE`, where DataFusion plans `[NOT] IN`/`EXISTS` subqueries as semi and
+/// anti joins (the write paths turn the forms it gets wrong there into `EXISTS` first).
+/// Anywhere else below, a NULL differs from FALSE: see [`valued`].
+fn truth(e: &mut Expr) {
+    match e {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And | BinaryOperator::Or,
+            right,
+        } => {
+            truth(left);
+            truth(right);
+        }
+        Expr::Nested(inner) | Expr::IsTrue(inner) | Expr::IsNotTrue(inner) => truth(inner),
+        e if semi_join(e) => {}
+        Expr::UnaryOp {
+            op: UnaryOperator::Not,
+            expr,
+        } if semi_join(unnested(expr)) => {}
+        other => valued(other),
+    }
+}
+
+/// A subquery test DataFusion plans as a semi or anti join (not a row value: it plans
+/// none of those).
+fn semi_join(e: &Expr) -> bool {
+    match e {
+        Expr::InSubquery { expr, .. } => !matches!(expr.as_ref(), Expr::Tuple(_)),
+        Expr::Exists { .. } => true,
+        _ => false,
+    }
+}
+
+fn unnested(mut e: &Expr) -> &Expr {
+    while let Expr::Nested(inner) = e {
+        e = inner;
+    }
+    e
+}
+
+/// An expression whose value is used, NULL included: `[NOT] IN` and `[NOT] EXISTS`
+/// subqueries in it become scalar counts with the same three-valued result.
+fn valued(e: &mut Expr) {
+    let _ = visit_expressions_mut(e, |e| {
+        let replacement = match e {
+            Expr::Exists { subquery, negated } => counted(subquery, *negated),
+            Expr::InSubquery {
+                expr,
+                subquery,
+                negated,
+            } => in_counted(expr, subquery, *negated),
+            _ => None,
+        };
+        if let Some(r) = replacement {
+            *e = r;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// `x [NOT] IN (subquery)` as scalar counts with the same three-valued result: TRUE on a
+/// match; else NULL when some row compares NULL (every item equal or NULL-involved);
+/// else FALSE. Row values `(a, b) IN (…)` the same, item by item.
+///
+/// The NULL test is written as a disjunction of subqueries whose only correlation is
+/// item equality (each item is equal, NULL in the row, or NULL outside), which DataFusion
+/// decorrelates into joins; a correlated `(c = a) IS NULL` it fails to plan. Rows of more
+/// than [`MAX_ROW_ITEMS`] items are left as they are (3^n subqueries).
+fn in_counted(expr: &Expr, subquery: &Query, negated: bool) -> Option<Expr> {
+    let items: Vec<&Expr> = match expr {
+        Expr::Tuple(items) => items.iter().collect(),
+        one => vec![one],
+    };
+    if items.is_empty() || items.len() > MAX_ROW_ITEMS {
+        return None;
+    }
+    let names: Vec<String> = (1..=items.len()).map(|i| format!("c{i}")).collect();
+    let from = format!("FROM ({subquery}) AS __deltalite_in({})", names.join(", "));
+    let count = |conditions: &[String]| {
+        let filter = if conditions.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", conditions.join(" AND "))
+        };
+        format!("(SELECT count(*) {from}{filter}) > 0")
+    };
+    let equal = |i: usize| format!("__deltalite_in.{} = ({})", names[i], items[i]);
+    let matched = count(&(0..items.len()).map(equal).collect::<Vec<_>>());
+    let mut null_tests = Vec::new();
+    // Each item: 0 equal, 1 NULL in the subquery's row, 2 NULL outside.
+    for combo in 1..3usize.pow(items.len() as u32) {
+        let (mut inner, mut outer) = (Vec::new(), Vec::new());
+        let mut rest = combo;
+        for i in 0..items.len() {
+            match rest % 3 {
+                0 => inner.push(equal(i)),
+                1 => inner.push(format!("__deltalite_in.{} IS NULL", names[i])),
+                _ => outer.push(format!("({}) IS NULL", items[i])),
+            }
+            rest /= 3;
+        }
+        outer.push(count(&inner));
+        null_tests.push(format!("({})", outer.join(" AND ")));
+    }
+    let sql = format!(
+        "(CASE WHEN {matched} THEN TRUE WHEN {} THEN NULL ELSE FALSE END)",
+        null_tests.join(" OR ")
+    );
+    let sql = if negated { format!("(NOT {sql})") } else { sql };
+    parse_expr(&sql)
+}
+
+/// The widest row value [`in_counted`] rewrites.
+const MAX_ROW_ITEMS: usize = 4;
 
 /// `EXISTS (subquery)` (`NOT EXISTS` when `negated`) as a scalar count subquery.
 fn counted(subquery: &Query, negated: bool) -> Option<Expr> {
@@ -109,5 +378,30 @@ mod tests {
         // Filters keep EXISTS: DataFusion plans it there.
         let filter = "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k)";
         assert_eq!(normalized(filter), filter);
+    }
+
+    #[test]
+    fn duckdb_function_names() {
+        assert_eq!(
+            normalized("SELECT (DAYOFWEEK(d) + 6) % 7, strftime(ts, '%Y'), epoch(ts) FROM t"),
+            "SELECT (date_part('dow', d) + 6) % 7, to_char(ts, '%Y'), date_part('epoch', ts) FROM t"
+        );
+        let quoted = "SELECT \"dayofweek\"(d) FROM t";
+        assert_eq!(normalized(quoted), quoted);
+    }
+
+    #[test]
+    fn is_distinct_from_binds_tighter_than_and_or() {
+        assert_eq!(
+            normalized("DELETE FROM t WHERE s IS NOT DISTINCT FROM 'a' AND k = 1"),
+            "DELETE FROM t WHERE (s IS NOT DISTINCT FROM 'a') AND k = 1"
+        );
+        assert_eq!(
+            normalized("SELECT a IS DISTINCT FROM b AND c OR d IS NOT DISTINCT FROM e OR f"),
+            "SELECT (a IS DISTINCT FROM b) AND c OR (d IS NOT DISTINCT FROM e) OR f"
+        );
+        // Written parentheses and comparisons keep their meaning.
+        let kept = "SELECT a IS DISTINCT FROM (b AND c), a IS NOT DISTINCT FROM b = c";
+        assert_eq!(normalized(kept), kept);
     }
 }

@@ -219,7 +219,7 @@ impl SqlSession {
         self.register_hidden(TARGET, provider)
     }
 
-    /// Register `provider` under one of the names this module's plans use.
+    /// Register a Delta table's `provider` under one of the names the write plans use.
     pub(super) fn register_hidden(
         &self,
         name: &str,
@@ -228,7 +228,7 @@ impl SqlSession {
         let schema = self.schema_provider(&self.catalog, &self.schema)?;
         schema.deregister_table(name).map_err(super::sql_error)?;
         schema
-            .register_table(name.to_string(), provider)
+            .register_table(name.to_string(), super::scan::DeltaScan::wrap(provider))
             .map_err(super::sql_error)?;
         Ok(())
     }
@@ -283,7 +283,10 @@ fn name_in_subquery_columns(expr: &mut SqlExpr) {
     use std::ops::ControlFlow;
     let mut n = 0usize;
     let _ = visit_expressions_mut(expr, |e| {
-        if let SqlExpr::InSubquery { subquery, .. } = e {
+        // Row values keep their subquery: their rewrites name its columns themselves.
+        if let SqlExpr::InSubquery { subquery, expr, .. } = e
+            && !matches!(expr.as_ref(), SqlExpr::Tuple(_))
+        {
             n += 1;
             let sql = format!("SELECT __in{n} FROM ({subquery}) AS __s{n}(__in{n})");
             if let Some(query) = parse_query(&sql) {
@@ -305,13 +308,19 @@ fn parse_query(sql: &str) -> Option<datafusion::sql::sqlparser::ast::Query> {
         .map(|q| *q)
 }
 
-/// `(a, b) IN (SELECT x, y FROM …)` → `EXISTS (SELECT 1 FROM (SELECT x, y FROM …) AS
-/// __in(c1, c2) WHERE __in.c1 = a AND __in.c2 = b)`, applied to the operands of AND/OR
-/// chains and parentheses only: there `NULL` and `FALSE` select the same rows (a filter
-/// keeps neither), so the `IN`'s three-valued result and `EXISTS`'s two agree. Under
-/// `NOT` they would not, and such a form is left for DataFusion to refuse.
+/// `IN` subqueries in the positions of a predicate where only its truth matters (the
+/// operands of AND/OR chains and parentheses: a filter keeps neither NULL nor FALSE, and
+/// `(p) IS NOT TRUE` keeps both), rewritten to the two-valued `EXISTS` forms that
+/// DataFusion plans correctly there:
+///
+/// - `(a, b) IN (SELECT x, y …)` → `EXISTS (… WHERE x = a AND y = b)`: DataFusion does not
+///   plan row values in `IN`.
+/// - `a NOT IN (SELECT x …)`, `NOT (a IN …)`, and their row forms → `NOT EXISTS (… WHERE
+///   (x = a OR x IS NULL OR a IS NULL) AND …)`, which is TRUE exactly when the `NOT IN`
+///   is: DataFusion evaluates `(a NOT IN (…)) IS NOT TRUE` as FALSE for a NULL `a`, which
+///   dropped rows a `DELETE` had to keep.
 fn row_in_to_exists(expr: SqlExpr) -> SqlExpr {
-    use datafusion::sql::sqlparser::ast::BinaryOperator;
+    use datafusion::sql::sqlparser::ast::{BinaryOperator, UnaryOperator};
     match expr {
         SqlExpr::BinaryOp { left, op, right }
             if matches!(op, BinaryOperator::And | BinaryOperator::Or) =>
@@ -323,33 +332,72 @@ fn row_in_to_exists(expr: SqlExpr) -> SqlExpr {
             }
         }
         SqlExpr::Nested(inner) => SqlExpr::Nested(Box::new(row_in_to_exists(*inner))),
+        SqlExpr::UnaryOp {
+            op: UnaryOperator::Not,
+            expr: inner,
+        } => {
+            let mut core = inner.as_ref();
+            while let SqlExpr::Nested(e) = core {
+                core = e;
+            }
+            match core {
+                SqlExpr::InSubquery {
+                    expr,
+                    subquery,
+                    negated: false,
+                } => in_as_exists(expr, subquery, true).unwrap_or(SqlExpr::UnaryOp {
+                    op: UnaryOperator::Not,
+                    expr: inner,
+                }),
+                _ => SqlExpr::UnaryOp {
+                    op: UnaryOperator::Not,
+                    expr: inner,
+                },
+            }
+        }
         SqlExpr::InSubquery {
             expr,
             subquery,
-            negated: false,
-        } if matches!(expr.as_ref(), SqlExpr::Tuple(_)) => {
-            let SqlExpr::Tuple(items) = *expr else {
-                unreachable!("matched a tuple above")
-            };
-            let names: Vec<String> = (1..=items.len()).map(|i| format!("c{i}")).collect();
-            let conditions: Vec<String> = items
-                .iter()
-                .zip(&names)
-                .map(|(item, n)| format!("__in.{n} = ({item})"))
-                .collect();
-            let sql = format!(
-                "EXISTS (SELECT 1 FROM ({subquery}) AS __in({}) WHERE {})",
-                names.join(", "),
-                conditions.join(" AND ")
-            );
-            parse_expr(&sql).unwrap_or(SqlExpr::InSubquery {
-                expr: Box::new(SqlExpr::Tuple(items)),
+            negated,
+        } if negated || matches!(expr.as_ref(), SqlExpr::Tuple(_)) => {
+            in_as_exists(&expr, &subquery, negated).unwrap_or(SqlExpr::InSubquery {
+                expr,
                 subquery,
-                negated: false,
+                negated,
             })
         }
         other => other,
     }
+}
+
+/// `items IN (subquery)` (`NOT IN` when `negated`) as its two-valued `[NOT] EXISTS`.
+fn in_as_exists(
+    expr: &SqlExpr,
+    subquery: &datafusion::sql::sqlparser::ast::Query,
+    negated: bool,
+) -> Option<SqlExpr> {
+    let items: Vec<&SqlExpr> = match expr {
+        SqlExpr::Tuple(items) => items.iter().collect(),
+        one => vec![one],
+    };
+    let names: Vec<String> = (1..=items.len()).map(|i| format!("c{i}")).collect();
+    let conditions: Vec<String> = items
+        .iter()
+        .zip(&names)
+        .map(|(item, n)| {
+            if negated {
+                format!("(__in.{n} = ({item}) OR __in.{n} IS NULL OR ({item}) IS NULL)")
+            } else {
+                format!("__in.{n} = ({item})")
+            }
+        })
+        .collect();
+    parse_expr(&format!(
+        "{}EXISTS (SELECT 1 FROM ({subquery}) AS __in({}) WHERE {})",
+        if negated { "NOT " } else { "" },
+        names.join(", "),
+        conditions.join(" AND ")
+    ))
 }
 
 fn parse_expr(sql: &str) -> Option<SqlExpr> {

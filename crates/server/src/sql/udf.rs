@@ -225,3 +225,116 @@ pub(super) fn constant_udf(name: &str, value: String) -> datafusion::logical_exp
 /// clients parse it (dbt-altertable compares it with `1.5.3` for DuckLake workarounds,
 /// ibis with `packaging.Version`).
 pub(super) const DUCKDB_VERSION: &str = "v1.5.3";
+
+/// DuckDB's `make_timestamp(y, mo, d, h, mi, s)` (a `TIMESTAMP`) and
+/// `make_timestamptz(y, mo, d, h, mi, s [, zone])` (a `TIMESTAMPTZ`, the fields read in
+/// `zone`, UTC without one): ibis' DuckDB compiler writes every timestamp literal so.
+pub(super) fn make_timestamp_udfs() -> [datafusion::logical_expr::ScalarUDF; 2] {
+    use arrow::datatypes::TimeUnit;
+    use datafusion::logical_expr::{Signature, TypeSignature, expr_fn::SimpleScalarUDF};
+
+    let fields = || {
+        let mut t = vec![DataType::Int64; 5];
+        t.push(DataType::Float64);
+        t
+    };
+    let with_zone = || {
+        let mut t = fields();
+        t.push(DataType::Utf8);
+        t
+    };
+    let plain = SimpleScalarUDF::new_with_signature(
+        "make_timestamp",
+        Signature::exact(fields(), Volatility::Immutable),
+        DataType::Timestamp(TimeUnit::Microsecond, None),
+        Arc::new(|args: &[ColumnarValue]| make_timestamp(args, None)),
+    );
+    let zoned = SimpleScalarUDF::new_with_signature(
+        "make_timestamptz",
+        Signature::one_of(
+            vec![
+                TypeSignature::Exact(fields()),
+                TypeSignature::Exact(with_zone()),
+            ],
+            Volatility::Immutable,
+        ),
+        DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        Arc::new(|args: &[ColumnarValue]| make_timestamp(args, Some("UTC"))),
+    );
+    [plain.into(), zoned.into()]
+}
+
+fn make_timestamp(
+    args: &[ColumnarValue],
+    zone: Option<&str>,
+) -> datafusion::error::Result<ColumnarValue> {
+    use arrow::array::{AsArray, TimestampMicrosecondArray};
+    use arrow::datatypes::{Float64Type, Int64Type};
+    use chrono::{NaiveDate, TimeZone};
+    use datafusion::error::DataFusionError;
+
+    let arrays = ColumnarValue::values_to_arrays(args)?;
+    let rows = arrays.first().map_or(0, |a| a.len());
+    let ints: Vec<_> = arrays[..5]
+        .iter()
+        .map(|a| a.as_primitive::<Int64Type>())
+        .collect();
+    let seconds = arrays[5].as_primitive::<Float64Type>();
+    let zones = arrays.get(6).map(|a| a.as_string::<i32>());
+    let mut out = Vec::with_capacity(rows);
+    for row in 0..rows {
+        if ints.iter().any(|a| a.is_null(row))
+            || seconds.is_null(row)
+            || zones.is_some_and(|z| z.is_null(row))
+        {
+            out.push(None);
+            continue;
+        }
+        let [y, mo, d, h, mi] = [0, 1, 2, 3, 4].map(|i| ints[i].value(row));
+        let s = seconds.value(row);
+        let invalid = || {
+            DataFusionError::Execution(format!(
+                "Conversion Error: Timestamp out of range: {y}-{mo}-{d} {h}:{mi}:{s}"
+            ))
+        };
+        let micros = (s * 1e6).round();
+        if !(0.0..60e6).contains(&micros) {
+            return Err(invalid());
+        }
+        let naive = i32::try_from(y)
+            .ok()
+            .zip(u32::try_from(mo).ok())
+            .zip(u32::try_from(d).ok())
+            .and_then(|((y, mo), d)| NaiveDate::from_ymd_opt(y, mo, d))
+            .and_then(|date| {
+                date.and_hms_micro_opt(
+                    u32::try_from(h).ok()?,
+                    u32::try_from(mi).ok()?,
+                    (micros as u32) / 1_000_000,
+                    (micros as u32) % 1_000_000,
+                )
+            })
+            .ok_or_else(invalid)?;
+        let value = match zones.map(|z| z.value(row)).or(zone) {
+            None => naive.and_utc().timestamp_micros(),
+            Some(name) => {
+                let tz: arrow::array::timezone::Tz = name.parse().map_err(|_| {
+                    DataFusionError::Execution(format!(
+                        "Not implemented Error: Unknown TimeZone '{name}'"
+                    ))
+                })?;
+                tz.from_local_datetime(&naive)
+                    .earliest()
+                    .ok_or_else(invalid)?
+                    .timestamp_micros()
+            }
+        };
+        out.push(Some(value));
+    }
+    let array = TimestampMicrosecondArray::from(out);
+    let array = match zone {
+        Some(z) => array.with_timezone(z),
+        None => array,
+    };
+    Ok(ColumnarValue::Array(Arc::new(array)))
+}

@@ -212,6 +212,7 @@ struct PartitionResult {
     pages_skipped: usize,
     carried_over: usize,
     updated: usize,
+    replaced: usize,
     inserted: usize,
     copied: usize,
     lost: usize,
@@ -348,6 +349,7 @@ async fn plan_and_write(
         stats.files_probed += r.probed;
         stats.pages_skipped += r.pages_skipped;
         stats.rows_updated += r.updated;
+        stats.rows_replaced += r.replaced;
         stats.rows_inserted += r.inserted;
         stats.rows_copied += r.copied;
         stats.rows_dropped_by_cursor += r.lost;
@@ -588,6 +590,7 @@ async fn process_partition(
         result.adds.extend(adds);
         result.removes.push(remove);
         result.copied += counts.copied;
+        result.replaced += counts.updated;
     }
 
     // Everything not matched is inserted; NULL keys always are.
