@@ -27,8 +27,9 @@ def unique(prefix: str) -> str:
 def adbc_conn(altertable_service):
     uri = f"grpc://{altertable_service['host']}:{altertable_service['port']}"
     with warnings.catch_warnings():
-        # No transactions: the driver stays in autocommit and says so.
-        warnings.simplefilter("ignore")
+        # The server supports transactions: the driver turns autocommit off (DB-API)
+        # without a warning.
+        warnings.simplefilter("error")
         conn = adbc.connect(
             uri,
             db_kwargs={
@@ -77,12 +78,34 @@ def test_adbc_ddl_dml_and_parameters(adbc_conn, client):
     cur.execute(f"SELECT id FROM {table} WHERE id = $1 OR id = $1 + 3", (1,))
     assert sorted(cur.fetchall()) == [(1,), (4,)]
     cur.close()
+    adbc_conn.commit()
     assert rows(client, f"SELECT id, name FROM {table} ORDER BY id") == [
         {"id": 1, "name": "a"},
         {"id": 2, "name": "b"},
         {"id": 3, "name": "it's"},
         {"id": 4, "name": None},
     ]
+
+
+def test_adbc_commit_and_rollback(adbc_conn, client):
+    table = unique("adbc_tx")
+    made = unique("adbc_tx_new")
+    cur = adbc_conn.cursor()
+    cur.execute(f"CREATE TABLE {table} (id INT)")
+    cur.execute(f"INSERT INTO {table} VALUES (1)")
+    adbc_conn.commit()
+    cur.execute(f"INSERT INTO {table} VALUES (2)")
+    cur.execute(f"CREATE TABLE {made} (a INT)")
+    cur.execute(f"SELECT count(*) FROM {table}")
+    assert cur.fetchall() == [(2,)]
+    adbc_conn.rollback()
+    assert rows(client, f"SELECT id FROM {table}") == [{"id": 1}]
+    assert client.get_tables(table_pattern=made).read_all().num_rows == 0
+    # Closing with a transaction open rolls it back too.
+    cur.execute(f"INSERT INTO {table} VALUES (3)")
+    cur.close()
+    adbc_conn.close()
+    assert rows(client, f"SELECT id FROM {table}") == [{"id": 1}]
 
 
 def test_adbc_errors_are_the_servers_messages(adbc_conn):
@@ -253,12 +276,37 @@ def test_metadata_and_session_options(client, altertable_service):
         client.set_catalog("no_such_catalog")
 
 
-def test_transactions_are_refused_clearly(client):
-    with pytest.raises(
-        pa.ArrowNotImplementedError,
-        match="Not implemented Error: transactions are not supported over Flight SQL yet",
-    ):
-        client.begin_transaction()
+def test_transactions_commit_and_roll_back(client):
+    table = unique("at_tx")
+    made = unique("at_tx_new")
+    client.execute(f"CREATE TABLE {table} (id INT, v INT)")
+    client.execute(f"INSERT INTO {table} VALUES (1, 10)")
+    with client.begin_transaction() as txn:
+        assert client.execute(f"INSERT INTO {table} VALUES (2, 20)") == 1
+        assert client.execute(f"UPDATE {table} SET v = 0 WHERE id = 1") == 1
+        client.execute(f"CREATE TABLE {made} AS SELECT 1 AS a")
+        # The transaction reads its own writes.
+        assert rows(client, f"SELECT id, v FROM {table} ORDER BY id") == [
+            {"id": 1, "v": 0},
+            {"id": 2, "v": 20},
+        ]
+        txn.rollback()
+    # Everything it wrote is as it was: the row, the update, the new table.
+    assert rows(client, f"SELECT id, v FROM {table} ORDER BY id") == [
+        {"id": 1, "v": 10}
+    ]
+    assert client.get_tables(table_pattern=made).read_all().num_rows == 0
+    with client.begin_transaction():
+        client.execute(f"INSERT INTO {table} VALUES (3, 30)")
+    assert rows(client, f"SELECT id FROM {table} ORDER BY id") == [
+        {"id": 1},
+        {"id": 3},
+    ]
+    # A drop could not be taken back: refused inside a transaction, and the table stays.
+    refused = f"TransactionContext Error: DROP TABLE lakehouse.main.{table} cannot be rolled back"
+    with pytest.raises(pa.ArrowException, match=refused), client.begin_transaction():
+        client.execute(f"DROP TABLE {table}")
+    assert rows(client, f"SELECT count(*) AS n FROM {table}") == [{"n": 2}]
 
 
 def test_close_is_idempotent_and_ends_the_session(altertable_service):

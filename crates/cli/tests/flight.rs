@@ -601,6 +601,134 @@ fn set_options(options: &[(&str, &str)]) -> Vec<u8> {
     out
 }
 
+/// Transactions: an undo record (see `flight::transaction`). The transaction reads its
+/// own writes, COMMIT keeps them, ROLLBACK puts each table back (a table it created is
+/// dropped), a table someone else wrote meanwhile is left alone and named, a drop that
+/// could not be taken back is refused, and a closed session rolls back.
+#[test]
+fn transactions_commit_roll_back_and_refuse_what_they_cannot_undo() {
+    use arrow_flight::sql::EndTransaction;
+    let s = Server::start();
+    s.rows("CREATE TABLE t (id INT); INSERT INTO t VALUES (1)");
+    let mut f = Flight::login(&s, ALICE);
+    let ids = |s: &Server| s.rows("SELECT id FROM t ORDER BY id");
+    let begin = |f: &mut Flight| f.rt.block_on(f.client.begin_transaction()).expect("begin");
+    let run = |f: &mut Flight, sql: &str, txn: &bytes::Bytes| {
+        f.rt.block_on(f.client.execute_update(sql.into(), Some(txn.clone())))
+            .map_err(status_of)
+    };
+    let end = |f: &mut Flight, txn: &bytes::Bytes, action| {
+        f.rt.block_on(f.client.end_transaction(txn.clone(), action))
+            .map_err(status_of)
+    };
+
+    // Rollback: the insert, the update and the new table are gone.
+    let txn = begin(&mut f);
+    assert_eq!(ok(run(&mut f, "INSERT INTO t VALUES (2)", &txn)), 1);
+    assert_eq!(
+        ok(run(&mut f, "UPDATE t SET id = 10 WHERE id = 1", &txn)),
+        1
+    );
+    ok(run(&mut f, "CREATE TABLE made AS SELECT 1 AS a", &txn));
+    let inside =
+        f.rt.block_on(
+            f.client
+                .execute("SELECT id FROM t ORDER BY id".into(), Some(txn.clone())),
+        )
+        .expect("read in the transaction");
+    assert_eq!(
+        int64s(&f.fetch(inside).expect("rows").batches, "id"),
+        [2, 10]
+    );
+    // One transaction at a time.
+    let e =
+        f.rt.block_on(f.client.begin_transaction())
+            .map_err(status_of)
+            .expect_err("nested");
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            Code::FailedPrecondition,
+            "TransactionContext Error: cannot start a transaction within a transaction"
+        )
+    );
+    ok(end(&mut f, &txn, EndTransaction::Rollback));
+    assert_eq!(ids(&s), vec![vec![json!(1)]]);
+    assert_eq!(
+        s.rows("SELECT count(*) FROM information_schema.tables WHERE table_name = 'made'"),
+        vec![vec![json!(0)]]
+    );
+    // The ended transaction's id is refused, whatever the call.
+    let e = run(&mut f, "INSERT INTO t VALUES (3)", &txn).expect_err("ended");
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            Code::NotFound,
+            "TransactionContext Error: unknown transaction (committed, rolled back, or another session's); begin a new one"
+        )
+    );
+    assert_eq!(ids(&s), vec![vec![json!(1)]]);
+
+    // Commit keeps.
+    let txn = begin(&mut f);
+    ok(run(&mut f, "INSERT INTO t VALUES (3)", &txn));
+    ok(end(&mut f, &txn, EndTransaction::Commit));
+    assert_eq!(ids(&s), vec![vec![json!(1)], vec![json!(3)]]);
+
+    // A drop of a table that existed before cannot be taken back: refused, nothing
+    // dropped; the transaction stays open.
+    let txn = begin(&mut f);
+    let e = run(&mut f, "DROP TABLE t", &txn).expect_err("drop");
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            Code::FailedPrecondition,
+            "TransactionContext Error: DROP TABLE lakehouse.main.t cannot be rolled back (its files go with it); run it outside the transaction"
+        )
+    );
+    // Another session writes the same table after this transaction did: the rollback
+    // leaves that table alone (restoring it would undo the other write) and says so.
+    ok(run(&mut f, "INSERT INTO t VALUES (4)", &txn));
+    ok(run(&mut f, "CREATE TABLE u (a INT)", &txn));
+    s.rows("INSERT INTO t VALUES (5)");
+    let e = end(&mut f, &txn, EndTransaction::Rollback).expect_err("conflict");
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            Code::Aborted,
+            "TransactionContext Error: rolled back, except lakehouse.main.t: written by another session since this transaction wrote it, so restoring it would undo that write too"
+        )
+    );
+    assert_eq!(
+        ids(&s),
+        vec![
+            vec![json!(1)],
+            vec![json!(3)],
+            vec![json!(4)],
+            vec![json!(5)]
+        ]
+    );
+    assert_eq!(
+        s.rows("SELECT count(*) FROM information_schema.tables WHERE table_name = 'u'"),
+        vec![vec![json!(0)]]
+    );
+
+    // Closing the session with a transaction open rolls it back before answering.
+    let txn = begin(&mut f);
+    ok(run(&mut f, "DELETE FROM t WHERE id > 1", &txn));
+    assert_eq!(ids(&s), vec![vec![json!(1)]]);
+    f.action("CloseSession", Vec::new()).expect("close");
+    assert_eq!(
+        ids(&s),
+        vec![
+            vec![json!(1)],
+            vec![json!(3)],
+            vec![json!(4)],
+            vec![json!(5)]
+        ]
+    );
+}
+
 #[test]
 fn session_options_and_scratch_catalogs() {
     let s = Server::start();

@@ -13,9 +13,11 @@ use tonic::Status;
 
 use super::result::status;
 use super::session::Session;
+use super::transaction::versions;
 use crate::catalog::TableName;
 use crate::error::ApiError;
 use crate::ingest::{self, Format, INGEST_ERR, IngestMode, IngestRequest, UploadMode};
+use crate::sql::targets::Write;
 use crate::state::AppState;
 
 fn bad(msg: impl std::fmt::Display) -> Status {
@@ -110,9 +112,7 @@ pub async fn ingest(
     if cmd.temporary {
         return Err(bad("temporary tables are not supported"));
     }
-    if cmd.transaction_id.as_ref().is_some_and(|t| !t.is_empty()) {
-        return Err(bad("transactions are not supported"));
-    }
+    let transaction = session.transaction(cmd.transaction_id.as_deref())?;
     let user = session.sql_user();
     let (default_catalog, default_schema) = session.defaults();
     let catalog = cmd
@@ -147,12 +147,20 @@ pub async fn ingest(
     };
     // Detached from the call: a client that goes away mid-commit does not cut the write
     // short (the engine's commit is atomic either way; this keeps its cleanup running).
+    let writes = [Write::Table(req.name.clone())];
+    if let Some(id) = &transaction {
+        let before = versions(&state.storage, &writes).await?;
+        session.with_transaction(id, |t| t.before(&writes, &before))??;
+    }
     let storage = Arc::clone(&state.storage);
     let summary = tokio::spawn(async move { ingest::write(&storage, req, mode).await })
         .await
-        .map_err(|e| Status::internal(format!("ingest task failed: {e}")))?
-        .map_err(status)?;
-    Ok(summary.rows as i64)
+        .map_err(|e| Status::internal(format!("ingest task failed: {e}")));
+    if let Some(id) = &transaction {
+        let after = versions(&state.storage, &writes).await?;
+        session.with_transaction(id, |t| t.after(&writes, &after))?;
+    }
+    Ok(summary?.map_err(status)?.rows as i64)
 }
 
 /// The call's batches as one Parquet file in the spool directory, at most

@@ -118,7 +118,8 @@ pub fn table_types(cmd: CommandGetTableTypes) -> Result<RecordBatch, Status> {
 }
 
 /// What `GetSqlInfo` answers: who the server is and what it supports. Transactions are
-/// answered as unsupported, so ADBC stays in autocommit mode (each statement commits).
+/// supported (ADBC then turns autocommit off, as DB-API wants); what they mean is in
+/// `flight::transaction`.
 pub static SQL_INFO: LazyLock<Result<SqlInfoData, String>> = LazyLock::new(|| {
     let mut b = SqlInfoDataBuilder::new();
     b.append(SqlInfo::FlightSqlServerName, "deltalite");
@@ -129,14 +130,14 @@ pub static SQL_INFO: LazyLock<Result<SqlInfoData, String>> = LazyLock::new(|| {
     b.append(SqlInfo::FlightSqlServerSubstrait, false);
     b.append(
         SqlInfo::FlightSqlServerTransaction,
-        SqlSupportedTransaction::None as i32,
+        SqlSupportedTransaction::Transaction as i32,
     );
     b.append(SqlInfo::FlightSqlServerCancel, false);
     b.append(SqlInfo::SqlDdlCatalog, false);
     b.append(SqlInfo::SqlDdlSchema, true);
     b.append(SqlInfo::SqlDdlTable, true);
     b.append(SqlInfo::SqlIdentifierQuoteChar, "\"");
-    b.append(SqlInfo::SqlTransactionsSupported, false);
+    b.append(SqlInfo::SqlTransactionsSupported, true);
     b.build().map_err(|e| e.to_string())
 });
 

@@ -19,6 +19,7 @@ mod metadata;
 mod query;
 mod result;
 mod session;
+mod transaction;
 
 pub use session::{MAX_BOUND_BYTES, MAX_PENDING, MAX_PREPARED, SESSION_EXPIRED};
 
@@ -40,8 +41,8 @@ use arrow_flight::sql::{
     ActionCreatePreparedStatementResult, ActionEndTransactionRequest, Any, CommandGetCatalogs,
     CommandGetDbSchemas, CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables,
     CommandPreparedStatementQuery, CommandPreparedStatementUpdate, CommandStatementIngest,
-    CommandStatementQuery, CommandStatementUpdate, DoPutPreparedStatementResult, ProstMessageExt,
-    SqlInfo, TicketStatementQuery,
+    CommandStatementQuery, CommandStatementUpdate, DoPutPreparedStatementResult, EndTransaction,
+    ProstMessageExt, SqlInfo, TicketStatementQuery,
 };
 use arrow_flight::{
     Action, FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse,
@@ -154,20 +155,6 @@ fn batch_stream(batch: RecordBatch) -> Response<DataStream> {
         .build(futures::stream::once(async { Ok::<_, FlightError>(batch) }))
         .map_err(Status::from);
     Response::new(Box::pin(stream))
-}
-
-fn no_transaction(transaction_id: Option<&bytes::Bytes>) -> Result<(), Status> {
-    if transaction_id.is_some_and(|t| !t.is_empty()) {
-        return Err(transactions_unsupported());
-    }
-    Ok(())
-}
-
-fn transactions_unsupported() -> Status {
-    Status::unimplemented(
-        "Not implemented Error: transactions are not supported over Flight SQL yet; every \
-         statement commits on its own",
-    )
 }
 
 /// The record batches of a DoPut stream, in memory, at most `limit` bytes.
@@ -394,10 +381,17 @@ impl FlightSqlService for FlightSql {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let session = self.session(&request)?;
-        no_transaction(cmd.transaction_id.as_ref())?;
+        let transaction = session.transaction(cmd.transaction_id.as_deref())?;
         // Executed now: DDL and DML take effect here (ADBC never fetches their results);
         // a query's stream is planned here and pulled by the DoGet.
-        let pending = query::run(&self.state, &session, &cmd.query, user_agent(&request)).await?;
+        let pending = query::run(
+            &self.state,
+            &session,
+            &cmd.query,
+            transaction.as_deref(),
+            user_agent(&request),
+        )
+        .await?;
         self.statement_info(&session, pending, request.into_inner())
             .await
     }
@@ -410,6 +404,8 @@ impl FlightSqlService for FlightSql {
         let session = self.session(&request)?;
         let handle = cmd.prepared_statement_handle.to_vec();
         let (sql, bound) = session.prepared(&handle)?;
+        let transaction = session.prepared_transaction(&handle)?;
+        let transaction = session.transaction(transaction.as_deref())?;
         let parameters = crate::sql::params::parameters(&sql).map_err(status)?;
         // Values bound since the statement last ran (ADBC binds, then asks for the
         // FlightInfo) run now, like a statement without parameters: DDL and DML take
@@ -421,6 +417,7 @@ impl FlightSqlService for FlightSql {
                 &session,
                 &sql,
                 fresh.as_ref(),
+                transaction.as_deref(),
                 user_agent(&request),
             )
             .await?;
@@ -520,12 +517,15 @@ impl FlightSqlService for FlightSql {
     ) -> Result<Response<DataStream>, Status> {
         let session = self.session(&request)?;
         let (sql, _) = session.prepared(&cmd.prepared_statement_handle)?;
+        let transaction = session.prepared_transaction(&cmd.prepared_statement_handle)?;
+        let transaction = session.transaction(transaction.as_deref())?;
         let bound = session.use_bound(&cmd.prepared_statement_handle)?;
         let (pending, _) = query::run_bound(
             &self.state,
             &session,
             &sql,
             bound.as_ref(),
+            transaction.as_deref(),
             user_agent(&request),
         )
         .await?;
@@ -585,14 +585,21 @@ impl FlightSqlService for FlightSql {
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
         let session = self.session(&request)?;
-        no_transaction(cmd.transaction_id.as_ref())?;
+        let transaction = session.transaction(cmd.transaction_id.as_deref())?;
         let agent = user_agent(&request);
         // The statement carries no data; whatever the client sent is read and ignored.
         let mut input = request.into_inner();
         while let Some(message) = input.next().await {
             message?;
         }
-        let pending = query::run(&self.state, &session, &cmd.query, agent).await?;
+        let pending = query::run(
+            &self.state,
+            &session,
+            &cmd.query,
+            transaction.as_deref(),
+            agent,
+        )
+        .await?;
         update_count(pending, None).await
     }
 
@@ -630,14 +637,23 @@ impl FlightSqlService for FlightSql {
         let session = self.session(&request)?;
         let agent = user_agent(&request);
         let (sql, _) = session.prepared(&cmd.prepared_statement_handle)?;
+        let transaction = session.prepared_transaction(&cmd.prepared_statement_handle)?;
+        let transaction = session.transaction(transaction.as_deref())?;
         let bound = session.use_bound(&cmd.prepared_statement_handle)?;
         // The values travel with the call (one execution per row), else the ones bound
         // before.
         let sent = concat(read_batches(request.into_inner(), MAX_BOUND_BYTES).await?)?
             .filter(|b| b.num_rows() > 0);
         let values = sent.or(bound);
-        let (pending, affected) =
-            query::run_bound(&self.state, &session, &sql, values.as_ref(), agent).await?;
+        let (pending, affected) = query::run_bound(
+            &self.state,
+            &session,
+            &sql,
+            values.as_ref(),
+            transaction.as_deref(),
+            agent,
+        )
+        .await?;
         update_count(pending, affected).await
     }
 
@@ -647,7 +663,7 @@ impl FlightSqlService for FlightSql {
         request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
         let session = self.session(&request)?;
-        no_transaction(cmd.transaction_id.as_ref())?;
+        let transaction = session.transaction(cmd.transaction_id.as_deref())?;
         // Syntax and the statement guard answer now, as a database's PREPARE does.
         SqlSession::parse(&cmd.query).map_err(status)?;
         let parameters = crate::sql::params::parameters(&cmd.query).map_err(status)?;
@@ -679,6 +695,7 @@ impl FlightSqlService for FlightSql {
             parameters,
             bound: None,
             fresh: false,
+            transaction,
         });
         Ok(ActionCreatePreparedStatementResult {
             prepared_statement_handle: handle.into(),
@@ -702,17 +719,34 @@ impl FlightSqlService for FlightSql {
         _cmd: ActionBeginTransactionRequest,
         request: Request<Action>,
     ) -> Result<ActionBeginTransactionResult, Status> {
-        self.session(&request)?;
-        Err(transactions_unsupported())
+        let session = self.session(&request)?;
+        Ok(ActionBeginTransactionResult {
+            transaction_id: session.begin()?.into(),
+        })
     }
 
     async fn do_action_end_transaction(
         &self,
-        _cmd: ActionEndTransactionRequest,
+        cmd: ActionEndTransactionRequest,
         request: Request<Action>,
     ) -> Result<(), Status> {
-        self.session(&request)?;
-        Err(transactions_unsupported())
+        let session = self.session(&request)?;
+        let commit = match EndTransaction::try_from(cmd.action) {
+            Ok(EndTransaction::Commit) => true,
+            Ok(EndTransaction::Rollback) => false,
+            _ => {
+                return Err(Status::invalid_argument(format!(
+                    "Invalid Input Error: EndTransaction action {} is neither COMMIT (1) nor ROLLBACK (2)",
+                    cmd.action
+                )));
+            }
+        };
+        let transaction = session.end(&cmd.transaction_id)?;
+        if commit {
+            // Every statement committed as it ran: nothing is left to do.
+            return Ok(());
+        }
+        transaction.rollback(&self.state.storage).await
     }
 
     async fn do_action_fallback(
@@ -730,6 +764,12 @@ impl FlightSqlService for FlightSql {
                 self.get_session_options(&session).encode_to_vec(),
             )),
             "CloseSession" => {
+                // An open transaction is rolled back before the close is answered.
+                if let Some(t) = session.take_transaction()
+                    && let Err(e) = t.rollback(&self.state.storage).await
+                {
+                    tracing::warn!(error = %e.message(), "rolling back a closing session's transaction");
+                }
                 self.sessions.close(&session);
                 Ok(one_result(
                     CloseSessionResult { status: CLOSED }.encode_to_vec(),

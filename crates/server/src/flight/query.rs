@@ -10,6 +10,7 @@ use tonic::Status;
 
 use super::result::{Logged, Pending, status};
 use super::session::Session;
+use super::transaction::versions;
 use crate::output::Limits;
 use crate::registry::{ClientInterface, QueryStart};
 use crate::sql::{Output, SqlSession};
@@ -18,11 +19,14 @@ use crate::state::AppState;
 /// Run `sql` in `session`: parse, guard, and execute DDL/DML now; a query is planned and
 /// its stream returned (not yet pulled). The statement is logged as an `ArrowFlightSQL`
 /// query, cancellable through the log (`DELETE /query/{id}`), within the query timeout.
-/// `USE` and `SET schema` carry over to the session's later calls.
+/// `USE` and `SET schema` carry over to the session's later calls. In a transaction
+/// (`transaction`: its id, already checked) the tables the statement writes are noted
+/// before and after it runs, for a rollback (`super::transaction`).
 pub async fn run(
     state: &Arc<AppState>,
     session: &Session,
     sql: &str,
+    transaction: Option<&[u8]>,
     user_agent: Option<String>,
 ) -> Result<Pending, Status> {
     let limits = Limits {
@@ -64,15 +68,32 @@ pub async fn run(
             session.sql_user(),
             catalog.as_deref(),
             schema.as_deref(),
-        )?
+        )
+        .map_err(status)?
         .with_attached(Arc::clone(&session.attached));
-        let output = tokio::select! {
-            r = sql_session.run(sql) => r?,
-            stop = limits.stopped() => return Err(stop.into_error()),
+        let writes = match transaction {
+            Some(id) => {
+                let writes = sql_session.writes(sql).map_err(status)?;
+                let before = versions(&state.storage, &writes).await?;
+                session.with_transaction(id, |t| t.before(&writes, &before))??;
+                writes
+            }
+            None => Vec::new(),
         };
+        let output = tokio::select! {
+            r = sql_session.run(sql) => r.map_err(status),
+            stop = limits.stopped() => Err(status(stop.into_error())),
+        };
+        if let Some(id) = transaction {
+            // Also after a failure: what the statement committed before it failed stays
+            // the transaction's.
+            let after = versions(&state.storage, &writes).await?;
+            session.with_transaction(id, |t| t.after(&writes, &after))?;
+        }
+        let output = output?;
         let (c, s) = sql_session.defaults();
         session.set_defaults(Some(c.to_string()), Some(s.to_string()));
-        Ok(output)
+        Ok::<_, Status>(output)
     }
     .await;
     match executed {
@@ -96,8 +117,8 @@ pub async fn run(
             log: Some(log),
         }),
         Err(e) => {
-            log.finish(0, Some(e.to_string()));
-            Err(status(e))
+            log.finish(0, Some(e.message().to_string()));
+            Err(e)
         }
     }
 }
@@ -134,11 +155,12 @@ pub async fn run_bound(
     session: &Session,
     sql: &str,
     bound: Option<&RecordBatch>,
+    transaction: Option<&[u8]>,
     user_agent: Option<String>,
 ) -> Result<(Pending, Option<i64>), Status> {
     let parameters = crate::sql::params::parameters(sql).map_err(status)?;
     if parameters.is_empty() {
-        let pending = run(state, session, sql, user_agent).await?;
+        let pending = run(state, session, sql, transaction, user_agent).await?;
         let affected = pending.affected_rows();
         return Ok((pending, affected));
     }
@@ -152,7 +174,7 @@ pub async fn run_bound(
     let last = values.num_rows() - 1;
     for row in 0..values.num_rows() {
         let bound_sql = crate::sql::params::bind(sql, values, row).map_err(status)?;
-        let pending = run(state, session, &bound_sql, user_agent.clone()).await?;
+        let pending = run(state, session, &bound_sql, transaction, user_agent.clone()).await?;
         if let Some(n) = pending.affected_rows() {
             affected = Some(affected.unwrap_or(0) + n);
         }

@@ -21,6 +21,7 @@ use tonic::Status;
 use tonic::metadata::MetadataMap;
 
 use super::result::Pending;
+use super::transaction::{Transaction, unknown_transaction};
 use crate::auth::{Authenticator, User};
 use crate::catalog::Storage;
 use crate::sql::Attached;
@@ -48,6 +49,8 @@ pub struct Prepared {
     /// Whether `bound` arrived after the statement last ran: what tells the two
     /// orders clients bind in apart (see `FlightSql::get_flight_info_prepared_statement`).
     pub fresh: bool,
+    /// The transaction it was prepared in: its executions belong to it.
+    pub transaction: Option<Vec<u8>>,
 }
 
 /// A session's state that changes between calls.
@@ -60,6 +63,8 @@ struct State {
     pending: HashMap<Vec<u8>, Pending>,
     /// Pending result ids, oldest first.
     pending_order: VecDeque<Vec<u8>>,
+    /// The open transaction, if any (one at a time, as in DuckDB).
+    transaction: Option<Transaction>,
     last_used: Instant,
 }
 
@@ -87,6 +92,7 @@ impl Session {
                 prepared_order: VecDeque::new(),
                 pending: HashMap::new(),
                 pending_order: VecDeque::new(),
+                transaction: None,
                 last_used: Instant::now(),
             }),
         }
@@ -124,6 +130,60 @@ impl Session {
         s.schema = schema;
     }
 
+    /// Open a transaction; returns its id.
+    pub fn begin(&self) -> Result<Vec<u8>, Status> {
+        let mut s = self.state();
+        if s.transaction.is_some() {
+            return Err(Status::failed_precondition(
+                "TransactionContext Error: cannot start a transaction within a transaction",
+            ));
+        }
+        let t = Transaction::new();
+        let id = t.id.clone();
+        s.transaction = Some(t);
+        Ok(id)
+    }
+
+    /// The transaction a call names (`None`: none, the call commits on its own); an id
+    /// that is not the open transaction's is refused.
+    pub fn transaction(&self, id: Option<&[u8]>) -> Result<Option<Vec<u8>>, Status> {
+        let Some(id) = id.filter(|id| !id.is_empty()) else {
+            return Ok(None);
+        };
+        let s = self.state();
+        match &s.transaction {
+            Some(t) if t.id == id => Ok(Some(id.to_vec())),
+            _ => Err(unknown_transaction()),
+        }
+    }
+
+    /// Work on the open transaction `id`.
+    pub fn with_transaction<R>(
+        &self,
+        id: &[u8],
+        f: impl FnOnce(&mut Transaction) -> R,
+    ) -> Result<R, Status> {
+        let mut s = self.state();
+        match s.transaction.as_mut() {
+            Some(t) if t.id == id => Ok(f(t)),
+            _ => Err(unknown_transaction()),
+        }
+    }
+
+    /// End the open transaction `id`: the caller commits (keeps) or rolls it back.
+    pub fn end(&self, id: &[u8]) -> Result<Transaction, Status> {
+        let mut s = self.state();
+        match &s.transaction {
+            Some(t) if t.id == id => Ok(s.transaction.take().expect("checked")),
+            _ => Err(unknown_transaction()),
+        }
+    }
+
+    /// Take the open transaction, whatever its id (the session is closing).
+    pub fn take_transaction(&self) -> Option<Transaction> {
+        self.state().transaction.take()
+    }
+
     /// Keep a prepared statement; returns its handle.
     pub fn prepare(&self, prepared: Prepared) -> Vec<u8> {
         let handle = uuid::Uuid::new_v4().as_bytes().to_vec();
@@ -137,6 +197,13 @@ impl Session {
         s.prepared.insert(handle.clone(), prepared);
         s.prepared_order.push_back(handle.clone());
         handle
+    }
+
+    /// The transaction a prepared handle was prepared in.
+    pub fn prepared_transaction(&self, handle: &[u8]) -> Result<Option<Vec<u8>>, Status> {
+        let s = self.state();
+        let p = s.prepared.get(handle).ok_or_else(unknown_handle)?;
+        Ok(p.transaction.clone())
     }
 
     /// The statement and bound values of a prepared handle.
@@ -232,16 +299,18 @@ impl Session {
         (s.prepared.len(), s.pending.len())
     }
 
-    /// Drop what the session holds (its results' queries are logged as never fetched).
-    fn clear(&self) {
-        let pending = {
+    /// Drop what the session holds (its results' queries are logged as never fetched);
+    /// returns its open transaction, to be rolled back.
+    fn clear(&self) -> Option<Transaction> {
+        let (pending, transaction) = {
             let mut s = self.state();
             s.prepared.clear();
             s.prepared_order.clear();
             s.pending_order.clear();
-            std::mem::take(&mut s.pending)
+            (std::mem::take(&mut s.pending), s.transaction.take())
         };
         drop(pending);
+        transaction
     }
 }
 
@@ -439,15 +508,21 @@ impl Sessions {
         metrics::gauge!("deltalite_flight_scratch_catalogs").set(attached as f64);
     }
 
-    /// Drop a closed session's holdings and remove its scratch catalogs.
+    /// Drop a closed session's holdings, roll back its open transaction and remove its
+    /// scratch catalogs.
     fn cleanup(&self, session: Arc<Session>) {
-        session.clear();
+        let transaction = session.clear();
         let names = session.attached.names();
-        if names.is_empty() {
+        if names.is_empty() && transaction.is_none() {
             return;
         }
         let storage = Arc::clone(&self.storage);
         tokio::spawn(async move {
+            if let Some(t) = transaction
+                && let Err(e) = t.rollback(&storage).await
+            {
+                tracing::warn!(error = %e.message(), "rolling back a closed session's transaction");
+            }
             for name in names {
                 if let Err(e) = storage.drop_scratch_catalog(&name).await {
                     tracing::warn!(catalog = %name, error = %e, "cannot remove a closed session's scratch catalog");

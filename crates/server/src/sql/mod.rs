@@ -18,6 +18,7 @@ mod resolve;
 mod rewrite;
 mod scan;
 pub mod stores;
+pub mod targets;
 mod udf;
 
 pub use guard::{MAX_EXPR_DEPTH, MAX_SET_OPERATIONS};

@@ -1,0 +1,97 @@
+//! Which tables a statement writes, named before it runs: what a transaction records so
+//! that a rollback can put those tables back (Flight SQL's `BeginTransaction`).
+
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::{FromTable, ObjectType, Statement, TableFactor, TableObject};
+
+use super::{SqlSession, name_parts, sql_err};
+use crate::catalog::TableName;
+use crate::error::ApiError;
+
+/// A table a statement writes, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// Its rows or its metadata change by Delta commits (DML, `ALTER`, `COMMENT`), or it
+    /// is created (`CREATE TABLE`): the table's log says what it was before.
+    Table(TableName),
+    /// It is removed (`DROP TABLE`): its files go with it.
+    Drop(TableName),
+}
+
+impl SqlSession {
+    /// The tables the statements of `sql` write, resolved against the session's
+    /// defaults. Statements whose effect no table log records (`DROP SCHEMA`, `DETACH`)
+    /// are refused: a transaction could not take them back.
+    pub fn writes(&self, sql: &str) -> Result<Vec<Write>, ApiError> {
+        let mut out = Vec::new();
+        for statement in Self::parse(sql)? {
+            let DFStatement::Statement(s) = &statement else {
+                continue;
+            };
+            let table = |name| -> Result<TableName, ApiError> { self.resolve(&name_parts(name)?) };
+            match s.as_ref() {
+                Statement::Insert(insert) => {
+                    if let TableObject::TableName(name) = &insert.table {
+                        out.push(Write::Table(table(name)?));
+                    }
+                }
+                Statement::Update(update) => {
+                    if let TableFactor::Table { name, .. } = &update.table.relation {
+                        out.push(Write::Table(table(name)?));
+                    }
+                }
+                Statement::Delete(delete) => {
+                    let (FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t)) =
+                        &delete.from;
+                    for twj in t {
+                        if let TableFactor::Table { name, .. } = &twj.relation {
+                            out.push(Write::Table(table(name)?));
+                        }
+                    }
+                }
+                Statement::Merge(merge) => {
+                    if let TableFactor::Table { name, .. } = &merge.table {
+                        out.push(Write::Table(table(name)?));
+                    }
+                }
+                Statement::CreateTable(create) => out.push(Write::Table(table(&create.name)?)),
+                Statement::AlterTable(alter) => out.push(Write::Table(table(&alter.name)?)),
+                Statement::Comment {
+                    object_type: datafusion::sql::sqlparser::ast::CommentObject::Table,
+                    object_name,
+                    ..
+                } => out.push(Write::Table(table(object_name)?)),
+                Statement::Comment {
+                    object_type: datafusion::sql::sqlparser::ast::CommentObject::Column,
+                    object_name,
+                    ..
+                } => {
+                    // `table.column`, with the table's own qualifiers before it.
+                    let mut parts = name_parts(object_name)?;
+                    parts.pop();
+                    out.push(Write::Table(self.resolve(&parts)?));
+                }
+                Statement::Drop {
+                    object_type: ObjectType::Table,
+                    names,
+                    ..
+                } => {
+                    for name in names {
+                        out.push(Write::Drop(table(name)?));
+                    }
+                }
+                Statement::Drop {
+                    object_type: ObjectType::Schema,
+                    ..
+                }
+                | Statement::DetachDuckDBDatabase { .. } => {
+                    return Err(sql_err(
+                        "TransactionContext Error: DROP SCHEMA and DETACH cannot be rolled back; run them outside the transaction",
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+}
