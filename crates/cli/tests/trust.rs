@@ -287,10 +287,23 @@ fn every_wrapper_of_a_forbidden_statement_is_refused_and_leaves_nothing() {
             .iter_mut()
             .find(|(u, _)| u == user)
             .expect("a connection for the user");
+        // Inside a transaction too (which first names the tables a statement writes),
+        // rolled back after.
+        let txn = f.rt.block_on(f.client.begin_transaction()).expect("begin");
+        let in_transaction =
+            f.rt.block_on(f.client.execute_update(sql.to_string(), Some(txn.clone())))
+                .map(|_| ())
+                .map_err(flight::status_of);
+        f.rt.block_on(
+            f.client
+                .end_transaction(txn, arrow_flight::sql::EndTransaction::Rollback),
+        )
+        .expect("rollback");
         let outcomes = [
             ("query", f.query(sql).map(|_| ())),
             ("update", f.update(sql).map(|_| ())),
             ("prepared", f.prepared_query(sql, None).map(|_| ())),
+            ("transaction", in_transaction),
         ];
         for (path, outcome) in outcomes {
             let status = outcome
