@@ -729,6 +729,78 @@ fn transactions_commit_roll_back_and_refuse_what_they_cannot_undo() {
     );
 }
 
+/// DuckDB's catalog functions, with the statements dbt-altertable sends (verbatim from
+/// its macros), over the catalogs the user sees only.
+#[test]
+fn duckdb_catalog_functions_answer_dbts_statements() {
+    let s = Server::start();
+    s.rows("CREATE SCHEMA analytics; CREATE TABLE analytics.people (id INT NOT NULL, name VARCHAR); COMMENT ON TABLE analytics.people IS 'folks'; COMMENT ON COLUMN analytics.people.name IS 'who'");
+    let mut f = Flight::login(&s, ALICE);
+    let got = f
+        .query("select lower(database_name) from duckdb_databases() where type = 'ducklake'")
+        .expect("databases");
+    assert_eq!(got.rows(), 0);
+    let got = f
+        .query("select database_name, type, readonly, internal from duckdb_databases() order by 1")
+        .expect("databases");
+    assert_eq!(
+        strings(&got.batches, "database_name"),
+        ["lakehouse", "other"]
+    );
+    assert_eq!(strings(&got.batches, "type"), ["duckdb", "duckdb"]);
+    let relations = "select 'lakehouse' as database, table_name as name, schema_name as schema, 'table' as type from duckdb_tables() where lower(schema_name) = 'analytics' and lower(database_name) = 'lakehouse' union all select 'lakehouse' as database, view_name as name, schema_name as schema, 'view' as type from duckdb_views() where lower(schema_name) = 'analytics' and lower(database_name) = 'lakehouse'";
+    let got = f.query(relations).expect("relations");
+    assert_eq!(strings(&got.batches, "name"), ["people"]);
+    assert_eq!(strings(&got.batches, "type"), ["table"]);
+    let got = f
+        .query("select t.comment from duckdb_tables() t where t.table_name = 'people'")
+        .expect("comment");
+    assert_eq!(strings(&got.batches, "comment"), ["folks"]);
+    let columns = "select column_name, data_type, cast(null as integer) as character_maximum_length, cast(null as integer) as numeric_precision, cast(null as integer) as numeric_scale from duckdb_columns() where table_name = 'people' and lower(schema_name) = lower('analytics') and lower(database_name) = lower('lakehouse') order by column_index";
+    let got = f.query(columns).expect("columns");
+    assert_eq!(strings(&got.batches, "column_name"), ["id", "name"]);
+    assert_eq!(strings(&got.batches, "data_type"), ["INTEGER", "VARCHAR"]);
+    let got = f
+        .query("select column_index, comment, is_nullable from duckdb_columns() where table_name = 'people' order by column_index")
+        .expect("columns");
+    assert_eq!(int64s(&got.batches, "column_index"), [1, 2]);
+    let comments = got.batches[0].column_by_name("comment").expect("comment");
+    assert!(comments.is_null(0));
+    assert_eq!(strings(&got.batches, "comment")[1], "who");
+    assert_eq!(strings(&got.batches, "is_nullable"), ["false", "true"]);
+    // Only the bare call is the catalog function: quoted, qualified or with arguments it
+    // is a name like any other.
+    for (sql, expected) in [
+        (
+            "SELECT * FROM \"duckdb_tables\"()",
+            "Catalog Error: Table with name duckdb_tables does not exist!",
+        ),
+        (
+            "SELECT * FROM x.duckdb_tables()",
+            "Catalog Error: Table with name duckdb_tables does not exist!",
+        ),
+    ] {
+        let e = f.query(sql).map(|_| ()).expect_err(sql);
+        assert_eq!(e.message(), expected, "{sql}");
+    }
+    // Bob sees his catalog only, through every one of them.
+    let mut b = Flight::login(&s, BOB);
+    for sql in [
+        "select database_name from duckdb_databases()",
+        "select database_name from duckdb_schemas()",
+        "select database_name from duckdb_tables()",
+        "select database_name from duckdb_columns()",
+    ] {
+        let got = b.query(sql).expect(sql);
+        assert!(
+            strings(&got.batches, "database_name")
+                .iter()
+                .all(|d| d == "other"),
+            "{sql}"
+        );
+    }
+}
+
 #[test]
 fn session_options_and_scratch_catalogs() {
     let s = Server::start();

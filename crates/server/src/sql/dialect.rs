@@ -22,6 +22,7 @@
 //! | `a SEMI JOIN b` / `a ANTI JOIN b`        | `a LEFT SEMI JOIN b` / `a LEFT ANTI JOIN b`         |
 //! | `$tag$text$tag$` (any statement)         | `'text'`                                            |
 //! | `current_catalog()`                      | `"current_catalog"()`                               |
+//! | `duckdb_tables()` (and `duckdb_databases`, `_schemas`, `_views`, `_columns`) | `information_schema.duckdb_tables` (`sql/duckdb_catalog.rs`) |
 //!
 //! The splice works on sqlparser's own tokens, so text inside strings, quoted names and
 //! comments is never touched; SQL it cannot tokenize is passed on as it is, for the parser
@@ -131,6 +132,15 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
     }
 }
 
+/// DuckDB's catalog functions (`sql/duckdb_catalog.rs`).
+const DUCKDB_CATALOG_FUNCTIONS: [&str; 5] = [
+    "duckdb_databases",
+    "duckdb_schemas",
+    "duckdb_tables",
+    "duckdb_views",
+    "duckdb_columns",
+];
+
 /// Forms valid in any statement: dollar-quoted strings (dbt's comments) and DuckDB's bare
 /// `SEMI JOIN` / `ANTI JOIN` (left ones).
 fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
@@ -153,6 +163,23 @@ fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
             // `current_catalog()`: the parser takes `current_catalog` as Postgres's
             // keyword function, which has no parentheses; quoted, it is the name of the
             // session function DuckDB's form calls.
+            // DuckDB's catalog functions, as tables of `information_schema`.
+            Token::Word(w)
+                if w.quote_style.is_none()
+                    && DUCKDB_CATALOG_FUNCTIONS.contains(&w.value.to_lowercase().as_str())
+                    && tokens.get(i + 1).is_some_and(|n| n.token == Token::LParen)
+                    && tokens.get(i + 2).is_some_and(|n| n.token == Token::RParen)
+                    && !i
+                        .checked_sub(1)
+                        .and_then(|p| tokens.get(p))
+                        .is_some_and(|p| p.token == Token::Period) =>
+            {
+                edits.push((
+                    t.start,
+                    tokens[i + 2].end,
+                    format!("information_schema.{}", w.value.to_lowercase()),
+                ));
+            }
             Token::Word(w)
                 if w.quote_style.is_none()
                     && w.keyword == Keyword::CURRENT_CATALOG

@@ -176,7 +176,12 @@ impl SqlSession {
                     .map_err(|e| ApiError::Internal(e.to_string()))?;
                 MemTable::try_new(schema, vec![vec![batch]]).map_err(sql_error)?
             }
-            other => return Err(table_missing(other)),
+            other => {
+                return self
+                    .duckdb_catalog(other)
+                    .await?
+                    .ok_or_else(|| table_missing(other));
+            }
         };
         Ok(Arc::new(table))
     }
@@ -217,7 +222,7 @@ impl SqlSession {
 }
 
 /// A table's comment (its Delta description), if it has one.
-fn table_comment(table: &deltalite::DeltaLiteTable) -> Option<String> {
+pub(super) fn table_comment(table: &deltalite::DeltaLiteTable) -> Option<String> {
     let state = table.delta_table().snapshot().ok()?;
     state
         .metadata()

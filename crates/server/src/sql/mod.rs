@@ -8,6 +8,7 @@
 mod ddl;
 mod dialect;
 mod dml;
+mod duckdb_catalog;
 mod guard;
 mod info_schema;
 mod layout;
