@@ -713,6 +713,45 @@ fn transactions_commit_roll_back_and_refuse_what_they_cannot_undo() {
         vec![vec![json!(0)]]
     );
 
+    // dbt's table materialization in a transaction: build `m__dbt_tmp`, move `m` aside,
+    // rename the new one over it. A rollback renames back and drops what it built.
+    s.rows("CREATE TABLE m AS SELECT 1 AS v");
+    let names = |s: &Server| {
+        s.rows("SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'm%' ORDER BY 1")
+    };
+    let materialize = |f: &mut Flight, txn: &bytes::Bytes| {
+        for sql in [
+            "create table \"lakehouse\".\"main\".\"m__dbt_tmp\" as (select 2 as v)",
+            "alter table \"lakehouse\".\"main\".\"m\" rename to \"m__dbt_backup\"",
+            "alter table \"lakehouse\".\"main\".\"m__dbt_tmp\" rename to \"m\"",
+        ] {
+            ok(run(f, sql, txn));
+        }
+    };
+    let txn = begin(&mut f);
+    materialize(&mut f, &txn);
+    assert_eq!(
+        names(&s),
+        vec![vec![json!("m")], vec![json!("m__dbt_backup")]]
+    );
+    assert_eq!(s.rows("SELECT v FROM m"), vec![vec![json!(2)]]);
+    ok(end(&mut f, &txn, EndTransaction::Rollback));
+    assert_eq!(names(&s), vec![vec![json!("m")]]);
+    assert_eq!(s.rows("SELECT v FROM m"), vec![vec![json!(1)]]);
+    // Committed, then the backup dropped outside the transaction, as dbt does.
+    let txn = begin(&mut f);
+    materialize(&mut f, &txn);
+    ok(end(&mut f, &txn, EndTransaction::Commit));
+    ok(f.update("drop table if exists \"lakehouse\".\"main\".\"m__dbt_backup\""));
+    assert_eq!(names(&s), vec![vec![json!("m")]]);
+    assert_eq!(s.rows("SELECT v FROM m"), vec![vec![json!(2)]]);
+    // TRUNCATE in a transaction: the rows come back.
+    let txn = begin(&mut f);
+    assert_eq!(ok(run(&mut f, "TRUNCATE TABLE m", &txn)), 1);
+    assert_eq!(s.rows("SELECT count(*) FROM m"), vec![vec![json!(0)]]);
+    ok(end(&mut f, &txn, EndTransaction::Rollback));
+    assert_eq!(s.rows("SELECT v FROM m"), vec![vec![json!(2)]]);
+
     // Closing the session with a transaction open rolls it back before answering.
     let txn = begin(&mut f);
     ok(run(&mut f, "DELETE FROM t WHERE id > 1", &txn));
@@ -799,6 +838,68 @@ fn duckdb_catalog_functions_answer_dbts_statements() {
             "{sql}"
         );
     }
+}
+
+/// `ALTER TABLE … RENAME TO` and `TRUNCATE` (dbt's table materialization and re-seeding),
+/// with DuckDB's refusals, over both protocols' shared SQL layer.
+#[test]
+fn rename_and_truncate() {
+    let s = Server::start();
+    s.rows("CREATE TABLE a (x INT); INSERT INTO a VALUES (1), (2); CREATE TABLE b (y INT)");
+    let mut f = Flight::login(&s, ALICE);
+    assert_eq!(ok(f.update("ALTER TABLE a RENAME TO c")), 0);
+    assert_eq!(
+        s.rows("SELECT x FROM lakehouse.main.c ORDER BY x"),
+        vec![vec![json!(1)], vec![json!(2)]]
+    );
+    for (sql, code, message) in [
+        (
+            "SELECT * FROM a",
+            Code::InvalidArgument,
+            "Catalog Error: Table with name a does not exist!",
+        ),
+        (
+            "ALTER TABLE c RENAME TO b",
+            Code::InvalidArgument,
+            "Catalog Error: Could not rename \"c\" to \"b\": another entry with this name already exists!",
+        ),
+        (
+            "ALTER TABLE a RENAME TO d",
+            Code::InvalidArgument,
+            "Catalog Error: Table with name a does not exist!",
+        ),
+        (
+            "ALTER TABLE c RENAME TO other.main.c",
+            Code::InvalidArgument,
+            "Not implemented Error: RENAME TO moves a table within its schema only",
+        ),
+    ] {
+        let e = f.query(sql).map(|_| ()).expect_err(sql);
+        assert_eq!((e.code(), e.message()), (code, message), "{sql}");
+    }
+    assert_eq!(ok(f.update("ALTER TABLE IF EXISTS a RENAME TO d")), 0);
+    // Bob renames nothing in a catalog he does not see.
+    let mut b = Flight::login(&s, BOB);
+    let e = b
+        .update("ALTER TABLE lakehouse.main.c RENAME TO z")
+        .expect_err("bob");
+    assert_eq!(
+        e.message(),
+        "Catalog Error: Catalog with name lakehouse does not exist!"
+    );
+    assert_eq!(
+        s.rows("SELECT table_name FROM information_schema.tables WHERE table_catalog = 'lakehouse' ORDER BY 1"),
+        vec![vec![json!("b")], vec![json!("c")]]
+    );
+    // TRUNCATE answers the rows it deleted and keeps the table.
+    assert_eq!(ok(f.update("TRUNCATE TABLE c")), 2);
+    assert_eq!(ok(f.update("TRUNCATE c")), 0);
+    assert_eq!(s.rows("SELECT count(*) FROM c"), vec![vec![json!(0)]]);
+    let e = b.update("TRUNCATE lakehouse.main.c").expect_err("bob");
+    assert_eq!(
+        e.message(),
+        "Catalog Error: Catalog with name lakehouse does not exist!"
+    );
 }
 
 #[test]

@@ -495,6 +495,45 @@ impl Storage {
             .await
     }
 
+    /// Give a table folder another name in its schema (`ALTER TABLE … RENAME TO`). The
+    /// caller holds both names' table locks and has checked that `to` is free. On a local
+    /// disk this is one directory rename (atomic); on an object store every object is
+    /// copied, then the originals deleted (a reader in between sees the table under both
+    /// names). The Delta log names its files relative to the table, so the copy is the
+    /// same table.
+    pub async fn rename_table(&self, from: &TableName, to: &TableName) -> Result<(), ApiError> {
+        if let Some(local) = &self.local {
+            let path = |n: &TableName| {
+                let mut p = local.clone();
+                p.push(&n.catalog);
+                p.push(&n.schema);
+                p.push(&n.table);
+                p
+            };
+            let (src, dst) = (path(from), path(to));
+            return tokio::task::spawn_blocking(move || std::fs::rename(src, dst))
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))?
+                .map_err(internal);
+        }
+        let src = self.object_path(&[&from.catalog, &from.schema, &from.table]);
+        let dst = self.object_path(&[&to.catalog, &to.schema, &to.table]);
+        let objects: Vec<ObjectPath> = self
+            .store
+            .list(Some(&src))
+            .map_ok(|m| m.location)
+            .try_collect()
+            .await
+            .map_err(internal)?;
+        for object in &objects {
+            let rest: Vec<_> = object.prefix_match(&src).into_iter().flatten().collect();
+            let target = rest.into_iter().fold(dst.clone(), |p, part| p.join(part));
+            self.store.copy(object, &target).await.map_err(internal)?;
+        }
+        self.delete_prefix(&[&from.catalog, &from.schema, &from.table])
+            .await
+    }
+
     /// Remove a schema that holds nothing (no table, no other folder): what a failed
     /// request that created it leaves. Returns whether it was removed.
     pub async fn drop_empty_schema(&self, catalog: &str, schema: &str) -> Result<bool, ApiError> {

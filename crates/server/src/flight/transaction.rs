@@ -4,16 +4,17 @@
 //! record, not a private workspace. Each statement carrying the transaction's id runs
 //! and commits as it comes (the session reads its own writes at once; so do other
 //! sessions). Before its first write to a table the transaction notes the table's
-//! version (or that it did not exist). COMMIT keeps everything. ROLLBACK puts every
-//! table it wrote back as it was: a table it created is dropped, any other is restored
-//! to the noted version by one Delta restore commit (the history keeps the undone
-//! commits; time travel still sees them). A table someone else wrote since the
+//! version (or that it did not exist), and it notes each rename. COMMIT keeps
+//! everything. ROLLBACK undoes the steps in reverse: a rename is renamed back, a table it
+//! created is dropped, any other is restored to the noted version by one Delta restore
+//! commit (the history keeps the undone commits; time travel still sees them). A table someone else wrote since the
 //! transaction's last write to it is left alone and named in the rollback's error,
 //! because restoring it would undo their commit too. `DROP TABLE` of a table that
 //! existed before, `DROP SCHEMA` and `DETACH` are refused inside a transaction: nothing
 //! could bring them back. A session that ends (closed, expired, evicted) with a
 //! transaction open rolls it back.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use tonic::Status;
@@ -26,18 +27,25 @@ use crate::sql::targets::Write;
 pub struct Transaction {
     /// The id the client sends with each statement of the transaction.
     pub id: Vec<u8>,
-    /// Tables written, in the order of their first write.
-    tables: Vec<(TableName, Entry)>,
+    /// What to undo, oldest first.
+    steps: Vec<Step>,
+    /// The version each table the transaction wrote should have now (`None`: no table),
+    /// by its current name.
+    expect: HashMap<TableName, Option<u64>>,
+    /// Tables someone else wrote after this transaction did: never touched by a rollback.
+    foreign: HashSet<TableName>,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    /// The table's version before the transaction's first write (`None`: no table).
-    before: Option<u64>,
-    /// The version the transaction's last statement left.
-    last: Option<u64>,
-    /// Someone else committed to the table in between: not restorable.
-    foreign: bool,
+#[derive(Debug)]
+enum Step {
+    /// The first write to `name` (since it got that name): its version before
+    /// (`None`: the transaction created it).
+    Written {
+        name: TableName,
+        before: Option<u64>,
+    },
+    /// `from` was renamed `to`.
+    Renamed { from: TableName, to: TableName },
 }
 
 /// The text of a statement sent with a transaction id that is not the session's open
@@ -52,116 +60,180 @@ impl Transaction {
     pub fn new() -> Self {
         Self {
             id: uuid::Uuid::new_v4().as_bytes().to_vec(),
-            tables: Vec::new(),
+            steps: Vec::new(),
+            expect: HashMap::new(),
+            foreign: HashSet::new(),
         }
     }
 
-    fn entry(&mut self, name: &TableName) -> Option<&mut Entry> {
-        self.tables
-            .iter_mut()
-            .find(|(n, _)| n == name)
-            .map(|(_, e)| e)
-    }
-
-    /// Note the versions the tables of `writes` have now, before a statement of the
-    /// transaction writes them (`versions` in the same order).
-    pub fn before(&mut self, writes: &[Write], versions: &[Option<u64>]) -> Result<(), Status> {
-        for (write, version) in writes.iter().zip(versions) {
-            let (name, drop) = match write {
-                Write::Table(n) => (n, false),
-                Write::Drop(n) => (n, true),
-            };
-            let existed_before = match self.entry(name) {
-                Some(e) => {
-                    if e.last != *version {
-                        e.foreign = true;
-                    }
-                    e.before.is_some()
-                }
-                None => version.is_some(),
-            };
-            if drop && existed_before && version.is_some() {
-                return Err(Status::failed_precondition(format!(
-                    "TransactionContext Error: DROP TABLE {name} cannot be rolled back (its files go with it); run it outside the transaction"
-                )));
+    /// The version `name` had before the transaction first wrote it under that name:
+    /// `Some(None)` when the transaction created it, `None` when it has not written it
+    /// (or not since a rename gave it that name).
+    fn written_before(&self, name: &TableName) -> Option<Option<u64>> {
+        for step in self.steps.iter().rev() {
+            match step {
+                Step::Written { name: n, before } if n == name => return Some(*before),
+                Step::Renamed { from, to } if from == name || to == name => return None,
+                _ => {}
             }
         }
-        for (write, version) in writes.iter().zip(versions) {
-            let name = match write {
-                Write::Table(n) | Write::Drop(n) => n,
+        None
+    }
+
+    /// Note what the tables of `writes` are now (`versions`: one per name of
+    /// `Write::names`, in order), before a statement of the transaction writes them.
+    pub fn before(&mut self, writes: &[Write], versions: &[Option<u64>]) -> Result<(), Status> {
+        let names: Vec<&TableName> = writes.iter().flat_map(Write::names).collect();
+        for (name, version) in names.iter().zip(versions) {
+            if let Some(expected) = self.expect.get(*name)
+                && expected != version
+            {
+                self.foreign.insert((*name).clone());
+            }
+        }
+        for (write, version) in writes.iter().zip(Self::per_write(writes, versions)) {
+            let refuse = |name: &TableName| {
+                Status::failed_precondition(format!(
+                    "TransactionContext Error: DROP TABLE {name} cannot be rolled back (its files go with it); run it outside the transaction"
+                ))
             };
-            if self.entry(name).is_none() {
-                self.tables.push((
-                    name.clone(),
-                    Entry {
-                        before: *version,
-                        last: *version,
-                        foreign: false,
-                    },
-                ));
+            if let Write::Drop(name) = write
+                && version[0].is_some()
+                && self.written_before(name) != Some(None)
+            {
+                return Err(refuse(name));
+            }
+        }
+        for (write, version) in writes.iter().zip(Self::per_write(writes, versions)) {
+            if let Write::Table(name) | Write::Drop(name) = write
+                && self.written_before(name).is_none()
+            {
+                self.steps.push(Step::Written {
+                    name: name.clone(),
+                    before: version[0],
+                });
             }
         }
         Ok(())
     }
 
-    /// Note the versions the tables of `writes` have after the statement ran.
+    /// The versions of each write's names.
+    fn per_write<'a>(
+        writes: &'a [Write],
+        versions: &'a [Option<u64>],
+    ) -> impl Iterator<Item = &'a [Option<u64>]> {
+        let mut at = 0;
+        writes.iter().map(move |w| {
+            let n = w.names().len();
+            let slice = &versions[at..at + n];
+            at += n;
+            slice
+        })
+    }
+
+    /// Note what the tables of `writes` are after the statement ran.
     pub fn after(&mut self, writes: &[Write], versions: &[Option<u64>]) {
-        for (write, version) in writes.iter().zip(versions) {
-            let name = match write {
-                Write::Table(n) | Write::Drop(n) => n,
-            };
-            if let Some(e) = self.entry(name) {
-                e.last = *version;
+        for (write, version) in writes.iter().zip(Self::per_write(writes, versions)) {
+            match write {
+                Write::Table(name) | Write::Drop(name) => {
+                    self.expect.insert(name.clone(), version[0]);
+                }
+                Write::Rename(from, to) => {
+                    // Done when the table is under its new name only.
+                    if version[0].is_none() && version[1].is_some() {
+                        self.steps.push(Step::Renamed {
+                            from: from.clone(),
+                            to: to.clone(),
+                        });
+                        if self.foreign.remove(from) {
+                            self.foreign.insert(to.clone());
+                        }
+                    }
+                    self.expect.insert(from.clone(), version[0]);
+                    self.expect.insert(to.clone(), version[1]);
+                }
             }
         }
     }
 
-    /// Put every table the transaction wrote back as it was before; the tables it could
-    /// not restore (written by someone else since) are named in the error.
-    pub async fn rollback(self, storage: &Storage) -> Result<(), Status> {
-        let mut refused = Vec::new();
-        for (name, entry) in self.tables.into_iter().rev() {
-            let lock = storage.table_lock(&name);
-            let _guard = lock.lock().await;
-            let now = version(storage, &name).await?;
-            if entry.foreign || now != entry.last {
-                refused.push(name.to_string());
-                continue;
+    /// Undo the transaction's steps, newest first. Tables someone else wrote since the
+    /// transaction did are left alone (with everything that happened to them under
+    /// other names before) and named in the error.
+    pub async fn rollback(mut self, storage: &Storage) -> Result<(), Status> {
+        for (name, expected) in &self.expect {
+            if version(storage, name).await? != *expected {
+                self.foreign.insert(name.clone());
             }
-            match (entry.before, now) {
-                (None, Some(_)) => storage
-                    .drop_table(&name)
-                    .await
-                    .map_err(super::result::status)?,
-                (Some(before), Some(now)) if now != before => {
-                    let table = storage
-                        .open_table(&name)
+        }
+        let mut untouched: Vec<String> = self.foreign.iter().map(|n| n.to_string()).collect();
+        let mut skip = self.foreign;
+        for step in self.steps.into_iter().rev() {
+            match step {
+                Step::Renamed { from, to } => {
+                    if skip.contains(&to) {
+                        skip.insert(from);
+                        continue;
+                    }
+                    let (a, b) = (storage.table_lock(&from), storage.table_lock(&to));
+                    let (_a, _b) = (a.lock().await, b.lock().await);
+                    if storage
+                        .table_exists(&from)
                         .await
                         .map_err(super::result::status)?
-                        .ok_or_else(|| Status::internal(format!("{name} vanished")))?;
-                    table
-                        .delta_table()
-                        .clone()
-                        .restore()
-                        .with_version_to_restore(before)
+                    {
+                        untouched.push(to.to_string());
+                        skip.insert(from);
+                        continue;
+                    }
+                    storage
+                        .rename_table(&to, &from)
                         .await
-                        .map_err(|e| {
-                            Status::internal(format!(
-                                "TransactionContext Error: cannot restore {name} to version {before}: {e}"
-                            ))
-                        })?;
+                        .map_err(super::result::status)?;
                 }
-                _ => {}
+                Step::Written { name, before } => {
+                    if skip.contains(&name) {
+                        continue;
+                    }
+                    let lock = storage.table_lock(&name);
+                    let _guard = lock.lock().await;
+                    let now = version(storage, &name).await?;
+                    match (before, now) {
+                        (None, Some(_)) => storage
+                            .drop_table(&name)
+                            .await
+                            .map_err(super::result::status)?,
+                        (Some(before), Some(now)) if now != before => {
+                            let table = storage
+                                .open_table(&name)
+                                .await
+                                .map_err(super::result::status)?
+                                .ok_or_else(|| Status::internal(format!("{name} vanished")))?;
+                            table
+                                .delta_table()
+                                .clone()
+                                .restore()
+                                .with_version_to_restore(before)
+                                .await
+                                .map_err(|e| {
+                                    Status::internal(format!(
+                                        "TransactionContext Error: cannot restore {name} to version {before}: {e}"
+                                    ))
+                                })?;
+                        }
+                        _ => {}
+                    }
+                }
             }
         }
-        if refused.is_empty() {
-            Ok(())
-        } else {
-            Err(Status::aborted(format!(
-                "TransactionContext Error: rolled back, except {}: written by another session since this transaction wrote it, so restoring it would undo that write too",
-                refused.join(", ")
-            )))
+        if untouched.is_empty() {
+            return Ok(());
         }
+        untouched.sort();
+        untouched.dedup();
+        Err(Status::aborted(format!(
+            "TransactionContext Error: rolled back, except {}: written by another session since this transaction wrote it, so restoring it would undo that write too",
+            untouched.join(", ")
+        )))
     }
 }
 
@@ -174,15 +246,16 @@ pub async fn version(storage: &Storage, name: &TableName) -> Result<Option<u64>,
         .map(|t| t.version()))
 }
 
-/// The versions of the tables `writes` names, in order.
+/// The versions of the tables `writes` names (`Write::names`), in order.
 pub async fn versions(
     storage: &Arc<Storage>,
     writes: &[Write],
 ) -> Result<Vec<Option<u64>>, Status> {
-    let mut out = Vec::with_capacity(writes.len());
+    let mut out = Vec::new();
     for w in writes {
-        let (Write::Table(n) | Write::Drop(n)) = w;
-        out.push(version(storage, n).await?);
+        for n in w.names() {
+            out.push(version(storage, n).await?);
+        }
     }
     Ok(out)
 }

@@ -109,6 +109,7 @@ pub(super) fn check_allowed(statement: &DFStatement) -> Result<(), ApiError> {
             | Statement::Delete(_)
             | Statement::Update(_)
             | Statement::Merge(_)
+            | Statement::Truncate(_)
             | Statement::Comment { .. }
             | Statement::StartTransaction { .. }
             | Statement::Commit { .. }

@@ -15,6 +15,7 @@ mod layout;
 mod merge;
 mod normalize;
 pub mod params;
+mod relations;
 mod resolve;
 mod rewrite;
 mod scan;
@@ -33,7 +34,9 @@ use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
-use datafusion::sql::sqlparser::ast::{DescribeAlias, ObjectName, ObjectNamePart, Statement};
+use datafusion::sql::sqlparser::ast::{
+    AlterTableOperation, DescribeAlias, ObjectName, ObjectNamePart, RenameTableNameKind, Statement,
+};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use futures::TryStreamExt;
 
@@ -366,7 +369,8 @@ impl SqlSession {
                 Statement::Insert(_)
                 | Statement::Update(_)
                 | Statement::Delete(_)
-                | Statement::Merge(_) => return Ok(Some(Self::count(0).schema())),
+                | Statement::Merge(_)
+                | Statement::Truncate(_) => return Ok(Some(Self::count(0).schema())),
                 Statement::Explain { .. } | Statement::ExplainTable { .. } => return Ok(None),
                 _ => return Ok(Some(Self::ok_status().schema())),
             },
@@ -401,9 +405,18 @@ impl SqlSession {
             Statement::CreateTable(create) => self.create_table(create).await,
             Statement::AlterTable(alter) => {
                 let parts = name_parts(&alter.name)?;
+                if let [
+                    AlterTableOperation::RenameTable {
+                        table_name: RenameTableNameKind::To(to) | RenameTableNameKind::As(to),
+                    },
+                ] = alter.operations.as_slice()
+                {
+                    return self.rename_table(&parts, alter.if_exists, to).await;
+                }
                 self.alter_table(&parts, alter.if_exists, &alter.operations)
                     .await
             }
+            Statement::Truncate(truncate) => self.truncate(truncate).await,
             Statement::Drop {
                 object_type,
                 if_exists,

@@ -2,7 +2,10 @@
 //! that a rollback can put those tables back (Flight SQL's `BeginTransaction`).
 
 use datafusion::sql::parser::Statement as DFStatement;
-use datafusion::sql::sqlparser::ast::{FromTable, ObjectType, Statement, TableFactor, TableObject};
+use datafusion::sql::sqlparser::ast::{
+    AlterTableOperation, FromTable, ObjectType, RenameTableNameKind, Statement, TableFactor,
+    TableObject,
+};
 
 use super::{SqlSession, name_parts, sql_err};
 use crate::catalog::TableName;
@@ -16,6 +19,18 @@ pub enum Write {
     Table(TableName),
     /// It is removed (`DROP TABLE`): its files go with it.
     Drop(TableName),
+    /// It is renamed (`ALTER TABLE from RENAME TO to`).
+    Rename(TableName, TableName),
+}
+
+impl Write {
+    /// The tables whose versions tell what the statement did.
+    pub fn names(&self) -> Vec<&TableName> {
+        match self {
+            Write::Table(n) | Write::Drop(n) => vec![n],
+            Write::Rename(from, to) => vec![from, to],
+        }
+    }
 }
 
 impl SqlSession {
@@ -55,7 +70,29 @@ impl SqlSession {
                     }
                 }
                 Statement::CreateTable(create) => out.push(Write::Table(table(&create.name)?)),
-                Statement::AlterTable(alter) => out.push(Write::Table(table(&alter.name)?)),
+                Statement::AlterTable(alter) => {
+                    let from = table(&alter.name)?;
+                    match alter.operations.as_slice() {
+                        [
+                            AlterTableOperation::RenameTable {
+                                table_name:
+                                    RenameTableNameKind::To(to) | RenameTableNameKind::As(to),
+                            },
+                        ] => {
+                            let to = match name_parts(to)?.as_slice() {
+                                [t] => TableName::new(&from.catalog, &from.schema, t)?,
+                                parts => self.resolve(parts)?,
+                            };
+                            out.push(Write::Rename(from, to));
+                        }
+                        _ => out.push(Write::Table(from)),
+                    }
+                }
+                Statement::Truncate(truncate) => {
+                    for target in &truncate.table_names {
+                        out.push(Write::Table(table(&target.name)?));
+                    }
+                }
                 Statement::Comment {
                     object_type: datafusion::sql::sqlparser::ast::CommentObject::Table,
                     object_name,
