@@ -902,6 +902,72 @@ fn rename_and_truncate() {
     );
 }
 
+/// Temporary tables: the session's own, by their bare name in its later calls (before a
+/// main table of the same name, as DuckDB's `temp` schema), listed by
+/// `duckdb_columns()` for their session only, gone with the session; refused over HTTP.
+#[test]
+fn temporary_tables_belong_to_their_session() {
+    let s = Server::start();
+    s.rows("CREATE TABLE src (id INT, v VARCHAR); INSERT INTO src VALUES (1, 'main'); CREATE TABLE t_tmp (id INT)");
+    let mut f = Flight::login(&s, ALICE);
+    ok(f.update("create temporary table \"t_tmp\" as (select id, 'temp' as v from src)"));
+    let got = f.query("SELECT v FROM t_tmp").expect("bare name");
+    assert_eq!(strings(&got.batches, "v"), ["temp"]);
+    // Read by a MERGE, as dbt's incremental models do.
+    assert_eq!(
+        ok(f.update("MERGE INTO src AS d USING t_tmp AS s ON d.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v")),
+        1
+    );
+    assert_eq!(s.rows("SELECT v FROM src"), vec![vec![json!("temp")]]);
+    let got = f
+        .query("select database_name like 'temp_%' as temp, column_name from duckdb_columns() where table_name = 't_tmp' order by 1, column_index")
+        .expect("columns");
+    assert_eq!(strings(&got.batches, "column_name"), ["id", "id", "v"]);
+    assert_eq!(strings(&got.batches, "temp"), ["false", "true", "true"]);
+    // Another session sees the main table only; so does HTTP.
+    let mut g = Flight::login(&s, ALICE);
+    let got = g.query("SELECT * FROM t_tmp").expect("main table");
+    assert_eq!(got.info_schema.fields().len(), 1);
+    assert_eq!(s.rows("SELECT count(*) FROM t_tmp"), vec![vec![json!(0)]]);
+    assert_eq!(
+        s.error("CREATE TEMPORARY TABLE x AS SELECT 1 AS a"),
+        "Permission Error: temporary tables need a session (Flight SQL); over HTTP each request is its own"
+    );
+    let e = f
+        .update("CREATE TEMPORARY TABLE other.main.x (a INT)")
+        .expect_err("qualified");
+    assert_eq!(
+        e.message(),
+        "Binder Error: Temporary tables can only be created in the temporary schema"
+    );
+    // Dropped by name; the main table is the bare name's again.
+    ok(f.update("DROP TABLE t_tmp"));
+    let got = f.query("SELECT * FROM t_tmp").expect("main again");
+    assert_eq!(got.info_schema.fields().len(), 1);
+    // A closed session's temporary catalog is removed with it.
+    ok(f.update("create temporary table k as select 1 as a"));
+    let before = s.rows("SELECT count(*) FROM information_schema.schemata");
+    let catalogs = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .expect("data")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with("temp_"))
+            .count()
+    };
+    assert_eq!(catalogs(&s.data()), 1);
+    f.action("CloseSession", Vec::new()).expect("close");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while catalogs(&s.data()) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(catalogs(&s.data()), 0);
+    assert_eq!(
+        s.rows("SELECT count(*) FROM information_schema.schemata"),
+        before
+    );
+}
+
 #[test]
 fn session_options_and_scratch_catalogs() {
     let s = Server::start();

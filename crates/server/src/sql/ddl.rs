@@ -50,6 +50,9 @@ impl SqlSession {
     }
 
     pub(super) async fn create_table(&mut self, create: &CreateTable) -> Result<Output, ApiError> {
+        if create.temporary && !create.external && create.location.is_none() {
+            return self.create_temp_table(create).await;
+        }
         if create.external || create.temporary || create.location.is_some() {
             return Err(sql_err(
                 "Permission Error: external and temporary tables are not allowed",
@@ -415,6 +418,7 @@ impl SqlSession {
                         return Err(table_missing(&name.table));
                     }
                     self.storage.drop_table(&name).await?;
+                    self.forget_temp(&name);
                 }
                 ObjectType::Schema => {
                     let (c, s) = self.schema_parts(name)?;

@@ -21,6 +21,7 @@ mod rewrite;
 mod scan;
 pub mod stores;
 pub mod targets;
+mod temp;
 mod udf;
 
 pub use guard::{MAX_EXPR_DEPTH, MAX_SET_OPERATIONS};
@@ -90,6 +91,8 @@ const COUNT_COLUMN: &str = "Count";
 #[derive(Debug, Default)]
 pub struct Attached {
     names: Mutex<Vec<String>>,
+    /// The session's temporary tables (`sql/temp.rs`).
+    temp: Mutex<temp::TempTables>,
 }
 
 impl Attached {

@@ -15,6 +15,11 @@ use crate::error::ApiError;
 
 impl SqlSession {
     pub(super) fn resolve(&self, parts: &[String]) -> Result<TableName, ApiError> {
+        if let [t] = parts
+            && let Some((c, s)) = self.temp_table(t)
+        {
+            return TableName::new(&c, &s, t);
+        }
         let (c, s, t) = match parts {
             [t] => (self.catalog.as_str(), self.schema.as_str(), t.as_str()),
             [s, t] => (self.catalog.as_str(), s.as_str(), t.as_str()),
@@ -77,6 +82,12 @@ impl SqlSession {
             {
                 continue;
             }
+            // A bare name of a temporary table: registered where DataFusion looks for
+            // the bare name (the default schema), read from the temporary catalog.
+            let temp = match &r {
+                TableReference::Bare { table } => self.temp_table(table),
+                _ => None,
+            };
             let (c, s, t) = match &r {
                 TableReference::Bare { table } => {
                     (self.catalog.clone(), self.schema.clone(), table.to_string())
@@ -100,7 +111,10 @@ impl SqlSession {
                 provider.register_table(t, table).map_err(sql_error)?;
                 continue;
             }
-            let name = TableName::new(&c, &s, &t)?;
+            let name = match &temp {
+                Some((tc, ts)) => TableName::new(tc, ts, &t)?,
+                None => TableName::new(&c, &s, &t)?,
+            };
             let Some(table) = self.storage.open_table(&name).await? else {
                 // An unqualified name in a default schema that does not exist fails the way
                 // DuckDB's implicit `SET schema` does; clients match on that message.
