@@ -3,10 +3,12 @@
 # (DB-API) and altertable-flightsql 0.4.1 (its public API) in tests/flight, then the tests
 # altertable-flightsql ships in its sdist (downloaded at the pinned version, its sha256
 # checked, unpacked inside the root; never copied into this repository) with
-# tests/flight/conftest.py as their conftest. The clients need CPython >= 3.12, so pytest
-# runs inside the Debian trixie root of scripts/lib/py313.sh (venv /opt/clients, pins from
-# requirements-clients.txt + requirements-flight.txt); the server runs on the host and is
-# reached over loopback. Needs root (debootstrap, mount, chroot).
+# tests/flight/conftest.py as their conftest, then dbt-altertable 0.2.13 on the project in
+# tests/dbt (tests/dbt/run_dbt.py). The clients need CPython >= 3.12, so they run inside
+# the Debian trixie root of scripts/lib/py313.sh (venv /opt/clients, pins from
+# requirements-clients.txt + requirements-flight.txt; venv /opt/dbt, pins from
+# requirements-dbt.txt); the server runs on the host and is reached over loopback. Needs
+# root (debootstrap, mount, chroot).
 # Run from anywhere: scripts/test-flight.sh [extra pytest args]
 #   PY313_ROOT    where the root lives or is built (default /work/py313)
 #   DELTALITE_BIN the server binary (default target/debug/deltalite, built if missing)
@@ -20,6 +22,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 export DELTALITE_BIN="${DELTALITE_BIN:-$CARGO_TARGET_DIR/debug/deltalite}"
 PY313_ROOT="$(realpath -m "${PY313_ROOT:-/work/py313}")"
 VENV=/opt/clients
+DBT_VENV=/opt/dbt
 SDIST_NAME=altertable-flightsql
 SDIST_VERSION=0.4.1
 SDIST_FILE=altertable_flightsql-0.4.1.tar.gz
@@ -29,8 +32,8 @@ SDIST_SHA256=077652f60417318a9a20fa9fd783f589c58dd5c0983fbb29f47557293d7e7bc9
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-.venv/bin/ruff check tests/flight
-.venv/bin/ruff format --check tests/flight
+.venv/bin/ruff check tests/flight tests/dbt
+.venv/bin/ruff format --check tests/flight tests/dbt
 
 # shellcheck source=lib/py313.sh
 source scripts/lib/py313.sh
@@ -55,6 +58,7 @@ trap cleanup EXIT
 py313_root "$PY313_ROOT"
 py313_venv "$PY313_ROOT" "$VENV" requirements-clients.txt
 py313_venv "$PY313_ROOT" "$VENV" requirements-flight.txt
+py313_venv "$PY313_ROOT" "$DBT_VENV" requirements-dbt.txt
 
 # The sdist, at its pinned version and hash (kept in the root's cache between runs).
 CACHE="$PY313_ROOT/var/cache/deltalite-sdists"
@@ -79,4 +83,4 @@ SDIST_DIR="$WORK/altertable_flightsql-$SDIST_VERSION"
 cp tests/flight/conftest.py "$SDIST_DIR/tests/conftest.py"
 touch "$SDIST_DIR/tests/__init__.py"
 
-python3 tests/flight/serve_and_run.py "$PY313_ROOT" "$VENV" "${SDIST_DIR#"$PY313_ROOT"}" "$@"
+python3 tests/flight/serve_and_run.py "$PY313_ROOT" "$VENV" "${SDIST_DIR#"$PY313_ROOT"}" "$DBT_VENV" "$@"

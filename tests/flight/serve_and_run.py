@@ -4,14 +4,15 @@
 
 1. our client tests (tests/flight: ADBC and altertable-flightsql's public API);
 2. the tests altertable-flightsql 0.4.1 ships in its sdist, unchanged, with our
-   tests/flight/conftest.py as their `tests/conftest.py` (the sdist has none).
+   tests/flight/conftest.py as their `tests/conftest.py` (the sdist has none);
+3. dbt-altertable on our dbt project (tests/dbt/run_dbt.py), with DBT_VENV's python.
 
-    python3 tests/flight/serve_and_run.py PY313_ROOT VENV SDIST_DIR [pytest args]
+    python3 tests/flight/serve_and_run.py PY313_ROOT VENV SDIST_DIR DBT_VENV [pytest args]
 
 SDIST_DIR is the unpacked sdist, a path inside the root. The server address and the
 user reach the tests as `ALTERTABLE_HOST`/`ALTERTABLE_PORT`/`ALTERTABLE_USERNAME`/
 `ALTERTABLE_PASSWORD`, the variables the upstream conftest reads. Both runs happen
-even when the first fails; the exit status is the first failure's. Standard library
+even when an earlier one fails; the exit status is the first failure's. Standard library
 only (the host's python3 is enough).
 """
 
@@ -37,9 +38,8 @@ def notable(log: str) -> list[str]:
     return [line for line in log.splitlines() if " WARN " in line or " ERROR " in line]
 
 
-def pytest_in_root(
-    root: str, venv: str, server: ServerProcess, cwd: str, args: list[str]
-) -> int:
+def in_root(root: str, server: ServerProcess, cwd: str, args: list[str]) -> int:
+    """Run `args` in the root, in `cwd`, with the server's address and user."""
     host, port = server.flight_addr or ("", 0)
     command = [
         "bash",
@@ -58,22 +58,23 @@ def pytest_in_root(
         "-c",
         'cd "$0" && exec "$@"',
         cwd,
-        f"{venv}/bin/python",
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "-rA",
         *args,
     ]
     return subprocess.run(command, check=False).returncode
 
 
+def pytest_in_root(
+    root: str, venv: str, server: ServerProcess, cwd: str, args: list[str]
+) -> int:
+    pytest = [f"{venv}/bin/python", "-m", "pytest", "-p", "no:cacheprovider", "-rA"]
+    return in_root(root, server, cwd, [*pytest, *args])
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 3:
+    if len(argv) < 4:
         print(__doc__, file=sys.stderr)
         return 2
-    root, venv, sdist, *pytest_args = argv
+    root, venv, sdist, dbt_venv, *pytest_args = argv
     tmp = tempfile.mkdtemp(prefix="deltalite-flight-")
     keep = False
     try:
@@ -93,7 +94,14 @@ def main(argv: list[str]) -> int:
             )
             print("== altertable-flightsql 0.4.1 sdist tests, unchanged", flush=True)
             theirs = pytest_in_root(root, venv, server, sdist, ["tests", *pytest_args])
-            status = ours or theirs
+            print("== dbt-altertable 0.2.13 on tests/dbt/project", flush=True)
+            dbt = in_root(
+                root,
+                server,
+                str(REPO),
+                [f"{dbt_venv}/bin/python", "tests/dbt/run_dbt.py"],
+            )
+            status = ours or theirs or dbt
             if status:
                 keep = True
                 lines = notable(server.log_text())

@@ -1,0 +1,2 @@
+{{ config(materialized='table') }}
+select id, upper(name) as uname, amount from {{ ref('people') }}

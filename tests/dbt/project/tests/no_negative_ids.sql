@@ -1,0 +1,1 @@
+select * from {{ ref('people_table') }} where id < 0
