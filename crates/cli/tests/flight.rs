@@ -968,6 +968,48 @@ fn temporary_tables_belong_to_their_session() {
     );
 }
 
+/// `GetXdbcTypeInfo`: the storable types by DuckDB's names, all or the one asked for,
+/// in the spec's schema (the FlightInfo's and the stream's the same).
+#[test]
+fn xdbc_type_info_lists_the_storable_types() {
+    let s = Server::start();
+    let mut f = Flight::login(&s, ALICE);
+    let get = |f: &mut Flight, data_type: Option<i32>| {
+        let info =
+            f.rt.block_on(
+                f.client
+                    .get_xdbc_type_info(arrow_flight::sql::CommandGetXdbcTypeInfo { data_type }),
+            )
+            .expect("info");
+        f.fetch(info).expect("types")
+    };
+    let all = get(&mut f, None);
+    assert_eq!(all.info_schema, all.stream_schema);
+    let mut names = strings(&all.batches, "type_name");
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "BIGINT",
+            "BLOB",
+            "BOOLEAN",
+            "DATE",
+            "DECIMAL",
+            "DOUBLE",
+            "FLOAT",
+            "INTEGER",
+            "SMALLINT",
+            "TIMESTAMP",
+            "TIMESTAMP WITH TIME ZONE",
+            "TINYINT",
+            "VARCHAR"
+        ]
+    );
+    // XDBC_INTEGER (4) only.
+    let one = get(&mut f, Some(4));
+    assert_eq!(strings(&one.batches, "type_name"), ["INTEGER"]);
+}
+
 #[test]
 fn session_options_and_scratch_catalogs() {
     let s = Server::start();

@@ -1,5 +1,5 @@
 //! Flight SQL metadata commands (`GetCatalogs`, `GetDbSchemas`, `GetTables`,
-//! `GetTableTypes`, `GetSqlInfo`) over the catalogs a session sees: the user's grants and
+//! `GetTableTypes`, `GetSqlInfo`, `GetXdbcTypeInfo`) over the catalogs a session sees: the user's grants and
 //! its scratch catalogs, nothing else. Results have the exact schemas the Flight SQL spec
 //! gives (clients such as ADBC validate them), built by `arrow-flight`'s builders, which
 //! also apply the commands' filters.
@@ -7,10 +7,13 @@
 use std::sync::LazyLock;
 
 use arrow::record_batch::RecordBatch;
-use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder};
+use arrow_flight::sql::metadata::{
+    SqlInfoData, SqlInfoDataBuilder, XdbcTypeInfo, XdbcTypeInfoData, XdbcTypeInfoDataBuilder,
+};
 use arrow_flight::sql::{
     CommandGetCatalogs, CommandGetDbSchemas, CommandGetSqlInfo, CommandGetTableTypes,
-    CommandGetTables, SqlInfo, SqlSupportedTransaction,
+    CommandGetTables, CommandGetXdbcTypeInfo, Nullable, Searchable, SqlInfo,
+    SqlSupportedTransaction, XdbcDataType, XdbcDatetimeSubcode,
 };
 use tonic::Status;
 
@@ -144,6 +147,85 @@ pub static SQL_INFO: LazyLock<Result<SqlInfoData, String>> = LazyLock::new(|| {
 /// `GetSqlInfo`: the asked-for entries (all without a list).
 pub fn sql_info(cmd: CommandGetSqlInfo) -> Result<RecordBatch, Status> {
     let data = SQL_INFO.as_ref().map_err(|e| Status::internal(e.clone()))?;
+    cmd.into_builder(data).build().map_err(arrow_status)
+}
+
+/// One storable type: name, XDBC type, column size, quoted literals, radix, subcode.
+type XdbcRow = (
+    &'static str,
+    XdbcDataType,
+    Option<i32>,
+    bool,
+    Option<i32>,
+    Option<XdbcDatetimeSubcode>,
+);
+
+/// What `GetXdbcTypeInfo` answers: the column types a table can store, by the names
+/// DuckDB gives them (`types.rs`).
+pub static XDBC_TYPES: LazyLock<Result<XdbcTypeInfoData, String>> = LazyLock::new(|| {
+    use XdbcDataType as X;
+    let mut b = XdbcTypeInfoDataBuilder::new();
+    let types: [XdbcRow; 13] = [
+        ("BOOLEAN", X::XdbcBit, Some(1), false, None, None),
+        ("TINYINT", X::XdbcTinyint, Some(8), false, Some(2), None),
+        ("SMALLINT", X::XdbcSmallint, Some(16), false, Some(2), None),
+        ("INTEGER", X::XdbcInteger, Some(32), false, Some(2), None),
+        ("BIGINT", X::XdbcBigint, Some(64), false, Some(2), None),
+        ("FLOAT", X::XdbcReal, Some(24), false, Some(2), None),
+        ("DOUBLE", X::XdbcDouble, Some(53), false, Some(2), None),
+        ("DECIMAL", X::XdbcDecimal, Some(38), false, Some(10), None),
+        ("VARCHAR", X::XdbcVarchar, None, true, None, None),
+        ("BLOB", X::XdbcVarbinary, None, true, None, None),
+        ("DATE", X::XdbcDate, Some(10), true, None, None),
+        (
+            "TIMESTAMP",
+            X::XdbcTimestamp,
+            Some(26),
+            true,
+            None,
+            Some(XdbcDatetimeSubcode::XdbcSubcodeTimestamp),
+        ),
+        (
+            "TIMESTAMP WITH TIME ZONE",
+            X::XdbcTimestamp,
+            Some(32),
+            true,
+            None,
+            Some(XdbcDatetimeSubcode::XdbcSubcodeTimestampWithTimezone),
+        ),
+    ];
+    for (name, data_type, column_size, quoted, radix, subcode) in types {
+        let decimal = name == "DECIMAL";
+        b.append(XdbcTypeInfo {
+            type_name: name.into(),
+            data_type,
+            column_size,
+            literal_prefix: quoted.then(|| "'".into()),
+            literal_suffix: quoted.then(|| "'".into()),
+            create_params: decimal.then(|| vec!["precision".into(), "scale".into()]),
+            nullable: Nullable::NullabilityNullable,
+            case_sensitive: name == "VARCHAR",
+            searchable: Searchable::Full,
+            unsigned_attribute: radix.map(|_| false),
+            fixed_prec_scale: decimal,
+            auto_increment: radix.map(|_| false),
+            local_type_name: Some(name.into()),
+            minimum_scale: decimal.then_some(0),
+            maximum_scale: decimal.then_some(38),
+            sql_data_type: data_type,
+            datetime_subcode: subcode,
+            num_prec_radix: radix,
+            interval_precision: None,
+        });
+    }
+    b.build().map_err(|e| e.to_string())
+});
+
+/// `GetXdbcTypeInfo`: every storable type, or the one asked for.
+pub fn xdbc_types(cmd: CommandGetXdbcTypeInfo) -> Result<RecordBatch, Status> {
+    let data = XDBC_TYPES
+        .as_ref()
+        .map_err(|e| Status::internal(e.clone()))?;
     cmd.into_builder(data).build().map_err(arrow_status)
 }
 

@@ -40,9 +40,9 @@ use arrow_flight::sql::{
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
     ActionCreatePreparedStatementResult, ActionEndTransactionRequest, Any, CommandGetCatalogs,
     CommandGetDbSchemas, CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables,
-    CommandPreparedStatementQuery, CommandPreparedStatementUpdate, CommandStatementIngest,
-    CommandStatementQuery, CommandStatementUpdate, DoPutPreparedStatementResult, EndTransaction,
-    ProstMessageExt, SqlInfo, TicketStatementQuery,
+    CommandGetXdbcTypeInfo, CommandPreparedStatementQuery, CommandPreparedStatementUpdate,
+    CommandStatementIngest, CommandStatementQuery, CommandStatementUpdate,
+    DoPutPreparedStatementResult, EndTransaction, ProstMessageExt, SqlInfo, TicketStatementQuery,
 };
 use arrow_flight::{
     Action, FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse,
@@ -491,6 +491,28 @@ impl FlightSqlService for FlightSql {
             .map_err(|e| Status::internal(e.clone()))?;
         let schema = cmd.clone().into_builder(data).schema();
         flight_info(&schema, cmd, request.into_inner(), -1)
+    }
+
+    async fn get_flight_info_xdbc_type_info(
+        &self,
+        cmd: CommandGetXdbcTypeInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.session(&request)?;
+        let data = metadata::XDBC_TYPES
+            .as_ref()
+            .map_err(|e| Status::internal(e.clone()))?;
+        let schema = cmd.into_builder(data).schema();
+        flight_info(&schema, cmd, request.into_inner(), -1)
+    }
+
+    async fn do_get_xdbc_type_info(
+        &self,
+        cmd: CommandGetXdbcTypeInfo,
+        request: Request<Ticket>,
+    ) -> Result<Response<DataStream>, Status> {
+        self.session(&request)?;
+        Ok(batch_stream(metadata::xdbc_types(cmd)?))
     }
 
     async fn do_get_statement(

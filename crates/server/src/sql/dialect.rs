@@ -169,8 +169,7 @@ fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
                     && DUCKDB_CATALOG_FUNCTIONS.contains(&w.value.to_lowercase().as_str())
                     && tokens.get(i + 1).is_some_and(|n| n.token == Token::LParen)
                     && tokens.get(i + 2).is_some_and(|n| n.token == Token::RParen)
-                    && i
-                        .checked_sub(1)
+                    && i.checked_sub(1)
                         .and_then(|p| tokens.get(p))
                         .is_none_or(|p| p.token != Token::Period) =>
             {
