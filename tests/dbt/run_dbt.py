@@ -1,7 +1,8 @@
 """dbt-altertable 0.2.13 (dbt-core 1.11, dbt-duckdb 1.11.0 macros), unchanged, against a
 real `deltalite serve` over Arrow Flight SQL: the project in tests/dbt/project (a seed,
-a `table` model, incremental `merge`, `append` and `delete+insert` models, schema and
-singular tests) is seeded, run, changed at the source, run again, tested, fully
+a `table` model, incremental `merge`, `append` and `delete+insert` models, a timestamp
+snapshot, schema and singular tests) is seeded, run and snapshotted, changed at the
+source, run and snapshotted again, tested, documented (`docs generate`), fully
 refreshed and re-seeded; after each step the tables' contents are read back through
 altertable-flightsql and compared with what dbt's semantics say they hold.
 
@@ -89,6 +90,16 @@ SEEDED = [
     {"id": 3, "name": "Carl", "created_at": ts(3, 12), "amount": None},
 ]
 MODELS = ["inc_append", "inc_delete_insert", "inc_merge", "people", "people_table"]
+WITH_SNAPSHOT = sorted([*MODELS, "people_snapshot"])
+
+
+def leftovers() -> list[dict]:
+    """dbt's tmp, backup and snapshot staging tables, in any schema of the catalog."""
+    return rows(
+        "SELECT table_schema, table_name FROM information_schema.tables "
+        f"WHERE table_catalog = '{CATALOG}' AND (table_name LIKE '%dbt_tmp%' "
+        "OR table_name LIKE '%dbt_backup%')"
+    )
 
 
 def main() -> int:
@@ -113,10 +124,17 @@ def main() -> int:
             ],
         )
         check("no tmp, backup or temporary tables left", tables(), MODELS)
+        dbt(project, "snapshot")
+        check(
+            "first snapshot",
+            table("people_snapshot", "id, name, dbt_valid_to IS NULL AS current"),
+            [{"id": r["id"], "name": r["name"], "current": True} for r in SEEDED],
+        )
 
-        # The source changes: Bob renamed, Dee arrives later than everyone.
+        # The source changes: Bob renamed (and touched later than anyone), Dee arrives.
         execute(
-            f'UPDATE "{CATALOG}"."{SCHEMA}".people SET name = \'Bobby\' WHERE id = 2'
+            f'UPDATE "{CATALOG}"."{SCHEMA}".people SET name = \'Bobby\', '
+            "created_at = TIMESTAMP '2024-01-05 08:00:00' WHERE id = 2"
         )
         execute(
             f'INSERT INTO "{CATALOG}"."{SCHEMA}".people VALUES '
@@ -138,15 +156,39 @@ def main() -> int:
         )
         check(
             "second run inc_append",
-            table("inc_append", "id, name"),
-            [*names, {"id": 4, "name": "Dee"}],
+            table("inc_append", "id, name", "id, name"),
+            # The rows newer than what it holds: Bobby (a second row for id 2), Dee.
+            [
+                *names[:2],
+                {"id": 2, "name": "Bobby"},
+                names[2],
+                {"id": 4, "name": "Dee"},
+            ],
         )
         check(
             "second run people_table",
             table("people_table", "id, uname"),
             [{"id": r["id"], "uname": r["name"].upper()} for r in changed],
         )
-        check("no tmp, backup or temporary tables left", tables(), MODELS)
+        check("no tmp, backup or temporary tables left", tables(), WITH_SNAPSHOT)
+        dbt(project, "snapshot")
+        # Bob's version is closed and Bobby's opened; Dee is new; the rest unchanged.
+        check(
+            "second snapshot",
+            table(
+                "people_snapshot",
+                "id, name, dbt_valid_to IS NULL AS current",
+                "id, name",
+            ),
+            [
+                {"id": 1, "name": "Alice", "current": True},
+                {"id": 2, "name": "Bob", "current": False},
+                {"id": 2, "name": "Bobby", "current": True},
+                {"id": 3, "name": "Carl", "current": True},
+                {"id": 4, "name": "Dee", "current": True},
+            ],
+        )
+        check("no dbt staging tables anywhere", leftovers(), [])
 
         tested = dbt(project, "test").result.results
         check(
@@ -165,8 +207,23 @@ def main() -> int:
             ),
         )
 
+        catalog = dbt(project, "docs", "generate").result
+        documented = {
+            node.metadata.name: list(node.columns) for node in catalog.nodes.values()
+        }
+        check(
+            "docs generate: every relation with its columns",
+            {k: documented.get(k) for k in ("people_table", "inc_merge", "people")},
+            {
+                "people_table": ["id", "uname", "amount"],
+                "inc_merge": ["id", "name", "created_at"],
+                "people": ["id", "name", "created_at", "amount"],
+            },
+        )
+
         dbt(project, "run", "--full-refresh", "--select", "inc_append")
         check("full refresh inc_append", table("inc_append", "id, name"), changed)
+        check("tables at the end", tables(), WITH_SNAPSHOT)
 
         # A seed loaded again replaces its rows (TRUNCATE, then the CSV's rows).
         dbt(project, "seed")
