@@ -1,6 +1,6 @@
 """dbt-altertable 0.2.13 (dbt-core 1.11, dbt-duckdb 1.11.0 macros), unchanged, against a
 real `deltalite serve` over Arrow Flight SQL: the project in tests/dbt/project (a seed,
-a `table` model, incremental `merge`, `append` and `delete+insert` models, a timestamp
+a view, a `table` model over it, incremental `merge`, `append` and `delete+insert` models, a timestamp
 snapshot, schema and singular tests) is seeded, run and snapshotted, changed at the
 source, run and snapshotted again, tested, documented (`docs generate`), fully
 refreshed and re-seeded; after each step the tables' contents are read back through
@@ -89,7 +89,14 @@ SEEDED = [
     {"id": 2, "name": "Bob", "created_at": ts(2, 11), "amount": 2.25},
     {"id": 3, "name": "Carl", "created_at": ts(3, 12), "amount": None},
 ]
-MODELS = ["inc_append", "inc_delete_insert", "inc_merge", "people", "people_table"]
+MODELS = [
+    "inc_append",
+    "inc_delete_insert",
+    "inc_merge",
+    "people",
+    "people_table",
+    "stg_people",
+]
 WITH_SNAPSHOT = sorted([*MODELS, "people_snapshot"])
 
 
@@ -123,6 +130,7 @@ def main() -> int:
                 {"id": 3, "uname": "CARL"},
             ],
         )
+        check("first run stg_people (a view)", table("stg_people"), SEEDED)
         check("no tmp, backup or temporary tables left", tables(), MODELS)
         dbt(project, "snapshot")
         check(
@@ -169,6 +177,11 @@ def main() -> int:
             "second run people_table",
             table("people_table", "id, uname"),
             [{"id": r["id"], "uname": r["name"].upper()} for r in changed],
+        )
+        check(
+            "second run stg_people (a view: the source as it is now)",
+            table("stg_people", "id, name"),
+            changed,
         )
         check("no tmp, backup or temporary tables left", tables(), WITH_SNAPSHOT)
         dbt(project, "snapshot")

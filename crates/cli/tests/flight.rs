@@ -1010,6 +1010,128 @@ fn xdbc_type_info_lists_the_storable_types() {
     assert_eq!(strings(&one.batches, "type_name"), ["INTEGER"]);
 }
 
+/// Views: durable (a restart keeps them), read over both protocols from any schema (the
+/// names in them were qualified at creation), listed by `duckdb_views()` and
+/// `information_schema.tables`, renamed and dropped as dbt does, and never a way around
+/// the grants.
+#[test]
+fn views_are_durable_and_read_as_their_reader() {
+    let mut s = Server::start();
+    s.rows("CREATE TABLE t (a INT); INSERT INTO t VALUES (1), (2); CREATE SCHEMA s2");
+    let mut f = Flight::login(&s, ALICE);
+    ok(f.update(
+        "CREATE VIEW v AS WITH big AS (SELECT a FROM t WHERE a > 1) SELECT a * 10 AS b FROM big",
+    ));
+    ok(f.update("CREATE VIEW s2.vv AS SELECT b + 1 AS c FROM main.v"));
+    // From another default schema, and over HTTP.
+    ok(f.update("USE lakehouse.s2"));
+    let got = f.query("SELECT c FROM vv").expect("view of a view");
+    assert_eq!(int64s(&got.batches, "c"), [21]);
+    assert_eq!(got.info_schema, got.stream_schema);
+    assert_eq!(s.rows("SELECT b FROM v"), vec![vec![json!(20)]]);
+    for (sql, message) in [
+        (
+            "CREATE VIEW lakehouse.main.v AS SELECT 1 AS x",
+            "Catalog Error: View with name \"v\" already exists!",
+        ),
+        (
+            "CREATE VIEW lakehouse.main.t AS SELECT 1 AS x",
+            "Catalog Error: Existing object t is of type Table, trying to replace with type View",
+        ),
+        (
+            "CREATE VIEW bad AS SELECT * FROM nowhere",
+            "Catalog Error: Table with name nowhere does not exist!",
+        ),
+        (
+            "DROP VIEW nope",
+            "Catalog Error: View with name nope does not exist!",
+        ),
+    ] {
+        let e = f.update(sql).expect_err(sql);
+        assert_eq!(e.message(), message, "{sql}");
+    }
+    ok(f.update("CREATE OR REPLACE VIEW lakehouse.main.v AS SELECT a * 100 AS b FROM lakehouse.main.t WHERE a > 1"));
+    ok(f.update("CREATE VIEW IF NOT EXISTS lakehouse.main.v AS SELECT 1 AS x"));
+    let got = f.query("SELECT c FROM vv").expect("replaced");
+    assert_eq!(int64s(&got.batches, "c"), [201]);
+    // Listed.
+    let got = f
+        .query(
+            "select database_name, schema_name, view_name from duckdb_views() order by view_name",
+        )
+        .expect("duckdb_views");
+    assert_eq!(strings(&got.batches, "view_name"), ["v", "vv"]);
+    assert_eq!(strings(&got.batches, "schema_name"), ["main", "s2"]);
+    assert_eq!(
+        s.rows("SELECT table_name, table_type FROM information_schema.tables WHERE table_catalog = 'lakehouse' ORDER BY 1"),
+        vec![
+            vec![json!("t"), json!("BASE TABLE")],
+            vec![json!("v"), json!("VIEW")],
+            vec![json!("vv"), json!("VIEW")]
+        ]
+    );
+    // dbt's view materialization: build under a tmp name, move the old one aside, rename.
+    for sql in [
+        "create view \"lakehouse\".\"main\".\"v__dbt_tmp\" as ( select 7 as b )",
+        "alter view \"lakehouse\".\"main\".\"v\" rename to \"v__dbt_backup\"",
+        "alter view \"lakehouse\".\"main\".\"v__dbt_tmp\" rename to \"v\"",
+        "drop view if exists \"lakehouse\".\"main\".\"v__dbt_backup\"",
+    ] {
+        ok(f.update(sql));
+    }
+    assert_eq!(
+        s.rows("SELECT b FROM lakehouse.main.v"),
+        vec![vec![json!(7)]]
+    );
+    // Bob reads no view over Alice's catalog, and makes none.
+    let mut b = Flight::login(&s, BOB);
+    let e = b
+        .query("SELECT * FROM lakehouse.main.v")
+        .map(|_| ())
+        .expect_err("bob");
+    assert_eq!(
+        e.message(),
+        "Catalog Error: Catalog with name lakehouse does not exist!"
+    );
+    let e = b
+        .update("CREATE VIEW other.main.peek AS SELECT * FROM lakehouse.main.t")
+        .expect_err("bob");
+    assert_eq!(
+        e.message(),
+        "Catalog Error: Catalog with name lakehouse does not exist!"
+    );
+    // A view over a temporary table would outlive it: refused.
+    ok(f.update("CREATE TEMPORARY TABLE tmp AS SELECT 1 AS a"));
+    let e = f
+        .update("CREATE VIEW w AS SELECT * FROM tmp")
+        .expect_err("temp");
+    assert_eq!(
+        e.message(),
+        "Binder Error: view can not reference temporary table \"tmp\""
+    );
+    drop(f);
+    drop(b);
+    // Durable: a restarted server reads them.
+    let dir = std::mem::replace(&mut s.dir, tempfile::tempdir().expect("tempdir"));
+    let data = s.data().to_string_lossy().to_string();
+    let data = data.replace(
+        s.dir.path().to_string_lossy().as_ref(),
+        dir.path().to_string_lossy().as_ref(),
+    );
+    drop(s);
+    let s = Server::start_on(dir, &data, &[]);
+    assert_eq!(
+        s.rows("SELECT c FROM lakehouse.s2.vv"),
+        vec![vec![json!(8)]]
+    );
+    let mut f = Flight::login(&s, ALICE);
+    ok(f.update("DROP VIEW lakehouse.s2.vv"));
+    assert_eq!(
+        s.error("SELECT * FROM lakehouse.s2.vv"),
+        "Catalog Error: Table with name vv does not exist!"
+    );
+}
+
 #[test]
 fn session_options_and_scratch_catalogs() {
     let s = Server::start();

@@ -148,8 +148,8 @@ fn every_wrapper_of_a_forbidden_statement_is_refused_and_leaves_nothing() {
         ),
         (
             ALICE,
-            "CREATE VIEW v AS SELECT 1".into(),
-            "Permission Error: statement not allowed: CREATE VIEW v".into(),
+            "CREATE MATERIALIZED VIEW v AS SELECT 1".into(),
+            "Permission Error: statement not allowed: CREATE MATERIALIZED VIEW".into(),
         ),
         (
             ALICE,
@@ -194,6 +194,11 @@ fn every_wrapper_of_a_forbidden_statement_is_refused_and_leaves_nothing() {
             no_lakehouse.into(),
         ),
         (BOB, "DESCRIBE lakehouse.main.t".into(), no_lakehouse.into()),
+        (
+            BOB,
+            "CREATE VIEW other.main.peek AS SELECT * FROM lakehouse.main.t".into(),
+            no_lakehouse.into(),
+        ),
         (BOB, "DESCRIBE SELECT * FROM lakehouse.main.t".into(), no_lakehouse.into()),
         // SQL writes of every form: the target and every table the source, the
         // conditions or the assignments read.

@@ -22,6 +22,9 @@ const SCHEMA_MARKER: &str = ".deltalite_schema";
 /// as scratch catalogs.
 const SCRATCH_MARKER: &str = ".deltalite_scratch";
 
+/// Hidden folder of a schema that holds its views' definitions.
+const VIEWS_FOLDER: &str = ".deltalite_views";
+
 /// Reject names that could escape their folder or confuse the layout.
 pub fn validate_name(kind: &str, name: &str) -> Result<(), ApiError> {
     // A folder of that name makes its parent look like a Delta table (delta-rs then finds
@@ -532,6 +535,57 @@ impl Storage {
         }
         self.delete_prefix(&[&from.catalog, &from.schema, &from.table])
             .await
+    }
+
+    /// The definition stored for view `name` (`None`: no such view). Views are JSON
+    /// objects in a hidden folder of their schema (`<schema>/.deltalite_views/<view>.json`),
+    /// next to the tables, so they last as long as the data and move with it.
+    pub async fn get_view(&self, name: &TableName) -> Result<Option<Vec<u8>>, ApiError> {
+        match self.store.get(&self.view_path(name)).await {
+            Ok(r) => Ok(Some(r.bytes().await.map_err(internal)?.to_vec())),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(internal(e)),
+        }
+    }
+
+    /// Store (or replace) a view's definition: one object put, atomic.
+    pub async fn put_view(&self, name: &TableName, definition: Vec<u8>) -> Result<(), ApiError> {
+        self.store
+            .put(&self.view_path(name), definition.into())
+            .await
+            .map(|_| ())
+            .map_err(internal)
+    }
+
+    /// Remove a view's definition (a missing one is fine).
+    pub async fn delete_view(&self, name: &TableName) -> Result<(), ApiError> {
+        match self.store.delete(&self.view_path(name)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(internal(e)),
+        }
+    }
+
+    /// The views of a schema, sorted.
+    pub async fn list_views(&self, catalog: &str, schema: &str) -> Result<Vec<String>, ApiError> {
+        let prefix = self.object_path(&[catalog, schema, VIEWS_FOLDER]);
+        let objects: Vec<ObjectPath> = self
+            .store
+            .list(Some(&prefix))
+            .map_ok(|m| m.location)
+            .try_collect()
+            .await
+            .map_err(internal)?;
+        let mut out: Vec<String> = objects
+            .iter()
+            .filter_map(|p| p.filename()?.strip_suffix(".json").map(str::to_string))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    fn view_path(&self, name: &TableName) -> ObjectPath {
+        self.object_path(&[&name.catalog, &name.schema, VIEWS_FOLDER])
+            .join(format!("{}.json", name.table))
     }
 
     /// Remove a schema that holds nothing (no table, no other folder): what a failed

@@ -420,6 +420,7 @@ impl SqlSession {
                     self.storage.drop_table(&name).await?;
                     self.forget_temp(&name);
                 }
+                ObjectType::View => self.drop_view(name, if_exists).await?,
                 ObjectType::Schema => {
                     let (c, s) = self.schema_parts(name)?;
                     if !self.storage.schema_exists(&c, &s).await? {

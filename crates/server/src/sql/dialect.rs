@@ -22,6 +22,7 @@
 //! | `a SEMI JOIN b` / `a ANTI JOIN b`        | `a LEFT SEMI JOIN b` / `a LEFT ANTI JOIN b`         |
 //! | `$tag$text$tag$` (any statement)         | `'text'`                                            |
 //! | `current_catalog()`                      | `"current_catalog"()`                               |
+//! | `ALTER VIEW v RENAME TO w`               | `ALTER TABLE v RENAME TO w` (views answer it too)   |
 //! | `duckdb_tables()` (and `duckdb_databases`, `_schemas`, `_views`, `_columns`) | `information_schema.duckdb_tables` (`sql/duckdb_catalog.rs`) |
 //!
 //! The splice works on sqlparser's own tokens, so text inside strings, quoted names and
@@ -126,6 +127,13 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
     } else if first.is(Keyword::INSERT) {
         edit_insert(tokens, edits);
     } else if first.is(Keyword::ALTER) {
+        // `ALTER VIEW v RENAME TO w`, which the parser does not take: the table form,
+        // which the rename handler resolves to the view (`sql/views.rs`).
+        if let Some(view) = tokens.get(1).filter(|t| t.is(Keyword::VIEW))
+            && tokens.iter().any(|t| t.is(Keyword::RENAME))
+        {
+            edits.push((view.start, view.end, "TABLE".to_string()));
+        }
         edit_alter(sql, tokens, edits);
     } else if first.is(Keyword::CREATE) {
         edit_create(tokens, edits);

@@ -3,8 +3,8 @@
 //! session sees, with the columns DuckDB gives them that clients read (dbt-duckdb's
 //! macros, which dbt-altertable reuses, list relations and columns through them).
 //! `sql/dialect.rs` splices `duckdb_x()` into `information_schema.duckdb_x`, which
-//! `information_schema` answers from here. There are no views: `duckdb_views()` is
-//! empty.
+//! `information_schema` answers from here. `duckdb_columns()` lists tables' columns
+//! (not views').
 
 use std::sync::Arc;
 
@@ -94,15 +94,35 @@ impl SqlSession {
                     Col::Bool("temporary", vec![false; n]),
                 ])?
             }
-            "duckdb_views" => table(vec![
-                Col::Text("database_name", vec![]),
-                Col::Text("schema_name", vec![]),
-                Col::Text("view_name", vec![]),
-                Col::Text("comment", vec![]),
-                Col::Bool("internal", vec![]),
-                Col::Bool("temporary", vec![]),
-                Col::Text("sql", vec![]),
-            ])?,
+            "duckdb_views" => {
+                let (mut db, mut schema, mut view, mut sql) =
+                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                for c in &catalogs {
+                    for s in self.storage.list_schemas(c).await? {
+                        for v in self.storage.list_views(c, &s).await? {
+                            let name = TableName::new(c, &s, &v)?;
+                            // Dropped since the listing: skipped.
+                            let Some(body) = self.storage.get_view(&name).await? else {
+                                continue;
+                            };
+                            db.push(c.clone());
+                            schema.push(s.clone());
+                            view.push(v);
+                            sql.push(super::views::view_sql(&body));
+                        }
+                    }
+                }
+                let n = db.len();
+                table(vec![
+                    Col::Text("database_name", text(&db)),
+                    Col::Text("schema_name", text(&schema)),
+                    Col::Text("view_name", text(&view)),
+                    Col::Text("comment", vec![None; n]),
+                    Col::Bool("internal", vec![false; n]),
+                    Col::Bool("temporary", vec![false; n]),
+                    Col::Text("sql", sql),
+                ])?
+            }
             "duckdb_tables" | "duckdb_columns" => {
                 let columns = name == "duckdb_columns";
                 let (mut db, mut schema, mut tbl, mut comment) =

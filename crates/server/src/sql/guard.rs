@@ -116,6 +116,7 @@ pub(super) fn check_allowed(statement: &DFStatement) -> Result<(), ApiError> {
             | Statement::Use(_)
             | Statement::Set(_) => Ok(()),
             Statement::CreateTable(c) if !c.external && c.location.is_none() => Ok(()),
+            Statement::CreateView(v) if !v.materialized => Ok(()),
             // DuckDB's `DESCRIBE query|table`: planned (through `check_plan`), never run.
             Statement::Explain {
                 describe_alias: DescribeAlias::Describe | DescribeAlias::Desc,

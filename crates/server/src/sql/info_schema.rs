@@ -72,6 +72,20 @@ impl SqlSession {
                         }
                     }
                 }
+                for c in &catalogs {
+                    for s in self.storage.list_schemas(c).await? {
+                        for v in self.storage.list_views(c, &s).await? {
+                            let mut row = vec![None; 13];
+                            row[0] = Some(c.clone());
+                            row[1] = Some(s.clone());
+                            row[2] = Some(v);
+                            row[3] = Some("VIEW".to_string());
+                            row[9] = Some("NO".to_string());
+                            row[10] = Some("NO".to_string());
+                            rows.push(row);
+                        }
+                    }
+                }
                 let names = [
                     "table_catalog",
                     "table_schema",

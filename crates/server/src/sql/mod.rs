@@ -23,6 +23,7 @@ pub mod stores;
 pub mod targets;
 mod temp;
 mod udf;
+mod views;
 
 pub use guard::{MAX_EXPR_DEPTH, MAX_SET_OPERATIONS};
 
@@ -187,6 +188,8 @@ pub struct SqlSession {
     schema: String,
     /// Where `ATTACH ':memory:'` records its catalogs; `None` refuses `ATTACH`.
     attached: Option<Arc<Attached>>,
+    /// Views being expanded inside one another now (`sql/views.rs`).
+    view_depth: usize,
 }
 
 impl SqlSession {
@@ -254,6 +257,7 @@ impl SqlSession {
             catalog,
             schema,
             attached: None,
+            view_depth: 0,
         };
         session.forget_tables();
         session.register_session_functions();
@@ -406,6 +410,7 @@ impl SqlSession {
                 ..
             } => self.create_schema(schema_name, *if_not_exists).await,
             Statement::CreateTable(create) => self.create_table(create).await,
+            Statement::CreateView(create) => self.create_view(create).await,
             Statement::AlterTable(alter) => {
                 let parts = name_parts(&alter.name)?;
                 if let [

@@ -47,6 +47,9 @@ impl SqlSession {
             None => None,
         };
         if !self.storage.table_exists(&from).await? {
+            if self.rename_view(&from, &to).await? {
+                return Ok(Self::ok_status());
+            }
             if if_exists {
                 return Ok(Self::ok_status());
             }

@@ -115,7 +115,15 @@ impl SqlSession {
                 Some((tc, ts)) => TableName::new(tc, ts, &t)?,
                 None => TableName::new(&c, &s, &t)?,
             };
-            let Some(table) = self.storage.open_table(&name).await? else {
+            let opened = self.storage.open_table(&name).await?;
+            if opened.is_none()
+                && let Some(view) = self.view_table(&name).await?
+            {
+                let provider = self.schema_provider(&c, &s)?;
+                provider.register_table(t, view).map_err(sql_error)?;
+                continue;
+            }
+            let Some(table) = opened else {
                 // An unqualified name in a default schema that does not exist fails the way
                 // DuckDB's implicit `SET schema` does; clients match on that message.
                 if matches!(r, TableReference::Bare { .. })

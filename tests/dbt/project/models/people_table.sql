@@ -1,2 +1,2 @@
 {{ config(materialized='table') }}
-select id, upper(name) as uname, amount from {{ ref('people') }}
+select id, upper(name) as uname, amount from {{ ref('stg_people') }}

@@ -1,0 +1,199 @@
+//! Views: `CREATE [OR REPLACE] VIEW`, `DROP VIEW`, `ALTER VIEW … RENAME TO` (spliced into
+//! the table form by `sql/dialect.rs`, and taken here when the name is a view's), read
+//! wherever a table can be.
+//!
+//! A view is durable: its definition is stored next to the tables of its schema
+//! (`catalog::Storage::put_view`), as JSON `{"sql": …}` with every table name in the query
+//! qualified at creation (with the creating session's catalog and schema), so it reads
+//! the same tables whoever queries it and from wherever. It is expanded when a statement
+//! names it: its query is planned as the querying user (the grants are checked again, so
+//! a view never reaches a table its reader could not), up to [`MAX_VIEW_DEPTH`] views
+//! deep. A view over a temporary table is refused (the table would not outlive the
+//! session).
+
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion::catalog::view::ViewTable;
+use datafusion::sql::sqlparser::ast::{
+    CreateView, Ident, ObjectName, ObjectNamePart, Query, visit_relations_mut,
+};
+
+use super::{Output, SqlSession, name_parts, sql_err};
+use crate::catalog::TableName;
+use crate::error::ApiError;
+
+/// Views expanded inside one another, at most.
+pub const MAX_VIEW_DEPTH: usize = 16;
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Definition {
+    sql: String,
+}
+
+impl SqlSession {
+    /// `CREATE [OR REPLACE] VIEW [IF NOT EXISTS] name AS query`.
+    pub(super) async fn create_view(&mut self, create: &CreateView) -> Result<Output, ApiError> {
+        if create.materialized || !create.columns.is_empty() {
+            return Err(sql_err(
+                "Not implemented Error: materialized views and view column lists are not supported",
+            ));
+        }
+        let name = self.resolve(&name_parts(&create.name)?)?;
+        let mut query: Query = (*create.query).clone();
+        self.qualify(&mut query)?;
+        let sql = query.to_string();
+        // Planned now: a view over something missing or not granted fails here.
+        self.plan_sql(&sql).await?;
+        let lock = self.storage.table_lock(&name);
+        let _guard = lock.lock().await;
+        if self.storage.table_exists(&name).await? {
+            return Err(sql_err(format!(
+                "Catalog Error: Existing object {} is of type Table, trying to replace with type View",
+                name.table
+            )));
+        }
+        if self.storage.get_view(&name).await?.is_some() {
+            if create.if_not_exists {
+                return Ok(Self::ok_status());
+            }
+            if !create.or_replace {
+                return Err(sql_err(format!(
+                    "Catalog Error: View with name \"{}\" already exists!",
+                    name.table
+                )));
+            }
+        }
+        let body = serde_json::to_vec(&Definition { sql })
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        self.storage.put_view(&name, body).await?;
+        Ok(Self::ok_status())
+    }
+
+    /// Every table a view's query names, qualified with this session's catalog and
+    /// schema; names of the query's own CTEs are left alone.
+    fn qualify(&self, query: &mut Query) -> Result<(), ApiError> {
+        let mut ctes = HashSet::new();
+        let _ = datafusion::sql::sqlparser::ast::visit_statements(
+            &datafusion::sql::sqlparser::ast::Statement::Query(Box::new(query.clone())),
+            |s| {
+                if let datafusion::sql::sqlparser::ast::Statement::Query(q) = s
+                    && let Some(with) = &q.with
+                {
+                    for cte in &with.cte_tables {
+                        ctes.insert(cte.alias.name.value.to_lowercase());
+                    }
+                }
+                ControlFlow::<()>::Continue(())
+            },
+        );
+        let mut failure = None;
+        let _ = visit_relations_mut(query, |name: &mut ObjectName| {
+            let parts = match name_parts(name) {
+                Ok(p) => p,
+                Err(e) => {
+                    failure = Some(e);
+                    return ControlFlow::Break(());
+                }
+            };
+            if let [t] = parts.as_slice() {
+                if ctes.contains(&t.to_lowercase()) {
+                    return ControlFlow::Continue(());
+                }
+                if self.temp_table(t).is_some() {
+                    failure = Some(sql_err(format!(
+                        "Binder Error: view can not reference temporary table \"{t}\""
+                    )));
+                    return ControlFlow::Break(());
+                }
+            }
+            let full = match parts.as_slice() {
+                [t] => [self.catalog.clone(), self.schema.clone(), t.clone()],
+                [s, t] => [self.catalog.clone(), s.clone(), t.clone()],
+                _ => return ControlFlow::Continue(()),
+            };
+            *name = ObjectName(
+                full.into_iter()
+                    .map(|p| ObjectNamePart::Identifier(Ident::with_quote('"', p)))
+                    .collect(),
+            );
+            ControlFlow::Continue(())
+        });
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// The view `name` as a table DataFusion can read, if there is such a view.
+    pub(super) async fn view_table(
+        &mut self,
+        name: &TableName,
+    ) -> Result<Option<Arc<ViewTable>>, ApiError> {
+        let Some(body) = self.storage.get_view(name).await? else {
+            return Ok(None);
+        };
+        let definition: Definition = serde_json::from_slice(&body).map_err(|e| {
+            ApiError::Internal(format!("the definition of view {name} is unreadable: {e}"))
+        })?;
+        if self.view_depth >= MAX_VIEW_DEPTH {
+            return Err(sql_err(format!(
+                "Binder Error: views nest more than {MAX_VIEW_DEPTH} deep (a view that reads itself?)"
+            )));
+        }
+        self.view_depth += 1;
+        let plan = Box::pin(self.plan_sql(&definition.sql)).await;
+        self.view_depth -= 1;
+        Ok(Some(Arc::new(ViewTable::new(plan?, Some(definition.sql)))))
+    }
+
+    /// `DROP VIEW [IF EXISTS] name`.
+    pub(super) async fn drop_view(
+        &mut self,
+        name: &ObjectName,
+        if_exists: bool,
+    ) -> Result<(), ApiError> {
+        let name = self.resolve(&name_parts(name)?)?;
+        let lock = self.storage.table_lock(&name);
+        let _guard = lock.lock().await;
+        if self.storage.get_view(&name).await?.is_none() {
+            if if_exists {
+                return Ok(());
+            }
+            return Err(sql_err(format!(
+                "Catalog Error: View with name {} does not exist!",
+                name.table
+            )));
+        }
+        self.storage.delete_view(&name).await
+    }
+
+    /// `ALTER VIEW from RENAME TO to` (the caller holds both names' locks and found no
+    /// table at `from`); `false` when `from` is no view either.
+    pub(super) async fn rename_view(
+        &self,
+        from: &TableName,
+        to: &TableName,
+    ) -> Result<bool, ApiError> {
+        let Some(body) = self.storage.get_view(from).await? else {
+            return Ok(false);
+        };
+        if self.storage.table_exists(to).await? || self.storage.get_view(to).await?.is_some() {
+            return Err(sql_err(format!(
+                "Catalog Error: Could not rename \"{}\" to \"{}\": another entry with this name already exists!",
+                from.table, to.table
+            )));
+        }
+        self.storage.put_view(to, body).await?;
+        self.storage.delete_view(from).await?;
+        Ok(true)
+    }
+}
+
+/// A view's stored query, for listings (`duckdb_views()`).
+pub(super) fn view_sql(body: &[u8]) -> Option<String> {
+    serde_json::from_slice::<Definition>(body)
+        .ok()
+        .map(|d| d.sql)
+}

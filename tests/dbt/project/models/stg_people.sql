@@ -1,0 +1,2 @@
+{{ config(materialized='view') }}
+select id, name, created_at, amount from {{ ref('people') }}
