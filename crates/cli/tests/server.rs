@@ -735,7 +735,7 @@ fn security_and_malformed_inputs() {
         "CREATE EXTERNAL TABLE x STORED AS CSV LOCATION '/etc/passwd'",
         "COPY (SELECT 1) TO '/tmp/deltalite-copy-test.csv'",
         "SET datafusion.catalog.location = '/etc'",
-        "CREATE VIEW v AS SELECT 1",
+        "CREATE MATERIALIZED VIEW v AS SELECT 1",
     ] {
         let err = s.error(sql);
         assert!(!err.is_empty(), "{sql}");
