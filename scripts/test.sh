@@ -31,7 +31,9 @@ echo "== rust: tests (engine, server against a real server process, S3)"
 cargo test --workspace -- --test-threads 4
 
 export DELTALITE_BIN="$CARGO_TARGET_DIR/debug/deltalite"
-for part in python dlt; do
+# server-sql: DuckDB oracle + interop (needs the wheel test-python builds); clients,
+# dlt-differential, posthog and flight run the real PyPI clients (CPython 3.13 root).
+for part in python server-sql dlt clients dlt-differential posthog flight; do
   if [ -x "scripts/test-$part.sh" ]; then
     echo "== $part"
     "scripts/test-$part.sh"
