@@ -4,10 +4,9 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use arrow::array::ArrayRef;
-use arrow::row::Rows;
 
 use crate::error::Result;
-use crate::ops::upsert::keys::{LookupKeys, TupleEncoder};
+use crate::ops::upsert::keys::{LookupKeys, TupleEncoder, Tuples};
 use crate::ops::upsert::source::SourcePartition;
 
 /// What happened to a source row. Ordered so that the strongest outcome wins when a key
@@ -57,7 +56,7 @@ impl Outcomes {
 pub(crate) struct StoredKeys {
     keys: LookupKeys,
     null_key: Vec<bool>,
-    cursors: Option<Rows>,
+    cursors: Option<Tuples>,
 }
 
 /// Decides matches between stored rows and a partition's source rows.
