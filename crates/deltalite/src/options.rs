@@ -58,6 +58,10 @@ pub enum PruneStrategy {
     /// Log statistics, then an exact key probe; files without a match are carried over.
     #[default]
     Probe,
+    /// Log statistics only: files whose key bounds (or all-NULL key columns) rule out
+    /// every source key are carried over unread; the others are rewritten, deciding each
+    /// row as it streams. No extra reads, more rewriting than `Probe`.
+    Stats,
     /// Every file of every touched partition is rewritten.
     None,
 }
@@ -67,6 +71,7 @@ impl PruneStrategy {
     pub fn as_str(self) -> &'static str {
         match self {
             PruneStrategy::Probe => "probe",
+            PruneStrategy::Stats => "stats",
             PruneStrategy::None => "none",
         }
     }
@@ -74,12 +79,14 @@ impl PruneStrategy {
 
 impl std::str::FromStr for PruneStrategy {
     type Err = DeltaLiteError;
+    /// Case-insensitive, as PostHog's deltalite 0.1.15 parses it.
     fn from_str(s: &str) -> Result<Self> {
-        match s {
+        match s.to_ascii_lowercase().as_str() {
             "probe" => Ok(Self::Probe),
+            "stats" => Ok(Self::Stats),
             "none" => Ok(Self::None),
-            other => Err(DeltaLiteError::invalid(format!(
-                "prune_strategy must be \"probe\" or \"none\", got {other:?}"
+            _ => Err(DeltaLiteError::invalid(format!(
+                "unknown prune_strategy '{s}' (expected 'none', 'stats' or 'probe')"
             ))),
         }
     }

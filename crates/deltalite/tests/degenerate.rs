@@ -14,7 +14,11 @@ use deltalite::arrow::datatypes::{DataType, Field, Schema};
 use deltalite::write::WriteOptions;
 use deltalite::{DeltaLiteError, ErrorKind, OnDuplicate, PruneStrategy, UpsertOptions};
 
-const STRATEGIES: [PruneStrategy; 2] = [PruneStrategy::Probe, PruneStrategy::None];
+const STRATEGIES: [PruneStrategy; 3] = [
+    PruneStrategy::Probe,
+    PruneStrategy::Stats,
+    PruneStrategy::None,
+];
 
 fn i64s(v: &[Option<i64>]) -> ArrayRef {
     Arc::new(Int64Array::from(v.to_vec()))

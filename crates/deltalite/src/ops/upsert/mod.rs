@@ -502,6 +502,15 @@ async fn process_partition(
     let to_rewrite: Vec<(TargetFile, Option<Vec<Replacement>>)> = match shared.knobs.prune_strategy
     {
         PruneStrategy::None => files.into_iter().map(|file| (file, None)).collect(),
+        PruneStrategy::Stats => {
+            let mut candidates = Vec::new();
+            for file in files {
+                if stats_may_match(&file, &part, &shared.layout)? {
+                    candidates.push((file, None));
+                }
+            }
+            candidates
+        }
         PruneStrategy::Probe => {
             let mut candidates = Vec::new();
             for file in files {

@@ -53,7 +53,7 @@ pub(crate) struct Replacement {
 
 /// Rewrite `file` into new files of the same partition. `known` holds the replacements the
 /// probe already decided (ascending by position); without it every stored row is decided
-/// here, as `PruneStrategy::None` has no probe.
+/// here, as `PruneStrategy::None` and `Stats` have no probe.
 pub(crate) async fn rewrite_file(
     ctx: &RewriteContext<'_>,
     file: &TargetFile,

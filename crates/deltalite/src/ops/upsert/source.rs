@@ -61,16 +61,21 @@ impl Layout {
                 "primary_keys must name at least one column",
             ));
         }
-        if let Some(expected) = &options.partition_key {
-            let mut expected = expected.clone();
+        // The table's metadata decides the partitioning. A hint on an unpartitioned table
+        // is dropped (identity is then the keys alone, over the whole table), as PostHog's
+        // deltalite does; a hint naming other columns than the table's is refused.
+        if let Some(hint) = &options.partition_key
+            && !partition_columns.is_empty()
+        {
+            let mut expected = hint.clone();
             let mut actual = partition_columns.clone();
             expected.sort();
             actual.sort();
             if expected != actual {
-                return Err(DeltaLiteError::schema(format!(
-                    "partition_key {:?} does not match the table's partition columns {:?}",
-                    options.partition_key.as_deref().unwrap_or_default(),
-                    partition_columns
+                return Err(DeltaLiteError::invalid(format!(
+                    "table is partitioned by {} but upsert was called with partition_key {}",
+                    quoted(&partition_columns),
+                    quoted(hint)
                 )));
             }
         }
@@ -108,6 +113,20 @@ impl Layout {
             cursor_columns,
             has_cursor: !options.cursor_fields.is_empty(),
         })
+    }
+}
+
+/// `'a'` for one name, `['a', 'b']` for several.
+fn quoted(names: &[String]) -> String {
+    match names {
+        [one] => format!("'{one}'"),
+        many => format!(
+            "[{}]",
+            many.iter()
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
