@@ -52,8 +52,13 @@ pub struct PhaseTimings {
     pub prune: Duration,
     /// Rewriting matched files and writing inserts.
     pub write: Duration,
-    /// Committing (including rebases).
+    /// Committing (including rebases and reloads), without maintenance.
     pub commit: Duration,
+    /// Loading newer log entries during the call: the commit's own, and the winners' of
+    /// lost races (part of `commit`).
+    pub reload: Duration,
+    /// Writing the checkpoint after the commit (zero between checkpoints).
+    pub maintenance: Duration,
     /// The whole call.
     pub total: Duration,
 }

@@ -201,11 +201,7 @@ impl Rearrangement {
         }
         let mut actions = leading;
         actions.append(&mut self.actions);
-        let staged = Staged {
-            actions,
-            operation,
-            read_set: reads,
-        };
+        let staged = Staged::new(actions, operation, reads);
         let done = txn::commit_prepared(table.delta_table_mut(), spec, max_retries, staged).await?;
         Ok(Some(match done {
             Done::Committed { version, .. }

@@ -211,11 +211,7 @@ impl txn::Attempt for ReplaceAttempt<'_> {
             // write-serializable isolation the replacement may be ordered before any
             // concurrent commit that leaves those files alone (`txn::commit`'s
             // own-remove rule catches the ones that do not).
-            let staged = Staged {
-                actions,
-                operation,
-                read_set: ReadSet::nothing(),
-            };
+            let staged = Staged::new(actions, operation, ReadSet::nothing());
             Ok((staged, stats))
         })
     }

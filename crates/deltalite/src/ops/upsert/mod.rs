@@ -100,11 +100,15 @@ async fn run(
             retries,
             replans,
             commit_time,
+            reload_time,
+            maintenance_time,
         } => {
             stats.version = version;
             stats.commit_retries = retries;
             stats.replans = replans;
             stats.timings.commit = commit_time;
+            stats.timings.reload = reload_time;
+            stats.timings.maintenance = maintenance_time;
             stats
         }
         // Every source row lost to the cursor rule or changed nothing: no commit.
@@ -142,11 +146,15 @@ impl txn::Attempt for UpsertAttempt<'_> {
     ) -> BoxFuture<'a, Result<(Staged, UpsertStats)>> {
         Box::pin(async move {
             let written = plan_and_write(table, self.schema, self.batches, self.options).await?;
-            let staged = Staged {
-                actions: written.actions,
-                operation: merge_operation(written.predicate, self.options),
-                read_set: written.read_set,
-            };
+            let mut staged = Staged::new(
+                written.actions,
+                merge_operation(written.predicate, self.options),
+                written.read_set,
+            );
+            // An empty batch still commits, with no actions: the commit records the call
+            // (its metadata), so a pipeline that checks for its batch's commit before
+            // redelivering finds it, as with PostHog's deltalite.
+            staged.commit_when_empty = written.stats.source_rows == 0;
             Ok((staged, written.stats))
         })
     }
