@@ -46,6 +46,9 @@ pub struct UpsertStats {
 /// Wall time of each phase of the last (successful) attempt, plus the total.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PhaseTimings {
+    /// The full log load of the handle's `open`, reported by its first upsert only
+    /// (zero afterwards): the cost a long-lived handle pays once.
+    pub initial_open: Duration,
     /// Conforming, splitting, deduplicating and indexing the source.
     pub prepare: Duration,
     /// Statistics pruning and the exact probe.

@@ -4,6 +4,7 @@ pub mod compact;
 pub mod create;
 pub(crate) mod rearrange;
 pub mod replace;
+pub mod restore;
 mod retype;
 pub(crate) mod upsert;
 pub mod write;

@@ -56,7 +56,9 @@ impl DeltaLiteTable {
         batches: &[RecordBatch],
         options: &UpsertOptions,
     ) -> Result<UpsertStats> {
-        upsert(self.delta_table_mut(), schema, batches, options).await
+        let mut stats = upsert(self.delta_table_mut(), schema, batches, options).await?;
+        stats.timings.initial_open = self.take_initial_open();
+        Ok(stats)
     }
 }
 
