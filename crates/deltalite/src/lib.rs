@@ -39,8 +39,8 @@ pub use error::{DeltaLiteError, ErrorKind, Result};
 pub use ops::create::{CreateStats, Created, InitialData, NewTable, TableSpec};
 pub use ops::replace::{ReplaceKind, ReplaceOptions, ReplacePlanner, ReplaceStats, Replacement};
 pub use options::{
-    AppTransaction, Knobs, MIB, OmittedColumns, OnDuplicate, PreCommitHook, PruneStrategy,
-    UpsertOptions,
+    AppTransaction, Knobs, MIB, Nullability, OmittedColumns, OnDuplicate, PreCommitHook,
+    PruneStrategy, UpsertOptions,
 };
 pub use stats::{PhaseTimings, UpsertStats};
 pub use table::{ActiveFile, DeltaLiteTable, TableLocation};

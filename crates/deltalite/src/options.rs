@@ -52,6 +52,20 @@ impl std::str::FromStr for OmittedColumns {
     }
 }
 
+/// What an upsert does when a non-nullable column must hold a NULL: the batch carries a
+/// NULL there, lacks the column (its inserts get NULL), or stored files already hold NULLs
+/// there (written under a schema that denies them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Nullability {
+    /// Make the column nullable, in the upsert's own commit (the Python default, as
+    /// PostHog's deltalite does: a refusal sent its callers to a MERGE that wrote the
+    /// NULLs anyway, under a schema that denied them).
+    #[default]
+    Relax,
+    /// Refuse the batch (the server: `NOT NULL` there is a constraint the user declared).
+    Refuse,
+}
+
 /// Which target files are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PruneStrategy {
@@ -205,6 +219,8 @@ pub struct UpsertOptions {
     pub on_duplicate: OnDuplicate,
     /// Treatment of columns the batch does not carry.
     pub omitted_columns: OmittedColumns,
+    /// Non-nullable columns that must hold a NULL: relaxed or refused.
+    pub nullability: Nullability,
     /// Resource knobs.
     pub knobs: Knobs,
     /// Extra key/values recorded in the commit info.
@@ -223,6 +239,7 @@ impl std::fmt::Debug for UpsertOptions {
             .field("cursor_fields", &self.cursor_fields)
             .field("on_duplicate", &self.on_duplicate)
             .field("omitted_columns", &self.omitted_columns)
+            .field("nullability", &self.nullability)
             .field("knobs", &self.knobs)
             .field("commit_metadata", &self.commit_metadata)
             .field("app_transaction", &self.app_transaction)

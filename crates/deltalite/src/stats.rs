@@ -39,6 +39,9 @@ pub struct UpsertStats {
     pub replans: usize,
     /// The call's app transaction was already recorded: nothing was written.
     pub already_applied: bool,
+    /// Non-nullable columns the call made nullable (in its commit): NULLs arrived for them,
+    /// or stored files already hold NULLs there.
+    pub columns_relaxed: usize,
     /// Wall time per phase.
     pub timings: PhaseTimings,
 }
@@ -49,6 +52,8 @@ pub struct PhaseTimings {
     /// The full log load of the handle's `open`, reported by its first upsert only
     /// (zero afterwards): the cost a long-lived handle pays once.
     pub initial_open: Duration,
+    /// Deciding which non-nullable columns must become nullable.
+    pub relax: Duration,
     /// Conforming, splitting, deduplicating and indexing the source.
     pub prepare: Duration,
     /// Statistics pruning and the exact probe.

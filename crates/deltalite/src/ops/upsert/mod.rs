@@ -9,6 +9,7 @@
 mod keys;
 mod outcome;
 mod probe;
+mod relax;
 mod rewrite;
 mod source;
 mod target;
@@ -236,9 +237,20 @@ async fn plan_and_write(
 ) -> Result<Written> {
     let state = table.snapshot()?;
     check_supported(state)?;
+    let files = active_files(state)?;
+    let relax_started = Instant::now();
+    let to_relax = relax::columns_to_relax(state, schema, batches, &files, options.nullability);
+    let relaxed = if to_relax.is_empty() {
+        None
+    } else {
+        Some(relax::relax(state, &to_relax)?)
+    };
+    let relax_time = relax_started.elapsed();
     let prepare_started = Instant::now();
     let layout = Layout::resolve(
-        state.snapshot().arrow_schema(),
+        relaxed
+            .as_ref()
+            .map_or_else(|| state.snapshot().arrow_schema(), |r| Arc::clone(&r.schema)),
         state.metadata().partition_columns().to_vec(),
         options,
     )?;
@@ -277,7 +289,7 @@ async fn plan_and_write(
         .iter()
         .map(|p| p.key.serialized.clone())
         .collect();
-    for file in active_files(state)? {
+    for file in files {
         if touched.contains(&file.partition) {
             check_file_supported(&file)?;
             by_partition
@@ -343,7 +355,12 @@ async fn plan_and_write(
     let write_time = write_started.elapsed();
 
     let mut actions = Vec::new();
+    let columns_relaxed = relaxed.as_ref().map_or(0, |r| r.columns);
+    if let Some(relaxed) = relaxed {
+        actions.push(relaxed.action);
+    }
     let mut stats = UpsertStats {
+        columns_relaxed,
         partitions_touched,
         source_rows: source.source_rows,
         null_pk_rows: source.null_pk_rows,
@@ -366,6 +383,7 @@ async fn plan_and_write(
         actions.extend(r.adds.into_iter().map(Action::Add));
     }
     stats.timings = PhaseTimings {
+        relax: relax_time,
         prepare: prepare_time,
         prune: prune_time,
         write: write_time.saturating_sub(prune_time),
