@@ -146,6 +146,15 @@ pub struct Knobs {
     pub multipart_part_size: usize,
     /// Commit attempts after the first before giving up with a conflict error.
     pub commit_max_retries: usize,
+    /// Encoded bytes at which an output row group closes; `None` sizes row groups from
+    /// `max_buffered_bytes` (a share per file task, at least 1 MiB). The check runs
+    /// between written batches, so a group overshoots by up to one batch: `1` makes one
+    /// row group per written batch.
+    pub max_row_group_bytes: Option<usize>,
+    /// Write the batch's rows (replacements and inserts) to their own files, apart from
+    /// the stored rows a rewrite copies: at most one more file per touched partition, and
+    /// rewritten files hold only rows that were there before.
+    pub isolate_source_rows: bool,
 }
 
 impl Default for Knobs {
@@ -163,6 +172,8 @@ impl Default for Knobs {
             multipart_threshold: env.multipart_threshold,
             multipart_part_size: env.multipart_part_size,
             commit_max_retries: 15,
+            max_row_group_bytes: None,
+            isolate_source_rows: false,
         }
     }
 }
@@ -185,6 +196,11 @@ impl Knobs {
         }
         if self.target_file_size == Some(0) {
             return Err(DeltaLiteError::invalid("target_file_size must be positive"));
+        }
+        if self.max_row_group_bytes == Some(0) {
+            return Err(DeltaLiteError::invalid(
+                "max_row_group_bytes must be positive",
+            ));
         }
         Ok(())
     }

@@ -159,6 +159,8 @@ impl PyDeltaLiteTable {
         multipart_part_size=None,
         commit_max_retries=15,
         commit_metadata=None,
+        max_row_group_bytes=None,
+        isolate_source_rows=false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn upsert(
@@ -183,6 +185,8 @@ impl PyDeltaLiteTable {
         multipart_part_size: Option<usize>,
         commit_max_retries: usize,
         commit_metadata: Option<&Bound<'_, PyDict>>,
+        max_row_group_bytes: Option<usize>,
+        isolate_source_rows: bool,
     ) -> PyResult<PyUpsertStats> {
         // The signature shows the seed API's defaults; `knob_defaults()` exposes the
         // engine's, and the test suite holds the two equal (one source: the engine).
@@ -204,6 +208,8 @@ impl PyDeltaLiteTable {
             multipart_threshold: multipart_threshold.unwrap_or(defaults.multipart_threshold),
             multipart_part_size: multipart_part_size.unwrap_or(defaults.multipart_part_size),
             commit_max_retries,
+            max_row_group_bytes: max_row_group_bytes.or(defaults.max_row_group_bytes),
+            isolate_source_rows,
         };
         knobs
             .validate()

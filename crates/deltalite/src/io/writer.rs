@@ -19,8 +19,6 @@ use crate::error::Result;
 use crate::io::upload::MultipartPolicy;
 use crate::schema::partition::PartitionKey;
 
-use crate::options::MIB;
-
 /// Builds writers that all share one configuration.
 pub(crate) struct WriterFactory {
     store: ObjectStoreRef,
@@ -43,8 +41,12 @@ pub(crate) struct WriterSettings {
     /// Columns that get a bloom filter (the key columns), so later probes can skip.
     pub bloom_columns: Vec<String>,
     pub target_file_size: u64,
-    /// Bytes a writer may hold in its open row group.
+    /// Encoded bytes at which a row group closes (callers size it; a tiny value makes a
+    /// row group per written batch).
     pub row_group_bytes: usize,
+    /// Page compression: Snappy for upserts and appends (what delta-rs writes), ZSTD(4)
+    /// for compaction (what delta-rs's optimize writes).
+    pub compression: Compression,
     pub write_batch_size: usize,
     pub upload_concurrency: usize,
     pub num_indexed_cols: DataSkippingNumIndexedCols,
@@ -56,9 +58,9 @@ pub(crate) struct WriterSettings {
 
 impl WriterFactory {
     pub(crate) fn new(store: ObjectStoreRef, settings: WriterSettings) -> Self {
-        let row_group_bytes = settings.row_group_bytes.max(MIB);
+        let row_group_bytes = settings.row_group_bytes.max(1);
         let mut props = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
+            .set_compression(settings.compression)
             .set_max_row_group_bytes(Some(row_group_bytes))
             .set_write_batch_size(settings.write_batch_size.min(8192));
         let bloom_columns: Vec<ColumnPath> = settings
@@ -249,6 +251,8 @@ async fn abort_with<E: std::fmt::Display>(
 mod tests {
     use arrow::datatypes::{DataType, Field, Schema};
 
+    use crate::options::MIB;
+
     use super::*;
 
     fn factory(target_file_size: u64, multipart: Option<MultipartPolicy>) -> WriterFactory {
@@ -259,6 +263,7 @@ mod tests {
                 bloom_columns: Vec::new(),
                 target_file_size,
                 row_group_bytes: 8 * MIB,
+                compression: Compression::SNAPPY,
                 write_batch_size: 1024,
                 upload_concurrency: 2,
                 num_indexed_cols: DataSkippingNumIndexedCols::AllColumns,

@@ -118,6 +118,7 @@ impl DeltaLiteTable {
                 max_buffered_bytes: options.max_buffered_bytes,
                 bloom_filter_columns: options.bloom_filter_columns.clone(),
                 // `CompactOptions` has no multipart knobs: the process defaults apply.
+                compression: deltalake::parquet::basic::Compression::SNAPPY,
                 multipart: MultipartPolicy::for_table(
                     table.table_url(),
                     EnvDefaults::get().multipart_threshold,

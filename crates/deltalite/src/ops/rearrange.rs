@@ -39,6 +39,8 @@ pub(crate) struct RearrangeSettings {
     pub bloom_filter_columns: Vec<String>,
     /// How the new files go up (`None`: a local table's store as it is).
     pub multipart: Option<MultipartPolicy>,
+    /// Page compression of the new files.
+    pub compression: deltalake::parquet::basic::Compression,
 }
 
 /// Copies groups of files into new files and collects the actions of one commit.
@@ -88,7 +90,8 @@ impl Rearrangement {
                     .cloned()
                     .collect(),
                 target_file_size: settings.target_file_size,
-                row_group_bytes: settings.max_buffered_bytes,
+                row_group_bytes: settings.max_buffered_bytes.max(crate::options::MIB),
+                compression: settings.compression,
                 write_batch_size: settings.read_batch_size,
                 upload_concurrency: 2,
                 num_indexed_cols: config.num_indexed_cols(),

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::{RecordBatch, UInt32Array};
-use arrow::compute::take_record_batch;
+use arrow::compute::{concat_batches, take_record_batch};
 use arrow::datatypes::SchemaRef;
 use delta_kernel::table_properties::DataSkippingNumIndexedCols;
 use deltalake::DeltaTable;
@@ -36,7 +36,7 @@ use crate::io::writer::abort;
 use crate::io::writer::{WriterFactory, WriterSettings};
 use crate::ops::upsert::outcome::{Decider, Outcome, Outcomes};
 use crate::ops::upsert::probe::{ProbeResult, probe_file};
-use crate::ops::upsert::rewrite::{Replacement, RewriteContext, rewrite_file};
+use crate::ops::upsert::rewrite::{Candidate, RewriteContext, Rewritten, rewrite_group};
 use crate::ops::upsert::source::{Layout, SourcePartition, check_source_size, prepare};
 use crate::ops::upsert::target::stats_may_match;
 use crate::options::{Knobs, OmittedColumns, PruneStrategy, UpsertOptions};
@@ -213,6 +213,8 @@ struct Shared {
     budget: CallBudget,
     /// Compressed page bytes a rewrite fetches at a time.
     read_window_bytes: usize,
+    /// Output file size target: also the stored bytes one rewrite group reads.
+    target_file_size: u64,
 }
 
 #[derive(Default)]
@@ -248,9 +250,10 @@ async fn plan_and_write(
     let relax_time = relax_started.elapsed();
     let prepare_started = Instant::now();
     let layout = Layout::resolve(
-        relaxed
-            .as_ref()
-            .map_or_else(|| state.snapshot().arrow_schema(), |r| Arc::clone(&r.schema)),
+        relaxed.as_ref().map_or_else(
+            || state.snapshot().arrow_schema(),
+            |r| Arc::clone(&r.schema),
+        ),
         state.metadata().partition_columns().to_vec(),
         options,
     )?;
@@ -313,6 +316,7 @@ async fn plan_and_write(
         writers,
         layout,
         read_window_bytes,
+        target_file_size,
     });
     let write_started = Instant::now();
     let jobs: Vec<_> = source
@@ -418,7 +422,9 @@ fn writer_factory(
 ) -> (WriterFactory, usize) {
     let task_share =
         knobs.max_buffered_bytes / (knobs.max_parallel_files + knobs.max_parallel_partitions);
-    let row_group_bytes = task_share.clamp(MIB, 64 * MIB);
+    let row_group_bytes = knobs
+        .max_row_group_bytes
+        .unwrap_or_else(|| task_share.clamp(MIB, 64 * MIB));
     let read_window_bytes = (task_share / 4 * 3).clamp(64 * 1024, 16 * MIB);
     let bloom_columns = layout
         .key_columns
@@ -432,6 +438,7 @@ fn writer_factory(
             bloom_columns,
             target_file_size,
             row_group_bytes,
+            compression: deltalake::parquet::basic::Compression::SNAPPY,
             write_batch_size: knobs.read_batch_size,
             // Two parts in flight per writer keep uploads overlapped with encoding while
             // bounding part buffers to 2 x part size per open file.
@@ -527,8 +534,7 @@ async fn process_partition(
     let total_files = files.len();
     // Each file to rewrite with the rows the probe found it replaces (none decided yet
     // without a probe).
-    let to_rewrite: Vec<(TargetFile, Option<Vec<Replacement>>)> = match shared.knobs.prune_strategy
-    {
+    let to_rewrite: Vec<Candidate> = match shared.knobs.prune_strategy {
         PruneStrategy::None => files.into_iter().map(|file| (file, None)).collect(),
         PruneStrategy::Stats => {
             let mut candidates = Vec::new();
@@ -588,15 +594,19 @@ async fn process_partition(
     result.prune_time = prune_started.elapsed();
     result.carried_over = total_files - to_rewrite.len();
 
-    let rewritten: Vec<Result<(Vec<Add>, crate::ops::upsert::rewrite::RewriteCounts, Remove)>> =
-        stream::iter(to_rewrite.into_iter().map(|(file, replaced)| {
+    let isolate = shared.knobs.isolate_source_rows;
+    let groups = rewrite::groups(to_rewrite, shared.target_file_size);
+    let rewritten: Vec<Result<(Rewritten, Vec<Remove>)>> =
+        stream::iter(groups.into_iter().map(|group| {
             let shared = Arc::clone(&shared);
             let part = Arc::clone(&part);
             let outcomes = Arc::clone(&outcomes);
             async move {
                 let task = tokio::spawn(async move {
-                    let read_bytes = (file.size as usize).min(shared.read_window_bytes);
-                    let write_bytes = shared.writers.writer_bytes_for(rewrite_output(file.size));
+                    let largest = group.iter().map(|(f, _)| f.size).max().unwrap_or(0);
+                    let stored: u64 = group.iter().map(|(f, _)| f.size).sum();
+                    let read_bytes = (largest as usize).min(shared.read_window_bytes);
+                    let write_bytes = shared.writers.writer_bytes_for(rewrite_output(stored));
                     let _slot = shared.budget.file(read_bytes + write_bytes).await;
                     let ctx = RewriteContext {
                         store: &shared.store,
@@ -610,8 +620,9 @@ async fn process_partition(
                         read_window_bytes: shared.read_window_bytes,
                         writers: &shared.writers,
                     };
-                    let (adds, counts) = rewrite_file(&ctx, &file, replaced.as_deref()).await?;
-                    Ok::<_, DeltaLiteError>((adds, counts, file.remove))
+                    let rewritten = rewrite_group(&ctx, &group, isolate).await?;
+                    let removes = group.into_iter().map(|(file, _)| file.remove).collect();
+                    Ok::<_, DeltaLiteError>((rewritten, removes))
                 });
                 task.await
                     .map_err(|e| DeltaLiteError::Other(format!("rewrite task failed: {e}")))?
@@ -620,11 +631,13 @@ async fn process_partition(
         .buffer_unordered(shared.knobs.max_parallel_files)
         .collect()
         .await;
-    let rewritten = all_or_cleanup(&shared.store, rewritten, |r| &r.0).await?;
-    for (adds, counts, remove) in rewritten {
-        result.adds.extend(adds);
-        result.removes.push(remove);
-        result.copied += counts.copied;
+    let rewritten = all_or_cleanup(&shared.store, rewritten, |r| &r.0.adds).await?;
+    let mut replacements = Vec::new();
+    for (rewritten, removes) in rewritten {
+        result.adds.extend(rewritten.adds);
+        result.removes.extend(removes);
+        result.copied += rewritten.counts.copied;
+        replacements.extend(rewritten.replacements);
     }
 
     // Everything not matched is inserted; NULL keys always are.
@@ -637,14 +650,20 @@ async fn process_partition(
         }
     }
     result.inserted = inserts.len();
+    // The source rows written apart from the copied ones: the inserts, and with
+    // `isolate_source_rows` the replacing rows too, in one writer.
     if !inserts.is_empty() {
-        let _slot = shared.budget.file(shared.writers.writer_bytes()).await;
         let batch = if inserts.len() == part.batch.num_rows() {
             part.batch.clone()
         } else {
             take_record_batch(&part.batch, &UInt32Array::from(inserts))?
         };
+        replacements.push(batch);
+    }
+    if let Some(first) = replacements.first() {
+        let _slot = shared.budget.file(shared.writers.writer_bytes()).await;
         let written = async {
+            let batch = concat_batches(&first.schema(), &replacements)?;
             let mut writer = shared.writers.partition_writer(&part.key)?;
             if let Err(e) = writer.write(&batch).await {
                 abort(writer).await;
