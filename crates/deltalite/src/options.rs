@@ -155,6 +155,10 @@ pub struct Knobs {
     /// the stored rows a rewrite copies: at most one more file per touched partition, and
     /// rewritten files hold only rows that were there before.
     pub isolate_source_rows: bool,
+    /// Decide candidate files from the process-wide probe cache (hashes of each file's
+    /// keys, filled by earlier probes) when it knows them; a file whose cached hashes meet
+    /// no source key is carried over unread. The answer never depends on it.
+    pub use_probe_cache: bool,
 }
 
 impl Default for Knobs {
@@ -174,6 +178,7 @@ impl Default for Knobs {
             commit_max_retries: 15,
             max_row_group_bytes: None,
             isolate_source_rows: false,
+            use_probe_cache: true,
         }
     }
 }

@@ -39,6 +39,8 @@ pub struct UpsertStats {
     pub replans: usize,
     /// The call's app transaction was already recorded: nothing was written.
     pub already_applied: bool,
+    /// Candidate files the probe decided from the process's probe cache, unread.
+    pub files_probe_cached: usize,
     /// Non-nullable columns the call made nullable (in its commit): NULLs arrived for them,
     /// or stored files already hold NULLs there.
     pub columns_relaxed: usize,

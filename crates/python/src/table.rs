@@ -161,6 +161,7 @@ impl PyDeltaLiteTable {
         commit_metadata=None,
         max_row_group_bytes=None,
         isolate_source_rows=false,
+        use_probe_cache=true,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn upsert(
@@ -187,6 +188,7 @@ impl PyDeltaLiteTable {
         commit_metadata: Option<&Bound<'_, PyDict>>,
         max_row_group_bytes: Option<usize>,
         isolate_source_rows: bool,
+        use_probe_cache: bool,
     ) -> PyResult<PyUpsertStats> {
         // The signature shows the seed API's defaults; `knob_defaults()` exposes the
         // engine's, and the test suite holds the two equal (one source: the engine).
@@ -210,6 +212,7 @@ impl PyDeltaLiteTable {
             commit_max_retries,
             max_row_group_bytes: max_row_group_bytes.or(defaults.max_row_group_bytes),
             isolate_source_rows,
+            use_probe_cache,
         };
         knobs
             .validate()

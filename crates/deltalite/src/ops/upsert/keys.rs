@@ -12,7 +12,8 @@
 //!   encode zero columns (it yields no rows at all), so that tuple has its own form
 //!   ([`Tuples::Unit`]): every row holds the same, non-NULL, empty tuple.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 
 use arrow::array::{Array, ArrayRef, AsArray, Int32Array, Int64Array};
 use arrow::compute::SortOptions;
@@ -73,6 +74,19 @@ pub(crate) enum LookupKeys {
 }
 
 impl LookupKeys {
+    /// The probe cache's hash of `row`'s key (the same as [`KeyIndex::hashes`] makes of
+    /// an equal source key); `None` for the empty key, which the cache does not hold.
+    pub(crate) fn hash(&self, row: usize) -> Option<u64> {
+        let hasher = crate::runtime::probe_cache::key_hasher();
+        match self {
+            LookupKeys::Int64(_) | LookupKeys::Int32(_) => {
+                self.int(row).map(|k| hasher.hash_one(k))
+            }
+            LookupKeys::Encoded(rows) => Some(hasher.hash_one(rows.row(row).data())),
+            LookupKeys::Unit => None,
+        }
+    }
+
     fn int(&self, row: usize) -> Option<i64> {
         match self {
             LookupKeys::Int64(a) => Some(a.value(row)),
@@ -83,6 +97,23 @@ impl LookupKeys {
 }
 
 impl KeyIndex {
+    /// The probe cache's hashes of the indexed keys; `None` for the empty key.
+    pub(crate) fn hashes(&self) -> Option<HashSet<u64, RandomState>> {
+        let hasher = crate::runtime::probe_cache::key_hasher();
+        match self {
+            KeyIndex::Int { sorted, .. } => {
+                Some(sorted.iter().map(|(k, _)| hasher.hash_one(*k)).collect())
+            }
+            KeyIndex::Encoded(index) => Some(
+                index
+                    .keys()
+                    .map(|k| hasher.hash_one(k.as_ref() as &[u8]))
+                    .collect(),
+            ),
+            KeyIndex::Unit(_) => None,
+        }
+    }
+
     /// Call `found(row, source_row)` for every row of `keys` whose key the index holds,
     /// in ascending row order, skipping rows whose key is NULL (`null_key[row]`).
     ///

@@ -41,6 +41,7 @@ use crate::ops::upsert::source::{Layout, SourcePartition, check_source_size, pre
 use crate::ops::upsert::target::stats_may_match;
 use crate::options::{Knobs, OmittedColumns, PruneStrategy, UpsertOptions};
 use crate::runtime::budget::CallBudget;
+use crate::runtime::probe_cache::{CacheKey, ProbeCache};
 use crate::schema::features::check_supported;
 use crate::stats::{PhaseTimings, UpsertStats};
 use crate::table::DeltaLiteTable;
@@ -215,6 +216,23 @@ struct Shared {
     read_window_bytes: usize,
     /// Output file size target: also the stored bytes one rewrite group reads.
     target_file_size: u64,
+    /// The process's probe cache, when it is on (its bound is not zero).
+    cache: Option<&'static ProbeCache>,
+    /// The table's URL (the prefix of every cache key's location).
+    table_url: String,
+    /// The key columns and their types, as cache keys name them.
+    key_spec: String,
+}
+
+impl Shared {
+    /// The probe cache's key of `file`.
+    fn cache_key(&self, file: &TargetFile) -> CacheKey {
+        CacheKey {
+            location: format!("{}{}", self.table_url, file.path),
+            size: file.size,
+            keys: self.key_spec.clone(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -228,6 +246,7 @@ struct PartitionResult {
     inserted: usize,
     copied: usize,
     lost: usize,
+    probe_cached: usize,
     prune_time: Duration,
 }
 
@@ -302,6 +321,15 @@ async fn plan_and_write(
         }
     }
 
+    let key_spec = layout
+        .key_columns
+        .iter()
+        .map(|&k| {
+            let field = layout.data_schema.field(k);
+            format!("{}:{}", field.name(), field.data_type())
+        })
+        .collect::<Vec<_>>()
+        .join(",");
     let shared = Arc::new(Shared {
         store: table.object_store(),
         decider,
@@ -317,6 +345,9 @@ async fn plan_and_write(
         layout,
         read_window_bytes,
         target_file_size,
+        cache: Some(ProbeCache::global()).filter(|c| c.stats().max_bytes > 0),
+        table_url: table.table_url().to_string(),
+        key_spec,
     });
     let write_started = Instant::now();
     let jobs: Vec<_> = source
@@ -377,6 +408,7 @@ async fn plan_and_write(
         stats.files_removed += r.removes.len();
         stats.files_carried_over += r.carried_over;
         stats.files_probed += r.probed;
+        stats.files_probe_cached += r.probe_cached;
         stats.pages_skipped += r.pages_skipped;
         stats.rows_updated += r.updated;
         stats.rows_inserted += r.inserted;
@@ -546,16 +578,42 @@ async fn process_partition(
             candidates
         }
         PruneStrategy::Probe => {
+            // With the probe cache, a file whose cached key hashes meet none of the
+            // source's is ruled out unread; any other file is probed as without it, and
+            // a probe that read every key of a file it did not know fills the cache.
+            let cache = shared.cache.filter(|_| shared.knobs.use_probe_cache);
+            let source_hashes = cache.and_then(|_| part.index.hashes());
             let mut candidates = Vec::new();
             for file in files {
-                if stats_may_match(&file, &part, &shared.layout)? {
-                    candidates.push(file);
+                if !stats_may_match(&file, &part, &shared.layout)? {
+                    continue;
                 }
+                let mut fill = None;
+                if let (Some(cache), Some(hashes)) = (cache, &source_hashes) {
+                    let key = shared.cache_key(&file);
+                    match cache.get(&key) {
+                        Some(keys) if !keys.any_of(hashes) => {
+                            result.probe_cached += 1;
+                            continue;
+                        }
+                        Some(_) => {}
+                        // Files of unknown size (no statistics) or too large for the
+                        // cache are probed as without it.
+                        None if file
+                            .num_records
+                            .is_some_and(|rows| cache.admits(rows as u64)) =>
+                        {
+                            fill = Some(key)
+                        }
+                        None => {}
+                    }
+                }
+                candidates.push((file, fill));
             }
             result.probed = candidates.len();
             let probe_concurrency = shared.knobs.probe_concurrency;
             let probed: Vec<(TargetFile, ProbeResult)> =
-                stream::iter(candidates.into_iter().map(|file| {
+                stream::iter(candidates.into_iter().map(|(file, fill)| {
                     let shared = Arc::clone(&shared);
                     let part = Arc::clone(&part);
                     let outcomes = Arc::clone(&outcomes);
@@ -569,11 +627,17 @@ async fn process_partition(
                                 &shared.layout,
                                 &shared.decider,
                                 shared.knobs.read_batch_size,
+                                fill.is_some(),
                             )
                             .await?;
                             // Recorded now: only the replacements wait for the rewrite.
                             for (row, outcome) in std::mem::take(&mut found.outcomes) {
                                 outcomes.record(row, outcome);
+                            }
+                            if let (Some(cache), Some(key), Some(keys)) =
+                                (shared.cache, fill, found.keys.take())
+                            {
+                                cache.insert(key, keys);
                             }
                             Ok::<_, DeltaLiteError>((file, found))
                         });
