@@ -1,6 +1,6 @@
-//! The probe cache: files a probe read in full are ruled out unread by later upserts
-//! (through any handle) when none of their keys is a source key; every answer equals the
-//! answer without the cache.
+//! The probe cache: files a probe read in full, and files an upsert wrote from its own
+//! rows, are ruled out unread by later upserts (through any handle) when none of their
+//! keys is a source key; every answer equals the answer without the cache.
 
 mod common;
 
@@ -105,21 +105,36 @@ async fn cached_files_are_ruled_out_unread_and_the_table_is_the_same() {
                 "{s:?}"
             );
         }
-        // A key in no file but within every file's bounds ("k4z" sorts between k4f and
-        // k5f): with the cache every known file is ruled out unread.
-        let s = upsert(&mut t, &one("k4z", "third"), &options(use_cache))
+        // Keys in no file but within every file's bounds ("k4a", "k4z" sort between k4f
+        // and k5f): with the cache every file a probe read in full is ruled out unread;
+        // the two rewritten files (written with bloom filters, which rule the key out
+        // without reading it) are probed.
+        let two = batch(vec![
+            ("id", strings(&[Some("k4a"), Some("k4z")])),
+            ("val", strings(&[Some("third"), Some("third")])),
+        ]);
+        let s = upsert(&mut t, &two, &options(use_cache)).await.unwrap();
+        let cached = if use_cache { 2 } else { 0 };
+        assert_eq!(
+            (s.files_probed, s.files_probe_cached, s.rows_inserted),
+            (4 - cached, cached, 2),
+            "{use_cache}: {s:?}"
+        );
+        // The file of those inserts was cached by its writer: a key within its bounds
+        // ("k4m") that it does not hold rules it out unread too.
+        let s = upsert(&mut t, &one("k4m", "fourth"), &options(use_cache))
             .await
             .unwrap();
-        assert_eq!(s.rows_inserted, 1);
-        if use_cache {
-            assert!(s.files_probe_cached >= 2, "{s:?}");
-        } else {
-            assert_eq!(s.files_probe_cached, 0);
-        }
+        let cached = if use_cache { 3 } else { 0 };
+        assert_eq!(
+            (s.files_probed, s.files_probe_cached, s.rows_inserted),
+            (5 - cached, cached, 1),
+            "{use_cache}: {s:?}"
+        );
         results.push(common::rows(&uri).await);
     }
     assert_eq!(results[0], results[1], "the cache changes no answer");
-    assert_eq!(results[0].len(), 41);
+    assert_eq!(results[0].len(), 43);
     let stats = ProbeCache::global().stats();
     assert!(
         stats.entries > 0 && stats.inserts > 0 && stats.hits > 0,

@@ -7,8 +7,9 @@
 //!
 //! The answer never depends on the cache: equal hashes are only candidates (an upsert
 //! then reads the file as if nothing were cached), and a missing or evicted entry means a
-//! read. Entries are filled from probes that read every key of a file (no row group or
-//! page skipped), so an entry is complete or absent. The positions are there for callers
+//! read. Entries are complete or absent: they are filled by probes that read every key of
+//! a file (no row group or page skipped), and by the writer of an upsert's own rows (its
+//! inserts, in one file), whose keys it holds anyway. The positions are there for callers
 //! that need to know *where* a candidate key is (deletion vectors), and read only those
 //! rows to confirm.
 //!

@@ -41,7 +41,7 @@ use crate::ops::upsert::source::{Layout, SourcePartition, check_source_size, pre
 use crate::ops::upsert::target::stats_may_match;
 use crate::options::{Knobs, OmittedColumns, PruneStrategy, UpsertOptions};
 use crate::runtime::budget::CallBudget;
-use crate::runtime::probe_cache::{CacheKey, ProbeCache};
+use crate::runtime::probe_cache::{CacheKey, FileKeys, ProbeCache};
 use crate::schema::features::check_supported;
 use crate::stats::{PhaseTimings, UpsertStats};
 use crate::table::DeltaLiteTable;
@@ -232,6 +232,34 @@ impl Shared {
             size: file.size,
             keys: self.key_spec.clone(),
         }
+    }
+
+    /// Fill the probe cache with the keys of a file this call wrote from the source's own
+    /// rows (its inserts, and with `isolate_source_rows` its replacements): their keys are
+    /// at hand, so a later probe of the file costs nothing. Only when `batch` went into
+    /// exactly one file (then row `i` of the batch is row `i` of the file).
+    fn remember_keys(&self, adds: &[Add], batch: &RecordBatch) -> Result<()> {
+        let (Some(cache), [add]) = (self.cache, adds) else {
+            return Ok(());
+        };
+        let rows = batch.num_rows();
+        if !self.knobs.use_probe_cache || !cache.admits(rows as u64) {
+            return Ok(());
+        }
+        let positions = arrow::array::Int64Array::from_iter_values(0..rows as i64);
+        let stored = self.decider.encode(batch.columns(), rows)?;
+        if let Some(keys) = stored.hashes(&positions) {
+            let path = object_store::path::Path::from(add.path.as_str());
+            cache.insert(
+                CacheKey {
+                    location: format!("{}{}", self.table_url, path),
+                    size: add.size.max(0) as u64,
+                    keys: self.key_spec.clone(),
+                },
+                FileKeys::new(keys),
+            );
+        }
+        Ok(())
     }
 }
 
@@ -733,7 +761,9 @@ async fn process_partition(
                 abort(writer).await;
                 return Err(e.into());
             }
-            Ok::<_, DeltaLiteError>(writer.close().await?)
+            let adds = writer.close().await?;
+            shared.remember_keys(&adds, &batch)?;
+            Ok::<_, DeltaLiteError>(adds)
         }
         .await;
         match written {
