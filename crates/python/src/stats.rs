@@ -152,25 +152,102 @@ impl PyWriteStats {
     }
 }
 
-/// What a compaction did.
-#[pyclass(module = "deltalite", name = "CompactStats", frozen, get_all)]
+fn ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What a compaction did (or would do, with `dry_run`). Attributes, and a read-only
+/// mapping with the same keys plus delta-rs's `optimize` metric names, as PostHog's
+/// deltalite returns a dict.
+#[pyclass(module = "deltalite", name = "CompactStats", frozen, get_all, mapping)]
 pub(crate) struct PyCompactStats {
     version: u64,
+    files_considered: usize,
+    files_skipped: usize,
     partitions_compacted: usize,
+    bins: usize,
     files_removed: usize,
     files_added: usize,
+    bytes_removed: u64,
+    bytes_added: u64,
     rows_rewritten: u64,
+    batches_read: u64,
+    parallel_bins: usize,
+    commits: usize,
+    largest_bin_files: usize,
+    plan_ms: u64,
+    rewrite_ms: u64,
+    commit_ms: u64,
+    dry_run: bool,
 }
 
 impl From<CompactStats> for PyCompactStats {
     fn from(s: CompactStats) -> Self {
         Self {
             version: s.version,
+            files_considered: s.files_considered,
+            files_skipped: s.files_skipped,
             partitions_compacted: s.partitions_compacted,
+            bins: s.bins,
             files_removed: s.files_removed,
             files_added: s.files_added,
+            bytes_removed: s.bytes_removed,
+            bytes_added: s.bytes_added,
             rows_rewritten: s.rows_rewritten,
+            batches_read: s.batches_read,
+            parallel_bins: s.parallel_bins,
+            commits: s.commits,
+            largest_bin_files: s.largest_bin_files,
+            plan_ms: ms(s.plan_time),
+            rewrite_ms: ms(s.rewrite_time),
+            commit_ms: ms(s.commit_time),
+            dry_run: s.dry_run,
         }
+    }
+}
+
+impl PyCompactStats {
+    /// Every key with its value, in a stable order.
+    fn entries<'py>(&self, py: Python<'py>) -> PyResult<Vec<(&'static str, Bound<'py, PyAny>)>> {
+        let int = |v: u64| v.into_pyobject(py).map(|v| v.into_any());
+        Ok(vec![
+            ("version", int(self.version)?),
+            ("files_considered", int(self.files_considered as u64)?),
+            ("files_skipped", int(self.files_skipped as u64)?),
+            (
+                "partitions_compacted",
+                int(self.partitions_compacted as u64)?,
+            ),
+            ("bins", int(self.bins as u64)?),
+            ("files_removed", int(self.files_removed as u64)?),
+            ("files_added", int(self.files_added as u64)?),
+            ("bytes_removed", int(self.bytes_removed)?),
+            ("bytes_added", int(self.bytes_added)?),
+            ("rows_rewritten", int(self.rows_rewritten)?),
+            ("batches_read", int(self.batches_read)?),
+            ("parallel_bins", int(self.parallel_bins as u64)?),
+            ("commits", int(self.commits as u64)?),
+            ("largest_bin_files", int(self.largest_bin_files as u64)?),
+            ("plan_ms", int(self.plan_ms)?),
+            ("rewrite_ms", int(self.rewrite_ms)?),
+            ("commit_ms", int(self.commit_ms)?),
+            (
+                "dry_run",
+                pyo3::types::PyBool::new(py, self.dry_run)
+                    .to_owned()
+                    .into_any(),
+            ),
+            // delta-rs's `optimize.compact()` metrics, under its names.
+            ("numFilesAdded", int(self.files_added as u64)?),
+            ("numFilesRemoved", int(self.files_removed as u64)?),
+            (
+                "partitionsOptimized",
+                int(self.partitions_compacted as u64)?,
+            ),
+            ("numBatches", int(self.batches_read)?),
+            ("totalConsideredFiles", int(self.files_considered as u64)?),
+            ("totalFilesSkipped", int(self.files_skipped as u64)?),
+        ])
     }
 }
 
@@ -178,13 +255,80 @@ impl From<CompactStats> for PyCompactStats {
 impl PyCompactStats {
     fn __repr__(&self) -> String {
         format!(
-            "CompactStats(version={}, partitions_compacted={}, files_removed={}, \
-             files_added={}, rows_rewritten={})",
+            "CompactStats(version={}, partitions_compacted={}, bins={}, files_removed={}, \
+             files_added={}, rows_rewritten={}, commits={}, dry_run={})",
             self.version,
             self.partitions_compacted,
+            self.bins,
             self.files_removed,
             self.files_added,
-            self.rows_rewritten
+            self.rows_rewritten,
+            self.commits,
+            if self.dry_run { "True" } else { "False" }
         )
+    }
+
+    fn __getitem__<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+        self.entries(py)?
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(key.to_string()))
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.entries(py)?.len())
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: &str) -> PyResult<bool> {
+        Ok(self.entries(py)?.iter().any(|(k, _)| *k == key))
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.keys(py)?.into_any().try_iter().map(|i| i.into_any())
+    }
+
+    /// The keys, as a list.
+    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        let keys: Vec<&str> = self.entries(py)?.into_iter().map(|(k, _)| k).collect();
+        pyo3::types::PyList::new(py, keys)
+    }
+
+    /// The values, as a list.
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        let values: Vec<Bound<'py, PyAny>> =
+            self.entries(py)?.into_iter().map(|(_, v)| v).collect();
+        pyo3::types::PyList::new(py, values)
+    }
+
+    /// `(key, value)` pairs, as a list.
+    fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        let items: Vec<(&str, Bound<'py, PyAny>)> = self.entries(py)?;
+        pyo3::types::PyList::new(py, items)
+    }
+
+    /// The value of `key`, or `default`.
+    #[pyo3(signature = (key, default=None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &str,
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        Ok(self
+            .entries(py)?
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+            .or(default))
+    }
+
+    /// Every key and value as a plain dict.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        for (k, v) in self.entries(py)? {
+            out.set_item(k, v)?;
+        }
+        Ok(out)
     }
 }

@@ -285,14 +285,23 @@ impl PyDeltaLiteTable {
     }
 
     /// Bin-pack the small files of each partition into files of about
-    /// `target_file_size` (default: the table's setting), in one `OPTIMIZE` commit.
-    /// `primary_keys` get bloom filters in the new files so later upsert probes stay cheap.
+    /// `target_file_size` (default: the table's setting) as delta-rs's
+    /// `optimize.compact()` does, in `OPTIMIZE` commits. `primary_keys` get bloom filters
+    /// in the new files so later upsert probes stay cheap. `None` knobs take the engine's
+    /// defaults. Returns `CompactStats` (attributes, and a mapping).
     #[pyo3(signature = (
         target_file_size=None,
         *,
         primary_keys=None,
+        partitions=None,
+        min_partition_removable_files=None,
+        max_bins_per_commit=None,
+        max_parallel_bins=None,
+        dry_run=false,
         read_batch_size=None,
         max_buffered_bytes=None,
+        multipart_threshold=None,
+        multipart_part_size=None,
         commit_max_retries=None,
         commit_metadata=None,
     ))]
@@ -302,8 +311,15 @@ impl PyDeltaLiteTable {
         py: Python<'_>,
         target_file_size: Option<u64>,
         primary_keys: Option<&Bound<'_, PyAny>>,
+        partitions: Option<Vec<Option<String>>>,
+        min_partition_removable_files: Option<usize>,
+        max_bins_per_commit: Option<usize>,
+        max_parallel_bins: Option<usize>,
+        dry_run: bool,
         read_batch_size: Option<usize>,
         max_buffered_bytes: Option<usize>,
+        multipart_threshold: Option<usize>,
+        multipart_part_size: Option<usize>,
         commit_max_retries: Option<usize>,
         commit_metadata: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyCompactStats> {
@@ -318,10 +334,16 @@ impl PyDeltaLiteTable {
             },
             commit_max_retries: commit_max_retries.unwrap_or(defaults.commit_max_retries),
             commit_metadata: metadata_json(py, commit_metadata)?,
+            partitions,
+            min_partition_removable_files: min_partition_removable_files
+                .unwrap_or(defaults.min_partition_removable_files),
+            max_bins_per_commit: max_bins_per_commit.or(defaults.max_bins_per_commit),
+            max_parallel_bins: max_parallel_bins.unwrap_or(defaults.max_parallel_bins),
+            dry_run,
+            multipart_threshold: multipart_threshold.or(defaults.multipart_threshold),
+            multipart_part_size: multipart_part_size.or(defaults.multipart_part_size),
         };
-        options
-            .validate()
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        options.validate().map_err(to_py)?;
         let stats = self.with_table(py, move |table| {
             block_on(table.compact(&options))?.map_err(to_py)
         })?;

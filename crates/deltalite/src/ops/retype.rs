@@ -97,7 +97,10 @@ impl DeltaLiteTable {
             check_file_supported(&file)?;
             stats.files_removed += 1;
             match rearrangement.rewrite_group(vec![file]).await {
-                Ok(rows) => stats.rows_rewritten += rows,
+                Ok(rewrite) => {
+                    stats.rows_rewritten += rewrite.rows;
+                    rearrangement.record(rewrite);
+                }
                 Err(e) => {
                     rearrangement.abandon().await;
                     return Err(e);

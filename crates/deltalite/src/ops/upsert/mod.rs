@@ -551,9 +551,9 @@ pub(crate) async fn write_initial(
             let mut writer = writers.partition_writer(&part.key)?;
             if let Err(e) = writer.write(&part.batch).await {
                 abort(writer).await;
-                return Err(e.into());
+                return Err(e);
             }
-            Ok::<_, DeltaLiteError>(writer.close().await?)
+            writer.close().await
         }
         .await;
         match written {
@@ -759,7 +759,7 @@ async fn process_partition(
             let mut writer = shared.writers.partition_writer(&part.key)?;
             if let Err(e) = writer.write(&batch).await {
                 abort(writer).await;
-                return Err(e.into());
+                return Err(e);
             }
             let adds = writer.close().await?;
             shared.remember_keys(&adds, &batch)?;
