@@ -82,8 +82,17 @@ def test_upsert_signature_defaults():
         "probe_concurrency",
         "read_batch_size",
         "commit_max_retries",
+        "max_row_group_bytes",
+        "isolate_source_rows",
+        "use_probe_cache",
     ]:
         assert defaults[name] == engine[name], name
+    # PostHog's deltalite 0.1.15 knobs, with its defaults.
+    assert (
+        defaults["max_row_group_bytes"],
+        defaults["isolate_source_rows"],
+        defaults["use_probe_cache"],
+    ) == (None, False, True)
 
 
 def test_open_upsert_and_inspect(table_path):

@@ -1,6 +1,7 @@
 //! What a call did, as Python objects.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use deltalite::UpsertStats;
 use deltalite::compact::CompactStats;
@@ -24,6 +25,7 @@ pub(crate) struct PyUpsertStats {
     files_removed: usize,
     files_carried_over: usize,
     files_probed: usize,
+    files_probe_cached: usize,
     pages_skipped: usize,
     rows_updated: usize,
     rows_inserted: usize,
@@ -34,12 +36,28 @@ pub(crate) struct PyUpsertStats {
     duplicates_resolved: usize,
     commit_retries: usize,
     replans: usize,
+    columns_relaxed: usize,
+    /// Phase timings in whole milliseconds, under PostHog's deltalite's names.
+    initial_open_ms: u64,
+    ingest_ms: u64,
+    open_ms: u64,
+    relax_ms: u64,
+    plan_ms: u64,
+    probe_ms: u64,
+    rewrite_ms: u64,
+    commit_ms: u64,
+    maintenance_ms: u64,
     /// Wall time per phase in seconds: prepare, prune, write, commit, total.
     timings: HashMap<String, f64>,
 }
 
-impl From<UpsertStats> for PyUpsertStats {
-    fn from(s: UpsertStats) -> Self {
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl PyUpsertStats {
+    /// The engine's stats, plus the time the binding spent reading the caller's data.
+    pub(crate) fn new(s: UpsertStats, ingest: Duration) -> Self {
         let t = &s.timings;
         let timings = [
             ("prepare", t.prepare),
@@ -58,6 +76,7 @@ impl From<UpsertStats> for PyUpsertStats {
             files_removed: s.files_removed,
             files_carried_over: s.files_carried_over,
             files_probed: s.files_probed,
+            files_probe_cached: s.files_probe_cached,
             pages_skipped: s.pages_skipped,
             rows_updated: s.rows_updated,
             rows_inserted: s.rows_inserted,
@@ -68,20 +87,30 @@ impl From<UpsertStats> for PyUpsertStats {
             duplicates_resolved: s.duplicates_resolved,
             commit_retries: s.commit_retries,
             replans: s.replans,
+            columns_relaxed: s.columns_relaxed,
+            initial_open_ms: ms(t.initial_open),
+            ingest_ms: ms(ingest),
+            open_ms: ms(t.reload),
+            relax_ms: ms(t.relax),
+            plan_ms: ms(t.prepare),
+            probe_ms: ms(t.prune),
+            // As in PostHog's deltalite, the probe is part of the rewrite phase.
+            rewrite_ms: ms(t.prune + t.write),
+            commit_ms: ms(t.commit.saturating_sub(t.reload)),
+            maintenance_ms: ms(t.maintenance),
             timings,
         }
     }
-}
 
-impl PyUpsertStats {
-    fn counters(&self) -> [(&'static str, u64); 16] {
-        [
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
             ("version", self.version),
             ("partitions_touched", self.partitions_touched as u64),
             ("files_added", self.files_added as u64),
             ("files_removed", self.files_removed as u64),
             ("files_carried_over", self.files_carried_over as u64),
             ("files_probed", self.files_probed as u64),
+            ("files_probe_cached", self.files_probe_cached as u64),
             ("pages_skipped", self.pages_skipped as u64),
             ("rows_updated", self.rows_updated as u64),
             ("rows_inserted", self.rows_inserted as u64),
@@ -92,6 +121,21 @@ impl PyUpsertStats {
             ("duplicates_resolved", self.duplicates_resolved as u64),
             ("commit_retries", self.commit_retries as u64),
             ("replans", self.replans as u64),
+            ("columns_relaxed", self.columns_relaxed as u64),
+        ]
+    }
+
+    fn millis(&self) -> [(&'static str, u64); 9] {
+        [
+            ("initial_open_ms", self.initial_open_ms),
+            ("ingest_ms", self.ingest_ms),
+            ("open_ms", self.open_ms),
+            ("relax_ms", self.relax_ms),
+            ("plan_ms", self.plan_ms),
+            ("probe_ms", self.probe_ms),
+            ("rewrite_ms", self.rewrite_ms),
+            ("commit_ms", self.commit_ms),
+            ("maintenance_ms", self.maintenance_ms),
         ]
     }
 }
@@ -114,7 +158,7 @@ impl PyUpsertStats {
     /// Every field as a plain dict.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        for (k, v) in self.counters() {
+        for (k, v) in self.counters().into_iter().chain(self.millis()) {
             out.set_item(k, v)?;
         }
         out.set_item("timings", self.timings.clone())?;
@@ -150,10 +194,6 @@ impl PyWriteStats {
             self.version, self.files_added, self.files_removed, self.rows_written
         )
     }
-}
-
-fn ms(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// What a compaction did (or would do, with `dry_run`). Attributes, and a read-only
