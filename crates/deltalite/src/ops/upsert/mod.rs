@@ -1,9 +1,11 @@
 //! The upsert: plan against a snapshot, write, commit once; re-plan on a conflicting race.
 //!
 //! Data flow of one attempt (see ARCHITECTURE.md):
-//! source → `source::prepare` (conform, split by partition, dedup, key index)
-//!        → per partition: `target::stats_may_match` → `probe::probe_file`
-//!        → `rewrite::rewrite_file` for files the source changes, inserts for the rest
+//! source → `relax::columns_to_relax` (non-nullable columns that must hold a NULL)
+//!        → `source::prepare` (conform, split by partition, dedup, key index)
+//!        → per partition: `target::stats_may_match` → the probe cache → `probe::probe_file`
+//!        → `rewrite::rewrite_group` for the files the source changes (in groups up to the
+//!          target size), inserts for the rest
 //!        → `commit::commit` (one Delta commit for every partition).
 
 mod keys;
