@@ -141,3 +141,41 @@ async fn cached_files_are_ruled_out_unread_and_the_table_is_the_same() {
         "{stats:?}"
     );
 }
+
+/// A file the writer cached is found again by a later probe, also in a partition whose
+/// value the log's paths percent-encode (`day=a%20b%2F%C3%BC/...`).
+#[tokio::test]
+async fn written_files_are_found_again_under_encoded_partition_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let schema = Schema::new(vec![
+        Field::new("id", DataType::Utf8, true),
+        Field::new("day", DataType::Utf8, true),
+    ]);
+    let mut t = create(&uri, &schema, &["day"]).await;
+    let rows = |ids: &[&str]| {
+        let ids: Vec<Option<&str>> = ids.iter().map(|i| Some(*i)).collect();
+        batch(vec![
+            ("id", strings(&ids)),
+            ("day", strings(&vec![Some("a b/ü"); ids.len()])),
+        ])
+    };
+    let s = upsert(&mut t, &rows(&["k1", "k9"]), &options(true))
+        .await
+        .unwrap();
+    assert_eq!(s.files_added, 1);
+    assert!(
+        t.files().unwrap()[0]
+            .path
+            .starts_with("day=a%20b%2F%C3%BC/")
+    );
+    // "k5" is within the file's bounds and not in it: ruled out from the cache, unread.
+    let s = upsert(&mut t, &rows(&["k5"]), &options(true))
+        .await
+        .unwrap();
+    assert_eq!(
+        (s.files_probed, s.files_probe_cached, s.rows_inserted),
+        (0, 1, 1),
+        "{s:?}"
+    );
+}

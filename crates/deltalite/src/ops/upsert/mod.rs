@@ -251,7 +251,11 @@ impl Shared {
         let positions = arrow::array::Int64Array::from_iter_values(0..rows as i64);
         let stored = self.decider.encode(batch.columns(), rows)?;
         if let Some(keys) = stored.hashes(&positions) {
-            let path = object_store::path::Path::from(add.path.as_str());
+            // The log's path as delta-rs turns it into a store path when the file is read
+            // back from the snapshot (`LogicalFileView::object_store_path`): the same
+            // percent-encoding, so the keys of later probes find this entry.
+            let path = object_store::path::Path::parse(&add.path)
+                .unwrap_or_else(|_| object_store::path::Path::from(add.path.as_str()));
             cache.insert(
                 CacheKey {
                     location: format!("{}{}", self.table_url, path),
