@@ -593,7 +593,7 @@ def main() -> None:
                     headers={"Content-Type": "text/csv"},
                 )
                 escapes = (
-                    name in (".", "..")
+                    name in (".", "..", "_delta_log")
                     or name.startswith(".")
                     or len(name.encode()) > 255
                     or any(c in name for c in "/\\%")

@@ -193,10 +193,76 @@ fn every_wrapper_of_a_forbidden_statement_is_refused_and_leaves_nothing() {
             "CREATE TABLE other.main.c AS SELECT * FROM lakehouse.main.t".into(),
             no_lakehouse.into(),
         ),
+        (BOB, "DESCRIBE lakehouse.main.t".into(), no_lakehouse.into()),
+        (BOB, "DESCRIBE SELECT * FROM lakehouse.main.t".into(), no_lakehouse.into()),
+        // SQL writes of every form: the target and every table the source, the
+        // conditions or the assignments read.
         (
             BOB,
-            "DESCRIBE lakehouse.main.t".into(),
-            "Permission Error: statement not allowed: DESCRIBE lakehouse.main.t".into(),
+            "MERGE INTO other.main.o AS d USING lakehouse.main.t AS s ON d.a = s.a \
+             WHEN MATCHED THEN DELETE"
+                .into(),
+            no_lakehouse.into(),
+        ),
+        (
+            BOB,
+            "MERGE INTO lakehouse.main.t AS d USING other.main.o AS s ON d.a = s.a \
+             WHEN NOT MATCHED THEN INSERT BY NAME"
+                .into(),
+            no_lakehouse.into(),
+        ),
+        (
+            BOB,
+            "MERGE INTO other.main.o AS d USING (SELECT a FROM lakehouse.main.t) AS s \
+             ON d.a = s.a WHEN MATCHED THEN UPDATE SET a = s.a"
+                .into(),
+            no_lakehouse.into(),
+        ),
+        (
+            BOB,
+            "MERGE INTO other.main.o AS d USING other.main.o AS s ON d.a = s.a \
+             WHEN MATCHED AND EXISTS (SELECT 1 FROM lakehouse.main.t) THEN DELETE"
+                .into(),
+            no_lakehouse.into(),
+        ),
+        (
+            BOB,
+            "MERGE INTO other.main.o AS d USING other.main.o AS s ON d.a = s.a \
+             WHEN MATCHED THEN UPDATE SET a = (SELECT max(a) FROM lakehouse.main.t)"
+                .into(),
+            no_lakehouse.into(),
+        ),
+        (
+            BOB,
+            "UPDATE other.main.o SET a = 1 FROM lakehouse.main.t AS s WHERE o.a = s.a".into(),
+            no_lakehouse.into(),
+        ),
+        (
+            BOB,
+            "DELETE FROM other.main.o USING lakehouse.main.t AS s WHERE o.a = s.a".into(),
+            no_lakehouse.into(),
+        ),
+        (
+            BOB,
+            "BEGIN TRANSACTION; DELETE FROM lakehouse.main.t; COMMIT;".into(),
+            no_lakehouse.into(),
+        ),
+        (BOB, "COMMENT ON TABLE lakehouse.main.t IS 'x'".into(), no_lakehouse.into()),
+        (BOB, "COMMENT ON COLUMN lakehouse.main.t.a IS 'x'".into(), no_lakehouse.into()),
+        (
+            BOB,
+            "ALTER TABLE lakehouse.main.t SET PARTITIONED BY (a)".into(),
+            no_lakehouse.into(),
+        ),
+        (
+            ALICE,
+            "EXPLAIN MERGE INTO t USING t AS s ON t.a = s.a WHEN MATCHED THEN DELETE".into(),
+            explain.into(),
+        ),
+        (
+            ALICE,
+            "ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')".into(),
+            "Not implemented Error: ALTER TABLE SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true') is not supported".into(),
         ),
     ];
     for (user, sql, expected) in &cases {
@@ -426,7 +492,33 @@ mod generated {
             (table(), expr()).prop_map(|(t, e)| format!(
                 "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS b BIGINT; SELECT {e}"
             )),
+            (table(), table(), expr(), expr(), merge_action()).prop_map(|(t, s, on, c, act)| {
+                format!(
+                    "MERGE INTO {t} AS d USING {s} AS s ON {on} WHEN MATCHED AND {c} THEN {act} \
+                     WHEN NOT MATCHED THEN INSERT BY NAME"
+                )
+            }),
+            (table(), table(), expr()).prop_map(|(t, s, w)| format!(
+                "UPDATE {t} SET a = s.a FROM {s} AS s WHERE {w}"
+            )),
+            (table(), table(), expr())
+                .prop_map(|(t, s, w)| format!("DELETE FROM {t} USING {s} AS s WHERE {w}")),
+            (table(), expr()).prop_map(|(t, e)| format!(
+                "BEGIN; ALTER TABLE {t} SET PARTITIONED BY (a, month(a)); COMMENT ON COLUMN {t}.a IS 'x'; DESCRIBE SELECT {e}; COMMIT"
+            )),
         ]
+    }
+
+    fn merge_action() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec![
+            "UPDATE SET a = s.a",
+            "UPDATE BY NAME",
+            "UPDATE SET *",
+            "DELETE",
+            "DO NOTHING",
+            "ERROR",
+            "UPDATE",
+        ])
     }
 
     /// A statement, sometimes broken: a token dropped, a prefix cut, a stray character.

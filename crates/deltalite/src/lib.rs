@@ -37,7 +37,10 @@ pub use runtime::{alloc, budget};
 
 pub use error::{DeltaLiteError, ErrorKind, Result};
 pub use ops::create::{CreateStats, Created, InitialData, NewTable, TableSpec};
-pub use ops::replace::{ReplaceKind, ReplaceOptions, ReplacePlanner, ReplaceStats, Replacement};
+pub use ops::metadata::{COLUMN_COMMENT_KEY, MetadataChange};
+pub use ops::replace::{
+    ReplaceKind, ReplaceOptions, ReplacePlanner, ReplaceReads, ReplaceStats, Replacement,
+};
 pub use options::{
     AppTransaction, Knobs, MIB, Nullability, OmittedColumns, OnDuplicate, PreCommitHook,
     PruneStrategy, UpsertOptions,

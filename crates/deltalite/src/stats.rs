@@ -19,8 +19,11 @@ pub struct UpsertStats {
     pub files_probed: usize,
     /// Data pages of a key column the probe skipped by their page-index min/max.
     pub pages_skipped: usize,
-    /// Stored rows replaced (or matched with no change, for key-only `keep` batches).
+    /// Source rows that matched a stored row and won (replacing it, or matching with no
+    /// change for key-only `keep` batches).
     pub rows_updated: usize,
+    /// Stored rows replaced: more than `rows_updated` when the table holds a key twice.
+    pub rows_replaced: usize,
     /// Source rows inserted.
     pub rows_inserted: usize,
     /// Stored rows copied unchanged into rewritten files.

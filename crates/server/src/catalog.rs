@@ -18,6 +18,13 @@ const SCHEMA_MARKER: &str = ".deltalite_schema";
 
 /// Reject names that could escape their folder or confuse the layout.
 pub fn validate_name(kind: &str, name: &str) -> Result<(), ApiError> {
+    // A folder of that name makes its parent look like a Delta table (delta-rs then finds
+    // no table below it): reserved at every level.
+    if name == "_delta_log" {
+        return Err(ApiError::BadRequest(format!(
+            "Invalid {kind} name {name:?}: the name is reserved for Delta's transaction log"
+        )));
+    }
     let bad = name.is_empty()
         || name.len() > 255
         || name == "."
@@ -438,7 +445,18 @@ mod tests {
     #[test]
     fn names_that_escape_are_rejected() {
         for bad in [
-            "", ".", "..", "../x", "a/b", "a\\b", "x\0y", "a\nb", ".hidden", "%2e%2e", "a%2Fb",
+            "",
+            ".",
+            "..",
+            "../x",
+            "a/b",
+            "a\\b",
+            "x\0y",
+            "a\nb",
+            ".hidden",
+            "%2e%2e",
+            "a%2Fb",
+            "_delta_log",
         ] {
             assert!(validate_name("table", bad).is_err(), "{bad:?}");
         }

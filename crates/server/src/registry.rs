@@ -40,6 +40,8 @@ pub fn truncate_chars(s: &str, max_bytes: usize) -> &str {
 /// What a new query's log entry starts with.
 #[derive(Debug, Clone)]
 pub struct QueryStart {
+    /// The interface the query came through.
+    pub interface: ClientInterface,
     /// The query id (given by the client or generated).
     pub query_id: String,
     /// The user who ran it; only that user may read or cancel it.
@@ -58,9 +60,20 @@ pub struct QueryStart {
     pub user_agent: Option<String>,
 }
 
+/// The interface a logged query came through, named as Altertable's query log names it
+/// (clients validate the value against exactly these names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum ClientInterface {
+    /// `POST /query`.
+    HttpQuery,
+    /// Arrow Flight SQL.
+    ArrowFlightSQL,
+}
+
 /// One query's log entry. Typed rather than a `serde_json::Value` map: a JSON object of
 /// fourteen fields costs a few KiB on the heap, this a few hundred bytes plus the text.
 struct QueryEntry {
+    interface: ClientInterface,
     user: String,
     session_id: String,
     token: CancellationToken,
@@ -105,12 +118,13 @@ impl QueryEntry {
             "duration_ms": self.duration_ms,
             "query": self.query,
             "session_id": self.session_id,
-            "client_interface": "http",
+            "client_interface": self.interface,
             "error": self.error,
             "visible": self.visible,
             "requested_by": self.requested_by,
             "user_agent": self.user_agent,
-            "stats": self.rows.map(|rows| json!({"rows": rows})),
+            // An object, never null: clients model it as a map with an empty default.
+            "stats": self.rows.map_or_else(|| json!({}), |rows| json!({"rows": rows})),
             "progress": null,
         })
     }
@@ -176,6 +190,7 @@ impl QueryLog {
             .filter(|v| v.to_string().len() <= MAX_LOGGED_REQUESTED_BY_BYTES)
             .unwrap_or(Value::Null);
         let entry = QueryEntry {
+            interface: q.interface,
             user: q.user,
             session_id: q.session_id,
             token,

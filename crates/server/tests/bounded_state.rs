@@ -9,14 +9,15 @@ use std::sync::Arc;
 
 use deltalite_server::catalog::{Storage, TableName};
 use deltalite_server::registry::{
-    Cancel, MAX_LOGGED_REQUESTED_BY_BYTES, MAX_LOGGED_STATEMENT_BYTES, QueryIdTaken, QueryLog,
-    QueryStart, TaskLog,
+    Cancel, ClientInterface, MAX_LOGGED_REQUESTED_BY_BYTES, MAX_LOGGED_STATEMENT_BYTES,
+    QueryIdTaken, QueryLog, QueryStart, TaskLog,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 fn start(id: &str, statement: &str) -> QueryStart {
     QueryStart {
+        interface: ClientInterface::HttpQuery,
         query_id: id.to_string(),
         user: "alice".into(),
         session_id: "s".into(),

@@ -2,6 +2,7 @@
 
 pub mod compact;
 pub mod create;
+pub mod metadata;
 pub(crate) mod rearrange;
 pub mod replace;
 pub mod restore;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use arrow::record_batch::RecordBatch;
 use deltalake::DeltaTable;
 use deltalake::kernel::Action;
-use deltalake::protocol::DeltaOperation;
+use deltalake::protocol::{DeltaOperation, MergePredicate};
 use deltalake::table::config::TablePropertiesExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -54,6 +54,31 @@ pub enum ReplaceKind {
         /// The predicate, as the statement wrote it.
         predicate: Option<String>,
     },
+    /// SQL `MERGE`.
+    Merge {
+        /// The `ON` condition, as the statement wrote it.
+        on: String,
+        /// `WHEN MATCHED` clauses.
+        matched: Vec<MergePredicate>,
+        /// `WHEN NOT MATCHED [BY TARGET]` clauses.
+        not_matched: Vec<MergePredicate>,
+        /// `WHEN NOT MATCHED BY SOURCE` clauses.
+        not_matched_by_source: Vec<MergePredicate>,
+    },
+}
+
+/// What a replacement's plan depends on besides the files it removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReplaceReads {
+    /// Only the rows of the files it removes (`DELETE`, `UPDATE`, a `MERGE` that only
+    /// changes matched rows): a concurrent commit that leaves those files alone is
+    /// rebased over, as if the replacement had committed first.
+    #[default]
+    OwnFiles,
+    /// The absence of rows anywhere in the table (a `MERGE` that inserts unmatched source
+    /// rows, or acts on target rows no source row matched): any concurrent data change
+    /// makes it plan again.
+    Table,
 }
 
 /// Options of [`DeltaLiteTable::replace`].
@@ -61,6 +86,8 @@ pub enum ReplaceKind {
 pub struct ReplaceOptions {
     /// The operation recorded in the commit info.
     pub kind: ReplaceKind,
+    /// What the plan read, for the conflict rule.
+    pub reads: ReplaceReads,
     /// Commit attempts after the first (rebases and re-plans together).
     pub commit_max_retries: usize,
     /// Output file size target; `None` means the table's setting.
@@ -76,6 +103,7 @@ impl ReplaceOptions {
     pub fn new(kind: ReplaceKind) -> Self {
         Self {
             kind,
+            reads: ReplaceReads::default(),
             commit_max_retries: 15,
             target_file_size: None,
             commit_metadata: HashMap::new(),
@@ -206,12 +234,28 @@ impl txn::Attempt for ReplaceAttempt<'_> {
                 ReplaceKind::Update { predicate } => DeltaOperation::Update {
                     predicate: predicate.clone(),
                 },
+                ReplaceKind::Merge {
+                    on,
+                    matched,
+                    not_matched,
+                    not_matched_by_source,
+                } => DeltaOperation::Merge {
+                    predicate: None,
+                    merge_predicate: Some(on.clone()),
+                    matched_predicates: matched.clone(),
+                    not_matched_predicates: not_matched.clone(),
+                    not_matched_by_source_predicates: not_matched_by_source.clone(),
+                },
             };
-            // What the plan read does not need guarding beyond its own files: under
-            // write-serializable isolation the replacement may be ordered before any
-            // concurrent commit that leaves those files alone (`txn::commit`'s
+            // With `OwnFiles`, what the plan read needs no guard beyond its own files:
+            // under write-serializable isolation the replacement may be ordered before
+            // any concurrent commit that leaves those files alone (`txn::commit`'s
             // own-remove rule catches the ones that do not).
-            let staged = Staged::new(actions, operation, ReadSet::nothing());
+            let read_set = match self.options.reads {
+                ReplaceReads::OwnFiles => ReadSet::nothing(),
+                ReplaceReads::Table => ReadSet::everything(),
+            };
+            let staged = Staged::new(actions, operation, read_set);
             Ok((staged, stats))
         })
     }

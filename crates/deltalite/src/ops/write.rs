@@ -40,6 +40,9 @@ pub struct WriteOptions {
     /// Columns [`DeltaLiteTable::append`] adds to the table (as nullable, after the
     /// existing ones) in the same commit as the rows, so a failed append leaves no trace.
     pub new_columns: Vec<Field>,
+    /// Overwrite only: lay the table out by these partition columns from this commit on
+    /// (`ALTER TABLE … SET PARTITIONED BY`); `None` keeps the current ones.
+    pub partition_by: Option<Vec<String>>,
 }
 
 impl Default for WriteOptions {
@@ -51,6 +54,7 @@ impl Default for WriteOptions {
             app_transaction: None,
             multipart_part_size: crate::runtime::budget::EnvDefaults::get().multipart_part_size,
             new_columns: Vec::new(),
+            partition_by: None,
         }
     }
 }
@@ -95,10 +99,14 @@ impl DeltaLiteTable {
     fn writer(&self, table_schema: SchemaRef, options: &WriteOptions) -> Result<DeltaWriter> {
         let state = self.delta_table().snapshot()?;
         let config = state.table_config();
+        let partition_columns = match &options.partition_by {
+            Some(columns) => columns.clone(),
+            None => state.metadata().partition_columns().to_vec(),
+        };
         Ok(rows_writer(
             self.delta_table().object_store(),
             table_schema,
-            state.metadata().partition_columns().to_vec(),
+            partition_columns,
             options
                 .target_file_size
                 .unwrap_or_else(|| config.target_file_size().get()),
@@ -146,6 +154,16 @@ impl DeltaLiteTable {
             Done::Committed { version, .. } | Done::Unchanged { version, .. } => Some(version),
             Done::AlreadyApplied { .. } => None,
         })
+    }
+
+    /// Appends add files to the current layout; only an overwrite may change it.
+    fn refuse_layout_change(&self, options: &WriteOptions) -> Result<()> {
+        match &options.partition_by {
+            Some(columns) if *columns != self.partition_columns()? => Err(DeltaLiteError::invalid(
+                "only an overwrite can change the partition columns",
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The result of a call whose app transaction another writer recorded first.
@@ -223,6 +241,7 @@ impl DeltaLiteTable {
         if let Some(done) = self.already_applied(options).await? {
             return Ok(done);
         }
+        self.refuse_layout_change(options)?;
         let (schema, schema_change) = self.with_new_columns(&options.new_columns)?;
         let (adds, rows) = self.write_files(&schema, batches, options).await?;
         let files_added = adds.len();
@@ -258,6 +277,7 @@ impl DeltaLiteTable {
         if let Some(done) = self.already_applied(options).await? {
             return Ok(done);
         }
+        self.refuse_layout_change(options)?;
         let schema = self.schema()?;
         let writer = self.writer(Arc::clone(&schema), options)?;
         let (adds, rows) = write_stream(writer, &schema, batches).await?;
@@ -293,7 +313,7 @@ impl DeltaLiteTable {
         if let Some(done) = self.already_applied(options).await? {
             return Ok(done);
         }
-        let new_schema = self.overwrite_schema(schema)?;
+        let new_schema = self.overwrite_schema(schema, options)?;
         let (adds, rows) = self.write_files(&new_schema, batches, options).await?;
         self.commit_overwrite(&new_schema, adds, rows, options)
             .await
@@ -309,24 +329,50 @@ impl DeltaLiteTable {
         if let Some(done) = self.already_applied(options).await? {
             return Ok(done);
         }
-        let new_schema = self.overwrite_schema(schema)?;
+        let new_schema = self.overwrite_schema(schema, options)?;
         let writer = self.writer(Arc::clone(&new_schema), options)?;
         let (adds, rows) = write_stream(writer, &new_schema, batches).await?;
         self.commit_overwrite(&new_schema, adds, rows, options)
             .await
     }
 
-    /// The stored schema an overwrite with `schema` leaves (partition columns kept).
-    fn overwrite_schema(&self, schema: &Schema) -> Result<SchemaRef> {
+    /// The stored schema an overwrite with `schema` leaves; the partition columns it
+    /// keeps (or the new ones of `options.partition_by`) must be among its columns.
+    fn overwrite_schema(&self, schema: &Schema, options: &WriteOptions) -> Result<SchemaRef> {
         let new_schema = delta_arrow_schema(schema)?;
-        for column in &self.partition_columns()? {
-            if new_schema.index_of(column).is_err() {
+        let partition_columns = match &options.partition_by {
+            Some(columns) => columns.clone(),
+            None => self.partition_columns()?,
+        };
+        for column in &partition_columns {
+            let Ok(field) = new_schema.field_with_name(column) else {
                 return Err(DeltaLiteError::schema(format!(
                     "overwrite must keep partition column {column:?}"
+                )));
+            };
+            if field.data_type().is_nested() {
+                return Err(DeltaLiteError::schema(format!(
+                    "column {column:?} of type {} cannot be a partition column",
+                    field.data_type()
                 )));
             }
         }
         Ok(new_schema)
+    }
+
+    /// The metadata action that makes `schema` the table's schema and `partition_columns`
+    /// its partitioning (the table's id, name, description and properties kept).
+    fn layout_action(&self, schema: &Schema, partition_columns: &[String]) -> Result<Action> {
+        let Action::Metadata(metadata) = self.schema_action(schema)? else {
+            return Err(DeltaLiteError::Other("expected a metadata action".into()));
+        };
+        // The kernel has no setter for partition columns; its serde form does.
+        let mut json = serde_json::to_value(&metadata)
+            .map_err(|e| DeltaLiteError::Other(format!("metadata: {e}")))?;
+        json["partitionColumns"] = serde_json::Value::from(partition_columns.to_vec());
+        let metadata = serde_json::from_value(json)
+            .map_err(|e| DeltaLiteError::Other(format!("metadata: {e}")))?;
+        Ok(Action::Metadata(metadata))
     }
 
     /// One commit: the new schema (when it differs), every current file removed, `adds`.
@@ -337,10 +383,16 @@ impl DeltaLiteTable {
         rows: u64,
         options: &WriteOptions,
     ) -> Result<WriteStats> {
-        let partition_columns = self.partition_columns()?;
+        let current_partitions = self.partition_columns()?;
+        let partition_columns = options
+            .partition_by
+            .clone()
+            .unwrap_or_else(|| current_partitions.clone());
         let current = self.schema()?;
         let mut actions = Vec::new();
-        if current.fields() != new_schema.fields() {
+        if partition_columns != current_partitions {
+            actions.push(self.layout_action(new_schema, &partition_columns)?);
+        } else if current.fields() != new_schema.fields() {
             actions.push(self.schema_action(new_schema)?);
         }
         let files_added = adds.len();

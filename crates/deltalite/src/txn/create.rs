@@ -41,11 +41,15 @@ pub(crate) async fn create(
             _ => None,
         })
         .collect();
+    // delta-rs refuses property keys it does not know. The engine's own `deltalite.*`
+    // properties (layout hints) are not Delta's: when one is present, the check is off.
+    let known_keys_only = !configuration.keys().any(|k| k.starts_with("deltalite."));
     let created = CreateBuilder::new()
         .with_log_store(log_store.clone())
         .with_columns(schema.fields().cloned())
         .with_partition_columns(partition_columns)
         .with_configuration(configuration.into_iter().map(|(k, v)| (k, Some(v))))
+        .with_raise_if_key_not_exists(known_keys_only)
         .with_actions(actions.clone())
         .with_commit_properties(spec.properties())
         .with_save_mode(SaveMode::ErrorIfExists)

@@ -1,5 +1,6 @@
 //! The HTTP surface: router, middleware (auth, limits, metrics), shared state.
 
+mod autocomplete;
 mod ingest;
 mod probes;
 mod query;
@@ -108,6 +109,7 @@ pub fn router(state: S) -> Router {
             get(query::query_log).delete(query::cancel_query),
         )
         .route("/validate", post(query::validate))
+        .route("/autocomplete", post(autocomplete::autocomplete))
         .route("/tasks/{task_id}", get(ingest::task))
         .route("/healthz", get(probes::healthz))
         .route("/metrics", get(probes::metrics_text))

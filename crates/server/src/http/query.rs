@@ -19,7 +19,7 @@ use crate::auth::User;
 use crate::error::{ApiError, ApiResult};
 use crate::output::ndjson::json_line;
 use crate::output::{Encoder, Limits, OutFormat, ResultStream, Stop, write_parquet};
-use crate::registry::{Cancel, QueryStart};
+use crate::registry::{Cancel, ClientInterface, QueryStart};
 use crate::sql::SqlSession;
 use crate::types::duckdb_field_type;
 
@@ -187,6 +187,7 @@ pub(super) async fn query(
         .queries()
         .start(
             QueryStart {
+                interface: ClientInterface::HttpQuery,
                 query_id: ids.query_id.clone(),
                 user: user.name.clone(),
                 session_id: ids.session_id.clone(),

@@ -246,11 +246,27 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// View types to their plain equivalents, so outputs carry the types clients expect.
+/// View types to their plain equivalents and dictionaries to their values, at any depth,
+/// so outputs carry the types clients (and readers that trust an embedded Arrow schema)
+/// expect.
 fn plain_type(dt: &DataType) -> DataType {
+    let field = |f: &Field| {
+        Arc::new(
+            Field::new(f.name(), plain_type(f.data_type()), f.is_nullable())
+                .with_metadata(f.metadata().clone()),
+        )
+    };
     match dt {
         DataType::Utf8View => DataType::Utf8,
         DataType::BinaryView => DataType::Binary,
+        DataType::Dictionary(_, value) => plain_type(value),
+        DataType::List(f) => DataType::List(field(f)),
+        DataType::LargeList(f) => DataType::LargeList(field(f)),
+        DataType::ListView(f) => DataType::List(field(f)),
+        DataType::LargeListView(f) => DataType::LargeList(field(f)),
+        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(field(f), *n),
+        DataType::Struct(fields) => DataType::Struct(fields.iter().map(|f| field(f)).collect()),
+        DataType::Map(f, sorted) => DataType::Map(field(f), *sorted),
         other => other.clone(),
     }
 }

@@ -8,18 +8,18 @@ use futures::StreamExt;
 use arrow::datatypes::{Field, Schema};
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTableOperation, ColumnOption, CreateTable, ObjectName, ObjectType,
-    SchemaName, Statement, Use,
+    AlterColumnOperation, AlterTableOperation, ColumnOption, CommentObject, CreateTable, Expr,
+    ObjectName, ObjectType, SchemaName, SqlOption, Statement, Use, Value,
 };
-use deltalake::kernel::StructField;
-use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalite::compact::CompactOptions;
 use deltalite::write::WriteOptions;
-use deltalite::{Created, DeltaLiteTable, InitialData, TableSpec};
+use deltalite::{Created, DeltaLiteTable, InitialData, MetadataChange, TableSpec};
 
+use super::dialect::{PARTITIONED_BY, SORTED_BY};
+use super::layout;
 use super::{
-    Output, SqlSession, delta_err, engine_rows, name_parts, sql_err, sql_error, table_missing,
-    take_failure,
+    Output, SqlSession, column_named, delta_err, engine_rows, name_parts, sql_err, sql_error,
+    table_missing, take_failure,
 };
 use crate::catalog::validate_name;
 use crate::error::ApiError;
@@ -86,16 +86,52 @@ impl SqlSession {
             }
             None => (self.column_schema(create)?, None),
         };
+        // `PARTITION BY (…)` (DuckLake's `PARTITIONED BY`): identity keys become the
+        // table's partition columns, the whole list its layout property (`layout.rs`).
+        let column_names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        let layout_text = create.partition_by.as_deref().map(|e| match e {
+            Expr::Tuple(items) => items
+                .iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            Expr::Nested(inner) => inner.to_string(),
+            other => other.to_string(),
+        });
+        let layout_keys = match &layout_text {
+            Some(text) => layout::parse_keys(text, &column_names)?,
+            None => Vec::new(),
+        };
+        let partition_columns = layout::partition_columns(&layout_keys);
+        let layout_text = layout_text.map(|_| layout::render(&layout_keys));
+        let mut configuration = HashMap::new();
+        if let Some(text) = &layout_text {
+            configuration.insert(PARTITIONED_BY.to_string(), text.clone());
+        }
         let failure = Arc::new(Mutex::new(None));
         let rows = rows.map(|stream| engine_rows(stream, Arc::clone(&failure)));
         let written = match existing {
             // `OR REPLACE` of an existing table: one overwrite commit, history kept.
             Some(mut table) => {
                 let rows = rows.unwrap_or_else(|| futures::stream::empty().boxed());
-                table
-                    .overwrite_stream(&schema, rows, &WriteOptions::default())
-                    .await
-                    .map(|_| ())
+                let options = WriteOptions {
+                    partition_by: Some(partition_columns),
+                    ..Default::default()
+                };
+                let replaced = table.overwrite_stream(&schema, rows, &options).await;
+                match replaced {
+                    Ok(_) => table
+                        .change_metadata(
+                            &[MetadataChange::Property {
+                                key: PARTITIONED_BY.to_string(),
+                                value: layout_text.clone(),
+                            }],
+                            15,
+                        )
+                        .await
+                        .map(|_| ()),
+                    Err(e) => Err(e),
+                }
             }
             None => {
                 let schema_created = self
@@ -104,8 +140,8 @@ impl SqlSession {
                     .await?;
                 let spec = TableSpec {
                     schema,
-                    partition_columns: Vec::new(),
-                    configuration: HashMap::new(),
+                    partition_columns,
+                    configuration,
                 };
                 let data = match rows {
                     Some(rows) => InitialData::Stream(rows),
@@ -240,6 +276,22 @@ impl SqlSession {
                         change_column_type(&mut table, wanted).await?;
                     }
                 }
+                AlterTableOperation::SetTblProperties { table_properties } => {
+                    for property in table_properties {
+                        let (key, value) = layout_property(property)?;
+                        let columns: Vec<String> =
+                            schema.fields().iter().map(|f| f.name().clone()).collect();
+                        let value = layout::render(&layout::parse_keys(&value, &columns)?);
+                        if key == PARTITIONED_BY {
+                            self.set_partitioning(&name, &mut table, &value).await?;
+                        }
+                        let value = (!value.is_empty()).then_some(value);
+                        table
+                            .change_metadata(&[MetadataChange::Property { key, value }], 15)
+                            .await
+                            .map_err(delta_err)?;
+                    }
+                }
                 other => {
                     return Err(sql_err(format!(
                         "Not implemented Error: ALTER TABLE {other} is not supported"
@@ -247,6 +299,99 @@ impl SqlSession {
                 }
             }
         }
+        Ok(Self::ok_status())
+    }
+
+    /// `SET PARTITIONED BY`: when the identity keys differ from the table's partition
+    /// columns, rewrite the table into the new layout in one overwrite commit.
+    async fn set_partitioning(
+        &mut self,
+        name: &crate::catalog::TableName,
+        table: &mut DeltaLiteTable,
+        keys: &str,
+    ) -> Result<(), ApiError> {
+        let schema = table.schema().map_err(delta_err)?;
+        let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        let wanted = layout::partition_columns(&layout::parse_keys(keys, &columns)?);
+        if wanted == table.partition_columns().map_err(delta_err)? {
+            return Ok(());
+        }
+        let real = [&name.catalog, &name.schema, &name.table]
+            .map(|p| format!("\"{}\"", p.replace('"', "\"\"")))
+            .join(".");
+        let stream = self.stream_sql(&format!("SELECT * FROM {real}")).await?;
+        let failure = Arc::new(Mutex::new(None));
+        let options = WriteOptions {
+            partition_by: Some(wanted),
+            ..Default::default()
+        };
+        table
+            .overwrite_stream(
+                schema.as_ref(),
+                engine_rows(stream, Arc::clone(&failure)),
+                &options,
+            )
+            .await
+            .map_err(|e| take_failure(&failure).unwrap_or_else(|| delta_err(e)))?;
+        Ok(())
+    }
+
+    /// `COMMENT ON TABLE|COLUMN … IS '…'` (`NULL` clears), stored in the Delta metadata:
+    /// the table's description, the column's `comment` field metadata.
+    pub(super) async fn comment(
+        &mut self,
+        object_type: &CommentObject,
+        object_name: &ObjectName,
+        comment: &Option<String>,
+        if_exists: bool,
+    ) -> Result<Output, ApiError> {
+        let mut parts = name_parts(object_name)?;
+        let column = match object_type {
+            CommentObject::Table => None,
+            CommentObject::Column => match parts.pop() {
+                Some(c) if !parts.is_empty() => Some(c),
+                _ => {
+                    return Err(sql_err(
+                        "Parser Error: COMMENT ON COLUMN needs table.column",
+                    ));
+                }
+            },
+            other => {
+                return Err(sql_err(format!(
+                    "Not implemented Error: COMMENT ON {other} is not supported"
+                )));
+            }
+        };
+        let name = self.resolve(&parts)?;
+        let lock = self.storage.table_lock(&name);
+        let _guard = lock.lock().await;
+        let mut table = match self.storage.open_table(&name).await? {
+            Some(t) => t,
+            None if if_exists => return Ok(Self::ok_status()),
+            None => return Err(table_missing(&name.table)),
+        };
+        let change = match column {
+            None => MetadataChange::TableComment(comment.clone()),
+            Some(c) => {
+                let schema = table.schema().map_err(delta_err)?;
+                let columns: Vec<String> =
+                    schema.fields().iter().map(|f| f.name().clone()).collect();
+                let column = column_named(&columns, &c).ok_or_else(|| {
+                    sql_err(format!(
+                        "Binder Error: Table \"{}\" does not have a column with name \"{c}\"",
+                        name.table
+                    ))
+                })?;
+                MetadataChange::ColumnComment {
+                    column,
+                    comment: comment.clone(),
+                }
+            }
+        };
+        table
+            .change_metadata(&[change], 15)
+            .await
+            .map_err(delta_err)?;
         Ok(Self::ok_status())
     }
 
@@ -333,6 +478,8 @@ impl SqlSession {
         let options = state.config_mut().options_mut();
         options.catalog.default_catalog = c;
         options.catalog.default_schema = s;
+        drop(state);
+        self.register_session_functions();
         Ok(Self::ok_status())
     }
 
@@ -360,24 +507,12 @@ impl SqlSession {
     }
 }
 
-/// Add nullable columns to a table in one commit (delta-rs `add_columns`).
+/// Add nullable columns to a table in one metadata commit.
 pub async fn add_columns(table: &mut DeltaLiteTable, fields: &[Field]) -> Result<(), ApiError> {
-    let mut kernel_fields: Vec<StructField> = Vec::new();
-    for f in fields {
-        let nullable = f.clone().with_nullable(true);
-        let kf: StructField = (&nullable)
-            .try_into_kernel()
-            .map_err(|e| sql_err(format!("Conversion Error: {e}")))?;
-        kernel_fields.push(kf);
-    }
     table
-        .delta_table()
-        .clone()
-        .add_columns()
-        .with_fields(kernel_fields)
+        .change_metadata(&[MetadataChange::AddColumns(fields.to_vec())], 15)
         .await
         .map_err(delta_err)?;
-    table.reload().await.map_err(delta_err)?;
     Ok(())
 }
 
@@ -390,4 +525,20 @@ async fn change_column_type(table: &mut DeltaLiteTable, wanted: Field) -> Result
         .await
         .map_err(delta_err)?;
     Ok(())
+}
+
+/// A `SET TBLPROPERTIES` entry the server accepts: only the layout properties
+/// `dialect.rs` writes for `SET PARTITIONED BY` / `SET SORTED BY`; other Delta properties
+/// could switch on features the engine does not honour.
+fn layout_property(option: &SqlOption) -> Result<(String, String), ApiError> {
+    if let SqlOption::KeyValue { key, value } = option
+        && (key.value == PARTITIONED_BY || key.value == SORTED_BY)
+        && let Expr::Value(v) = value
+        && let Value::SingleQuotedString(text) = &v.value
+    {
+        return Ok((key.value.clone(), text.clone()));
+    }
+    Err(sql_err(format!(
+        "Not implemented Error: ALTER TABLE SET TBLPROPERTIES ({option}) is not supported"
+    )))
 }

@@ -13,8 +13,7 @@ use datafusion::datasource::{MemTable, source_as_provider};
 use datafusion::functions_table::generate_series::GenerateSeriesTable;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::parser::Statement as DFStatement;
-use datafusion::sql::sqlparser::ast::Statement;
-use deltalake::delta_datafusion::DeltaScanNext;
+use datafusion::sql::sqlparser::ast::{DescribeAlias, Statement};
 
 use super::{sql_err, sql_error};
 use crate::error::ApiError;
@@ -109,9 +108,24 @@ pub(super) fn check_allowed(statement: &DFStatement) -> Result<(), ApiError> {
             | Statement::Insert(_)
             | Statement::Delete(_)
             | Statement::Update(_)
+            | Statement::Merge(_)
+            | Statement::Comment { .. }
+            | Statement::StartTransaction { .. }
+            | Statement::Commit { .. }
             | Statement::Use(_)
             | Statement::Set(_) => Ok(()),
             Statement::CreateTable(c) if !c.external && c.location.is_none() => Ok(()),
+            // DuckDB's `DESCRIBE query|table`: planned (through `check_plan`), never run.
+            Statement::Explain {
+                describe_alias: DescribeAlias::Describe | DescribeAlias::Desc,
+                analyze: false,
+                statement,
+                ..
+            } if matches!(statement.as_ref(), Statement::Query(_)) => Ok(()),
+            Statement::ExplainTable {
+                describe_alias: DescribeAlias::Describe | DescribeAlias::Desc,
+                ..
+            } => Ok(()),
             Statement::Copy { .. } | Statement::CopyIntoSnowflake { .. } => {
                 Err(sql_err("Permission Error: COPY is not allowed"))
             }
@@ -248,7 +262,7 @@ fn refusal(node: &LogicalPlan) -> Option<String> {
 /// name resolution registered (only from granted catalogs), and the built-in generators
 /// (`generate_series`, `range`), which read no storage.
 fn readable_provider(provider: &dyn TableProvider) -> bool {
-    provider.is::<DeltaScanNext>()
+    super::scan::DeltaScan::is_delta(provider)
         || provider.is::<MemTable>()
         || provider.is::<GenerateSeriesTable>()
 }

@@ -10,6 +10,7 @@ use super::{SqlSession, sql_error, table_missing};
 use crate::catalog::TableName;
 use crate::error::ApiError;
 use crate::types::{duckdb_field_type, numeric_precision_scale};
+use deltalite::COLUMN_COMMENT_KEY;
 
 impl SqlSession {
     pub(super) async fn information_schema(&self, table: &str) -> Result<Arc<MemTable>, ApiError> {
@@ -48,6 +49,11 @@ impl SqlSession {
                 for c in &catalogs {
                     for s in self.storage.list_schemas(c).await? {
                         for t in self.storage.list_tables(c, &s).await? {
+                            let name = TableName::new(c, &s, &t)?;
+                            let comment = match self.storage.open_table(&name).await? {
+                                Some(table) => table_comment(&table),
+                                None => None,
+                            };
                             rows.push(vec![
                                 Some(c.clone()),
                                 Some(s.clone()),
@@ -61,7 +67,7 @@ impl SqlSession {
                                 Some("YES".to_string()),
                                 Some("NO".to_string()),
                                 None,
-                                None,
+                                comment,
                             ]);
                         }
                     }
@@ -79,7 +85,9 @@ impl SqlSession {
                     "is_insertable_into",
                     "is_typed",
                     "commit_action",
-                    "TABLE_COMMENT",
+                    // Lower case: DuckDB's `TABLE_COMMENT` is matched case-insensitively
+                    // there, and clients write it unquoted.
+                    "table_comment",
                 ];
                 string_table(&names, rows)?
             }
@@ -99,9 +107,9 @@ impl SqlSession {
                     Field::new("numeric_precision_radix", DataType::Int32, true),
                     Field::new("numeric_scale", DataType::Int32, true),
                     Field::new("datetime_precision", DataType::Int32, true),
-                    utf8("COLUMN_COMMENT"),
+                    utf8("column_comment"),
                 ]));
-                let mut text: Vec<Vec<Option<String>>> = vec![Vec::new(); 6];
+                let mut text: Vec<Vec<Option<String>>> = vec![Vec::new(); 7];
                 let (mut ordinal, mut precision, mut radix, mut scale, mut dt_precision) =
                     (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
                 for c in &catalogs {
@@ -122,6 +130,7 @@ impl SqlSession {
                                 text[4]
                                     .push(Some(if f.is_nullable() { "YES" } else { "NO" }.into()));
                                 text[5].push(Some(duckdb_field_type(f)));
+                                text[6].push(f.metadata().get(COLUMN_COMMENT_KEY).cloned());
                                 ordinal.push(i as i32 + 1);
                                 let (p, sc) = numeric_precision_scale(f.data_type());
                                 precision.push(p);
@@ -161,7 +170,7 @@ impl SqlSession {
                     Arc::new(Int32Array::from(radix)),
                     Arc::new(Int32Array::from(scale)),
                     Arc::new(Int32Array::from(dt_precision)),
-                    Arc::new(StringArray::from(vec![None::<String>; n])),
+                    s(&text[6]),
                 ];
                 let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
                     .map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -173,7 +182,57 @@ impl SqlSession {
     }
 }
 
+impl SqlSession {
+    /// DuckDB's `DESCRIBE <query>` / `DESCRIBE <table>`: one row per result column
+    /// (`column_name`, `column_type` as DuckDB names it, `null`, `key`, `default`,
+    /// `extra`). The query is planned, not run.
+    pub(super) async fn describe(&mut self, query: &str) -> Result<super::Output, ApiError> {
+        let plan = self.plan_sql(query).await?;
+        let rows = plan
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| {
+                vec![
+                    Some(f.name().clone()),
+                    Some(duckdb_field_type(f)),
+                    Some(if f.is_nullable() { "YES" } else { "NO" }.to_string()),
+                    None,
+                    None,
+                    None,
+                ]
+            })
+            .collect();
+        let names = [
+            "column_name",
+            "column_type",
+            "null",
+            "key",
+            "default",
+            "extra",
+        ];
+        let batch = string_batch(&names, rows)?;
+        Ok(super::Output::Batches(batch.schema(), vec![batch]))
+    }
+}
+
+/// A table's comment (its Delta description), if it has one.
+fn table_comment(table: &deltalite::DeltaLiteTable) -> Option<String> {
+    let state = table.delta_table().snapshot().ok()?;
+    state
+        .metadata()
+        .description()
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+}
+
 fn string_table(names: &[&str], rows: Vec<Vec<Option<String>>>) -> Result<MemTable, ApiError> {
+    let batch = string_batch(names, rows)?;
+    MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(sql_error)
+}
+
+/// Text columns `names`, one row per `rows` entry.
+fn string_batch(names: &[&str], rows: Vec<Vec<Option<String>>>) -> Result<RecordBatch, ApiError> {
     let schema = Arc::new(Schema::new(
         names
             .iter()
@@ -189,7 +248,5 @@ fn string_table(names: &[&str], rows: Vec<Vec<Option<String>>>) -> Result<MemTab
             )) as ArrayRef
         })
         .collect();
-    let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    MemTable::try_new(schema, vec![vec![batch]]).map_err(sql_error)
+    RecordBatch::try_new(schema, columns).map_err(|e| ApiError::Internal(e.to_string()))
 }

@@ -6,11 +6,16 @@
 //! executed here, each as one Delta commit through the engine or delta-rs.
 
 mod ddl;
+mod dialect;
 mod dml;
 mod guard;
 mod info_schema;
+mod layout;
+mod merge;
+mod normalize;
 mod resolve;
 mod rewrite;
+mod scan;
 pub mod stores;
 mod udf;
 
@@ -25,7 +30,7 @@ use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
-use datafusion::sql::sqlparser::ast::{ObjectName, ObjectNamePart, Statement};
+use datafusion::sql::sqlparser::ast::{DescribeAlias, ObjectName, ObjectNamePart, Statement};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use futures::TryStreamExt;
 
@@ -102,6 +107,18 @@ pub(crate) fn name_parts(name: &ObjectName) -> Result<Vec<String>, ApiError> {
         .collect()
 }
 
+/// Resolve a column name the DuckDB way: exact, else the one case-insensitive match.
+pub(crate) fn column_named(columns: &[String], name: &str) -> Option<String> {
+    if let Some(c) = columns.iter().find(|c| c.as_str() == name) {
+        return Some(c.clone());
+    }
+    let mut found = columns.iter().filter(|c| c.eq_ignore_ascii_case(name));
+    match (found.next(), found.next()) {
+        (Some(c), None) => Some(c.clone()),
+        _ => None,
+    }
+}
+
 /// One request's SQL session.
 pub struct SqlSession {
     ctx: SessionContext,
@@ -160,33 +177,71 @@ impl SqlSession {
             .build_arc()
             .map_err(sql_error)?;
         let ctx = SessionContext::new_with_config_rt(config, runtime);
-        for c in user.catalogs.iter() {
-            ctx.register_catalog(c.as_str(), Arc::new(MemoryCatalogProvider::new()));
-        }
         ctx.register_udf(udf::from_base64_udf());
+        ctx.register_udf(udf::error_udf());
+        ctx.register_udf(udf::constant_udf(
+            "version",
+            udf::DUCKDB_VERSION.to_string(),
+        ));
         udf::capped::register(&ctx);
-        Ok(Self {
+        let session = Self {
             ctx,
             stores,
             storage,
             user,
             catalog,
             schema,
-        })
+        };
+        session.forget_tables();
+        session.register_session_functions();
+        Ok(session)
+    }
+
+    /// `current_database()`/`current_catalog()` and `current_schema()`: the session's
+    /// defaults, registered again whenever they change.
+    fn register_session_functions(&self) {
+        for name in ["current_database", "current_catalog"] {
+            self.ctx
+                .register_udf(udf::constant_udf(name, self.catalog.clone()));
+        }
+        self.ctx
+            .register_udf(udf::constant_udf("current_schema", self.schema.clone()));
+    }
+
+    /// Empty catalogs, so the next statement resolves every name afresh: a table is read
+    /// as of the statement that reads it, after what earlier statements of the same
+    /// script wrote.
+    fn forget_tables(&self) {
+        for c in self.user.catalogs.iter() {
+            self.ctx
+                .register_catalog(c.as_str(), Arc::new(MemoryCatalogProvider::new()));
+        }
     }
 
     /// Parse a request's statements (one or more, `;`-separated).
     pub fn parse(sql: &str) -> Result<Vec<DFStatement>, ApiError> {
-        let statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})
+        let sql = dialect::to_generic(sql);
+        let statements = DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})
             .map_err(|e| sql_err(format!("Parser Error: {e}")))?;
         if statements.is_empty() {
             return Err(sql_err("Parser Error: no statement to execute"));
         }
-        for s in &statements {
-            guard::check_allowed(s)?;
+        let mut statements: Vec<DFStatement> = statements.into_iter().collect();
+        for s in statements.iter_mut() {
+            // Depth first: the other passes recurse.
             guard::check_depth(s)?;
+            match s {
+                DFStatement::Statement(inner) => normalize::statement(inner),
+                DFStatement::Explain(e) => {
+                    if let DFStatement::Statement(inner) = e.statement.as_mut() {
+                        normalize::statement(inner);
+                    }
+                }
+                _ => {}
+            }
+            guard::check_allowed(s)?;
         }
-        Ok(statements.into_iter().collect())
+        Ok(statements)
     }
 
     /// Run every statement; the result is the last one's.
@@ -195,6 +250,7 @@ impl SqlSession {
         let count = statements.len();
         let mut last = None;
         for (i, statement) in statements.into_iter().enumerate() {
+            self.forget_tables();
             let out = self.execute(statement).await?;
             if i + 1 == count {
                 last = Some(out);
@@ -212,6 +268,7 @@ impl SqlSession {
     /// Plan (but do not run) every statement; used by `/validate`.
     pub async fn validate(&mut self, sql: &str) -> Result<(), ApiError> {
         for statement in Self::parse(sql)? {
+            self.forget_tables();
             if let DFStatement::Statement(s) = &statement
                 && matches!(s.as_ref(), Statement::Query(_))
             {
@@ -262,8 +319,32 @@ impl SqlSession {
                 self.register_references(&statement).await?;
                 self.update(update).await
             }
+            Statement::Merge(merge) => {
+                self.register_references(&statement).await?;
+                self.merge(merge).await
+            }
+            // Each statement commits on its own (Delta has no multi-table transactions);
+            // a script's `BEGIN`/`COMMIT` are accepted so DuckDB scripts run unchanged.
+            Statement::StartTransaction { .. } | Statement::Commit { .. } => Ok(Self::ok_status()),
             Statement::Use(u) => self.use_schema(u).await,
             Statement::Set(_) => self.set(stmt).await,
+            Statement::Comment {
+                object_type,
+                object_name,
+                comment,
+                if_exists,
+            } => {
+                self.comment(object_type, object_name, comment, *if_exists)
+                    .await
+            }
+            Statement::Explain {
+                describe_alias: DescribeAlias::Describe | DescribeAlias::Desc,
+                statement,
+                ..
+            } => self.describe(&statement.to_string()).await,
+            Statement::ExplainTable { table_name, .. } => {
+                self.describe(&format!("SELECT * FROM {table_name}")).await
+            }
             _ => Err(sql_err("Permission Error: statement not allowed")),
         }
     }

@@ -115,7 +115,8 @@ impl SqlSession {
                 return Err(table_missing(&t));
             };
             let delta = table.delta_table();
-            let table_provider = delta.table_provider().await.map_err(delta_err)?;
+            let table_provider =
+                super::scan::DeltaScan::wrap(delta.table_provider().await.map_err(delta_err)?);
             // The session's registry learns this table's folder, and nothing more.
             self.grant_table(delta);
             provider

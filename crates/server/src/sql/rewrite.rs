@@ -18,7 +18,8 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use datafusion::catalog::TableProvider;
 use datafusion::sql::sqlparser::ast::{
-    AssignmentTarget, Delete, Expr as SqlExpr, FromTable, Ident, TableFactor, Update,
+    AssignmentTarget, Delete, Expr as SqlExpr, FromTable, Ident, TableFactor, TableWithJoins,
+    Update, UpdateTableFromKind,
 };
 use deltalite::deltalake::DeltaTable;
 use deltalite::{DeltaLiteError, ReplaceKind, ReplaceOptions, ReplacePlanner, Replacement};
@@ -31,12 +32,12 @@ use super::{
 use crate::error::ApiError;
 
 /// The hidden name of the statement's target while it is planned.
-const TARGET: &str = "__deltalite_target";
+pub(super) const TARGET: &str = "__deltalite_target";
 /// The file column of the target's scan.
-const FILE: &str = "__deltalite_file";
+pub(super) const FILE: &str = "__deltalite_file";
 
 /// An identifier, quoted for the SQL this module writes.
-fn quote(name: &str) -> String {
+pub(super) fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
@@ -48,8 +49,21 @@ impl SqlSession {
         let [twj] = tables.as_slice() else {
             return Err(sql_err("Not implemented Error: DELETE from several tables"));
         };
-        if delete.using.is_some() || !twj.joins.is_empty() {
-            return Err(sql_err("Not implemented Error: DELETE ... USING"));
+        if !twj.joins.is_empty() {
+            return Err(sql_err("Not implemented Error: DELETE from a join"));
+        }
+        if let Some(using) = &delete.using {
+            let source = single_source(using, "DELETE ... USING")?;
+            let on = delete
+                .selection
+                .as_ref()
+                .map_or("TRUE".to_string(), |p| p.to_string());
+            return self
+                .merge_sql(&format!(
+                    "MERGE INTO {} USING {source} ON {on} WHEN MATCHED THEN DELETE",
+                    twj.relation
+                ))
+                .await;
         }
         let TableFactor::Table { name, alias, .. } = &twj.relation else {
             return Err(sql_err("Not implemented Error: DELETE from a non-table"));
@@ -66,8 +80,25 @@ impl SqlSession {
         let TableFactor::Table { name, alias, .. } = &update.table.relation else {
             return Err(sql_err("Not implemented Error: UPDATE of a non-table"));
         };
-        if update.from.is_some() || !update.table.joins.is_empty() {
-            return Err(sql_err("Not implemented Error: UPDATE ... FROM"));
+        if !update.table.joins.is_empty() {
+            return Err(sql_err("Not implemented Error: UPDATE of a join"));
+        }
+        if let Some(UpdateTableFromKind::BeforeSet(from) | UpdateTableFromKind::AfterSet(from)) =
+            &update.from
+        {
+            let source = single_source(from, "UPDATE ... FROM")?;
+            let on = update
+                .selection
+                .as_ref()
+                .map_or("TRUE".to_string(), |p| p.to_string());
+            let set: Vec<String> = update.assignments.iter().map(|a| a.to_string()).collect();
+            return self
+                .merge_sql(&format!(
+                    "MERGE INTO {} USING {source} ON {on} WHEN MATCHED THEN UPDATE SET {}",
+                    update.table.relation,
+                    set.join(", ")
+                ))
+                .await;
         }
         let target = Target::new(name, alias.as_ref().map(|a| &a.name))?;
         let mut assignments = Vec::new();
@@ -85,6 +116,21 @@ impl SqlSession {
         };
         self.rewrite_where(target, predicate, Some(assignments), kind)
             .await
+    }
+
+    /// `UPDATE … FROM` and `DELETE … USING` are `MERGE`s with one `WHEN MATCHED` clause;
+    /// a target row that two source rows would update is refused, as `MERGE` does.
+    pub(super) async fn merge_sql(&mut self, sql: &str) -> Result<Output, ApiError> {
+        let mut statements = Self::parse(sql)?;
+        match statements.pop() {
+            Some(datafusion::sql::parser::Statement::Statement(s)) => match *s {
+                datafusion::sql::sqlparser::ast::Statement::Merge(merge) => {
+                    self.merge(&merge).await
+                }
+                _ => Err(sql_err("Parser Error: expected a MERGE")),
+            },
+            _ => Err(sql_err("Parser Error: expected a MERGE")),
+        }
     }
 
     /// Replace the target's files holding rows that match `predicate` (all rows without
@@ -124,9 +170,12 @@ impl SqlSession {
         // Plan (not run) the statement's expressions against the table itself first, so
         // a wrong column or type is reported as the client wrote it.
         let exprs = match &assignments {
+            // Aliased: two assignments of the same value would otherwise be two
+            // projections of one name, which DataFusion refuses.
             Some(set) => set
                 .iter()
-                .map(|(_, value)| value.as_str())
+                .enumerate()
+                .map(|(i, (_, value))| format!("({value}) AS __e{i}"))
                 .collect::<Vec<_>>()
                 .join(", "),
             None => "1".to_string(),
@@ -167,23 +216,42 @@ impl SqlSession {
 
     /// Register `provider` under the hidden target name (replacing an earlier one).
     fn register_target(&self, provider: Arc<dyn TableProvider>) -> Result<(), ApiError> {
+        self.register_hidden(TARGET, provider)
+    }
+
+    /// Register a Delta table's `provider` under one of the names the write plans use.
+    pub(super) fn register_hidden(
+        &self,
+        name: &str,
+        provider: Arc<dyn TableProvider>,
+    ) -> Result<(), ApiError> {
         let schema = self.schema_provider(&self.catalog, &self.schema)?;
-        schema.deregister_table(TARGET).map_err(super::sql_error)?;
+        schema.deregister_table(name).map_err(super::sql_error)?;
         schema
-            .register_table(TARGET.to_string(), provider)
+            .register_table(name.to_string(), super::scan::DeltaScan::wrap(provider))
             .map_err(super::sql_error)?;
         Ok(())
     }
 }
 
+/// The one source table of `UPDATE … FROM` / `DELETE … USING`, as SQL.
+fn single_source(tables: &[TableWithJoins], what: &str) -> Result<String, ApiError> {
+    match tables {
+        [one] if one.joins.is_empty() => Ok(one.relation.to_string()),
+        _ => Err(sql_err(format!(
+            "Not implemented Error: {what} with more than one table"
+        ))),
+    }
+}
+
 /// The statement's target: its name parts and the name its rows go by in the predicate.
-struct Target {
-    parts: Vec<String>,
-    alias: String,
+pub(super) struct Target {
+    pub(super) parts: Vec<String>,
+    pub(super) alias: String,
 }
 
 impl Target {
-    fn new(
+    pub(super) fn new(
         name: &datafusion::sql::sqlparser::ast::ObjectName,
         alias: Option<&Ident>,
     ) -> Result<Self, ApiError> {
@@ -200,7 +268,7 @@ impl Target {
 /// A predicate or expression as SQL text for the plan's queries, with row-value `IN`
 /// subqueries, which DataFusion does not plan, rewritten to `EXISTS` where that means the
 /// same in a filter (see [`row_in_to_exists`]).
-fn predicate_sql(expr: &SqlExpr) -> String {
+pub(super) fn predicate_sql(expr: &SqlExpr) -> String {
     let mut expr = row_in_to_exists(expr.clone());
     name_in_subquery_columns(&mut expr);
     expr.to_string()
@@ -237,13 +305,19 @@ fn parse_query(sql: &str) -> Option<datafusion::sql::sqlparser::ast::Query> {
         .map(|q| *q)
 }
 
-/// `(a, b) IN (SELECT x, y FROM …)` → `EXISTS (SELECT 1 FROM (SELECT x, y FROM …) AS
-/// __in(c1, c2) WHERE __in.c1 = a AND __in.c2 = b)`, applied to the operands of AND/OR
-/// chains and parentheses only: there `NULL` and `FALSE` select the same rows (a filter
-/// keeps neither), so the `IN`'s three-valued result and `EXISTS`'s two agree. Under
-/// `NOT` they would not, and such a form is left for DataFusion to refuse.
+/// `IN` subqueries in the positions of a predicate where only its truth matters (the
+/// operands of AND/OR chains and parentheses: a filter keeps neither NULL nor FALSE, and
+/// `(p) IS NOT TRUE` keeps both), rewritten to the two-valued `EXISTS` forms that
+/// DataFusion plans correctly there:
+///
+/// - `(a, b) IN (SELECT x, y …)` → `EXISTS (… WHERE x = a AND y = b)`: DataFusion does not
+///   plan row values in `IN`.
+/// - `a NOT IN (SELECT x …)`, `NOT (a IN …)`, and their row forms → `NOT EXISTS (… WHERE
+///   (x = a OR x IS NULL OR a IS NULL) AND …)`, which is TRUE exactly when the `NOT IN`
+///   is: DataFusion evaluates `(a NOT IN (…)) IS NOT TRUE` as FALSE for a NULL `a`, which
+///   dropped rows a `DELETE` had to keep.
 fn row_in_to_exists(expr: SqlExpr) -> SqlExpr {
-    use datafusion::sql::sqlparser::ast::BinaryOperator;
+    use datafusion::sql::sqlparser::ast::{BinaryOperator, UnaryOperator};
     match expr {
         SqlExpr::BinaryOp { left, op, right }
             if matches!(op, BinaryOperator::And | BinaryOperator::Or) =>
@@ -255,33 +329,72 @@ fn row_in_to_exists(expr: SqlExpr) -> SqlExpr {
             }
         }
         SqlExpr::Nested(inner) => SqlExpr::Nested(Box::new(row_in_to_exists(*inner))),
+        SqlExpr::UnaryOp {
+            op: UnaryOperator::Not,
+            expr: inner,
+        } => {
+            let mut core = inner.as_ref();
+            while let SqlExpr::Nested(e) = core {
+                core = e;
+            }
+            match core {
+                SqlExpr::InSubquery {
+                    expr,
+                    subquery,
+                    negated: false,
+                } => in_as_exists(expr, subquery, true).unwrap_or(SqlExpr::UnaryOp {
+                    op: UnaryOperator::Not,
+                    expr: inner,
+                }),
+                _ => SqlExpr::UnaryOp {
+                    op: UnaryOperator::Not,
+                    expr: inner,
+                },
+            }
+        }
         SqlExpr::InSubquery {
             expr,
             subquery,
-            negated: false,
-        } if matches!(expr.as_ref(), SqlExpr::Tuple(_)) => {
-            let SqlExpr::Tuple(items) = *expr else {
-                unreachable!("matched a tuple above")
-            };
-            let names: Vec<String> = (1..=items.len()).map(|i| format!("c{i}")).collect();
-            let conditions: Vec<String> = items
-                .iter()
-                .zip(&names)
-                .map(|(item, n)| format!("__in.{n} = ({item})"))
-                .collect();
-            let sql = format!(
-                "EXISTS (SELECT 1 FROM ({subquery}) AS __in({}) WHERE {})",
-                names.join(", "),
-                conditions.join(" AND ")
-            );
-            parse_expr(&sql).unwrap_or(SqlExpr::InSubquery {
-                expr: Box::new(SqlExpr::Tuple(items)),
+            negated,
+        } if negated || matches!(expr.as_ref(), SqlExpr::Tuple(_)) => {
+            in_as_exists(&expr, &subquery, negated).unwrap_or(SqlExpr::InSubquery {
+                expr,
                 subquery,
-                negated: false,
+                negated,
             })
         }
         other => other,
     }
+}
+
+/// `items IN (subquery)` (`NOT IN` when `negated`) as its two-valued `[NOT] EXISTS`.
+fn in_as_exists(
+    expr: &SqlExpr,
+    subquery: &datafusion::sql::sqlparser::ast::Query,
+    negated: bool,
+) -> Option<SqlExpr> {
+    let items: Vec<&SqlExpr> = match expr {
+        SqlExpr::Tuple(items) => items.iter().collect(),
+        one => vec![one],
+    };
+    let names: Vec<String> = (1..=items.len()).map(|i| format!("c{i}")).collect();
+    let conditions: Vec<String> = items
+        .iter()
+        .zip(&names)
+        .map(|(item, n)| {
+            if negated {
+                format!("(__in.{n} = ({item}) OR __in.{n} IS NULL OR ({item}) IS NULL)")
+            } else {
+                format!("__in.{n} = ({item})")
+            }
+        })
+        .collect();
+    parse_expr(&format!(
+        "{}EXISTS (SELECT 1 FROM ({subquery}) AS __in({}) WHERE {})",
+        if negated { "NOT " } else { "" },
+        names.join(", "),
+        conditions.join(" AND ")
+    ))
 }
 
 fn parse_expr(sql: &str) -> Option<SqlExpr> {

@@ -170,3 +170,58 @@ pub(super) fn from_base64_udf() -> datafusion::logical_expr::ScalarUDF {
         }),
     )
 }
+
+/// DuckDB's `error(message)`: fails the statement with `message` when evaluated for a row.
+/// Volatile, so the planner never folds it away or evaluates it for rows a `CASE` does
+/// not select.
+pub(super) fn error_udf() -> datafusion::logical_expr::ScalarUDF {
+    create_udf(
+        "error",
+        vec![DataType::Utf8],
+        DataType::Null,
+        Volatility::Volatile,
+        Arc::new(|args: &[ColumnarValue]| {
+            let message = match args.first() {
+                Some(ColumnarValue::Scalar(s)) => Some(s.to_string()),
+                Some(ColumnarValue::Array(a)) if a.is_empty() => {
+                    return Ok(ColumnarValue::Array(arrow::array::new_null_array(
+                        &DataType::Null,
+                        0,
+                    )));
+                }
+                Some(ColumnarValue::Array(a)) => {
+                    let text = arrow::compute::cast(a, &DataType::Utf8)?;
+                    text.as_any().downcast_ref::<StringArray>().and_then(|s| {
+                        (0..s.len())
+                            .find(|&i| s.is_valid(i))
+                            .map(|i| s.value(i).to_string())
+                    })
+                }
+                None => None,
+            };
+            Err(datafusion::error::DataFusionError::Execution(
+                message.unwrap_or_default(),
+            ))
+        }),
+    )
+}
+
+/// A function of no arguments answering `value`: `current_database()`, `version()`, …
+pub(super) fn constant_udf(name: &str, value: String) -> datafusion::logical_expr::ScalarUDF {
+    create_udf(
+        name,
+        vec![],
+        DataType::Utf8,
+        Volatility::Stable,
+        Arc::new(move |_: &[ColumnarValue]| {
+            Ok(ColumnarValue::Scalar(
+                datafusion::scalar::ScalarValue::Utf8(Some(value.clone())),
+            ))
+        }),
+    )
+}
+
+/// The DuckDB release whose SQL surface the server speaks, as `version()` answers it:
+/// clients parse it (dbt-altertable compares it with `1.5.3` for DuckLake workarounds,
+/// ibis with `packaging.Version`).
+pub(super) const DUCKDB_VERSION: &str = "v1.5.3";

@@ -277,6 +277,7 @@ struct PartitionResult {
     pages_skipped: usize,
     carried_over: usize,
     updated: usize,
+    replaced: usize,
     inserted: usize,
     copied: usize,
     lost: usize,
@@ -445,6 +446,7 @@ async fn plan_and_write(
         stats.files_probe_cached += r.probe_cached;
         stats.pages_skipped += r.pages_skipped;
         stats.rows_updated += r.updated;
+        stats.rows_replaced += r.replaced;
         stats.rows_inserted += r.inserted;
         stats.rows_copied += r.copied;
         stats.rows_dropped_by_cursor += r.lost;
@@ -735,6 +737,7 @@ async fn process_partition(
         result.adds.extend(rewritten.adds);
         result.removes.extend(removes);
         result.copied += rewritten.counts.copied;
+        result.replaced += rewritten.counts.updated;
         replacements.extend(rewritten.replacements);
     }
 

@@ -1,0 +1,549 @@
+//! DuckDB forms the clients send that sqlparser's generic dialect does not parse, spliced
+//! into forms it does before parsing. Where DuckDB means something the generic form does
+//! not say, the splice leaves a placeholder column name that the statement's handler reads
+//! back ([`BY_NAME`], [`DO_NOTHING`], [`RAISE`]); a client writing a placeholder itself
+//! gets the DuckDB meaning it stands for, nothing more.
+//!
+//! | DuckDB                                   | parsed as                                           |
+//! |------------------------------------------|-----------------------------------------------------|
+//! | `MERGE … THEN UPDATE BY NAME`            | `UPDATE SET "__deltalite_by_name" = NULL`           |
+//! | `MERGE … THEN UPDATE SET *` / `UPDATE`   | `UPDATE SET "__deltalite_by_position" = NULL`       |
+//! | `MERGE … THEN INSERT BY NAME`            | `INSERT ("__deltalite_by_name") ROW`                |
+//! | `MERGE … THEN INSERT *` / `INSERT`       | `INSERT ROW` (by position, as BigQuery's)           |
+//! | `MERGE … THEN DO NOTHING`                | `… "__deltalite_do_nothing" …`                      |
+//! | `MERGE … THEN ERROR`                     | `… "__deltalite_error" …`                           |
+//! | `INSERT INTO t BY NAME …`                | `INSERT INTO t ("__deltalite_by_name") …`           |
+//! | `INSERT INTO t BY POSITION …`            | `INSERT INTO t …`                                   |
+//! | `ALTER TABLE t SET PARTITIONED BY (…)`   | `ALTER TABLE t SET TBLPROPERTIES ("deltalite.partitioned_by" = '…')` |
+//! | `ALTER TABLE t RESET PARTITIONED BY`     | the same property, empty                            |
+//! | `ALTER TABLE t SET/RESET SORTED BY (…)`  | `"deltalite.sorted_by"`, the same way               |
+//! | `CREATE TABLE … PARTITIONED BY (…)`      | `CREATE TABLE … PARTITION BY (…)`                   |
+//! | `a SEMI JOIN b` / `a ANTI JOIN b`        | `a LEFT SEMI JOIN b` / `a LEFT ANTI JOIN b`         |
+//! | `$tag$text$tag$` (any statement)         | `'text'`                                            |
+//! | `a IS [NOT] DISTINCT FROM b AND c`       | `a IS [NOT] DISTINCT FROM (b) AND c`                |
+//!
+//! The splice works on sqlparser's own tokens, so text inside strings, quoted names and
+//! comments is never touched; SQL it cannot tokenize is passed on as it is, for the parser
+//! to report.
+
+use std::borrow::Cow;
+
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+
+/// Placeholder column: the clause takes the source's columns by name.
+pub(crate) const BY_NAME: &str = "__deltalite_by_name";
+/// Placeholder column: the clause takes the source's columns by position.
+pub(crate) const BY_POSITION: &str = "__deltalite_by_position";
+/// Placeholder column: the clause does nothing.
+pub(crate) const DO_NOTHING: &str = "__deltalite_do_nothing";
+/// Placeholder column: a row reaching the clause fails the statement.
+pub(crate) const RAISE: &str = "__deltalite_error";
+/// Table property carrying `SET PARTITIONED BY`'s key list as written.
+pub(crate) const PARTITIONED_BY: &str = "deltalite.partitioned_by";
+/// Table property carrying `SET SORTED BY`'s key list as written.
+pub(crate) const SORTED_BY: &str = "deltalite.sorted_by";
+
+/// One significant token and its byte range in the text.
+struct Tok {
+    token: Token,
+    start: usize,
+    end: usize,
+}
+
+impl Tok {
+    fn is(&self, keyword: Keyword) -> bool {
+        matches!(&self.token, Token::Word(w) if w.keyword == keyword && w.quote_style.is_none())
+    }
+}
+
+/// `sql` with the DuckDB forms above spliced into generic ones.
+pub(crate) fn to_generic(sql: &str) -> Cow<'_, str> {
+    let Some(tokens) = significant_tokens(sql) else {
+        return Cow::Borrowed(sql);
+    };
+    let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    for statement in tokens.split(|t| t.token == Token::SemiColon) {
+        edit_statement(sql, statement, &mut edits);
+    }
+    if edits.is_empty() {
+        return Cow::Borrowed(sql);
+    }
+    let mut out = sql.to_string();
+    edits.sort_by_key(|(start, _, _)| std::cmp::Reverse(*start));
+    for (start, end, text) in edits {
+        out.replace_range(start..end, &text);
+    }
+    Cow::Owned(out)
+}
+
+/// The tokens of `sql` that are not whitespace or comments, with byte ranges.
+fn significant_tokens(sql: &str) -> Option<Vec<Tok>> {
+    let tokens = Tokenizer::new(&GenericDialect {}, sql)
+        .tokenize_with_location()
+        .ok()?;
+    // Byte offset of each line's start, for the tokenizer's (line, column) locations,
+    // whose columns count characters.
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(sql.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let offset = |line: u64, column: u64| -> Option<usize> {
+        let start = *line_starts.get(usize::try_from(line).ok()?.checked_sub(1)?)?;
+        let chars = usize::try_from(column).ok()?.checked_sub(1)?;
+        let rest = sql.get(start..)?;
+        Some(
+            start
+                + rest
+                    .char_indices()
+                    .nth(chars)
+                    .map_or(rest.len(), |(i, _)| i),
+        )
+    };
+    let mut out = Vec::new();
+    for t in tokens {
+        if matches!(t.token, Token::Whitespace(_) | Token::EOF) {
+            continue;
+        }
+        out.push(Tok {
+            start: offset(t.span.start.line, t.span.start.column)?,
+            end: offset(t.span.end.line, t.span.end.column)?,
+            token: t.token,
+        });
+    }
+    Some(out)
+}
+
+fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
+    let Some(first) = tokens.first() else {
+        return;
+    };
+    edit_anywhere(tokens, edits);
+    if first.is(Keyword::MERGE) {
+        edit_merge(tokens, edits);
+    } else if first.is(Keyword::INSERT) {
+        edit_insert(tokens, edits);
+    } else if first.is(Keyword::ALTER) {
+        edit_alter(sql, tokens, edits);
+    } else if first.is(Keyword::CREATE) {
+        edit_create(tokens, edits);
+    }
+}
+
+/// Forms valid in any statement: dollar-quoted strings (dbt's comments), DuckDB's bare
+/// `SEMI JOIN` / `ANTI JOIN` (left ones), and the right operand of `IS [NOT] DISTINCT
+/// FROM` parenthesised: sqlparser 0.62 parses it with the precedence of `AND`, so
+/// `a IS NOT DISTINCT FROM b AND c` became `a IS NOT DISTINCT FROM (b AND c)` (dlt's
+/// null-safe key comparisons; fixed upstream in sqlparser after 0.62).
+fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
+    for (i, t) in tokens.iter().enumerate() {
+        if t.is(Keyword::DISTINCT)
+            && tokens.get(i + 1).is_some_and(|f| f.is(Keyword::FROM))
+            && i.checked_sub(1)
+                .and_then(|p| tokens.get(p))
+                .is_some_and(|p| p.is(Keyword::IS) || p.is(Keyword::NOT))
+            && let Some(end) = operand_end(tokens, i + 2)
+            && end > i + 2
+        {
+            edits.push((tokens[i + 2].start, tokens[i + 2].start, "(".to_string()));
+            edits.push((tokens[end - 1].end, tokens[end - 1].end, ")".to_string()));
+        }
+        match &t.token {
+            Token::DollarQuotedString(s) => {
+                edits.push((t.start, t.end, format!("'{}'", s.value.replace('\'', "''"))));
+            }
+            Token::Word(w)
+                if w.quote_style.is_none()
+                    && matches!(w.keyword, Keyword::SEMI | Keyword::ANTI)
+                    && tokens.get(i + 1).is_some_and(|n| n.is(Keyword::JOIN))
+                    && !i
+                        .checked_sub(1)
+                        .and_then(|p| tokens.get(p))
+                        .is_some_and(|p| p.is(Keyword::LEFT) || p.is(Keyword::RIGHT)) =>
+            {
+                edits.push((t.start, t.start, "LEFT ".to_string()));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The index after the last token of an operand starting at `start`: the first token at
+/// its nesting depth that ends a comparison's operand.
+fn operand_end(tokens: &[Tok], start: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, t) in tokens.iter().enumerate().skip(start) {
+        match &t.token {
+            Token::LParen | Token::LBracket => depth += 1,
+            Token::RParen | Token::RBracket if depth == 0 => return Some(i),
+            Token::RParen | Token::RBracket => depth -= 1,
+            Token::Comma | Token::SemiColon if depth == 0 => return Some(i),
+            Token::Eq | Token::Neq | Token::Lt | Token::Gt | Token::LtEq | Token::GtEq
+                if depth == 0 =>
+            {
+                return Some(i);
+            }
+            Token::Word(w) if depth == 0 && w.quote_style.is_none() => {
+                if matches!(
+                    w.keyword,
+                    Keyword::AND
+                        | Keyword::OR
+                        | Keyword::THEN
+                        | Keyword::WHEN
+                        | Keyword::ELSE
+                        | Keyword::END
+                        | Keyword::WHERE
+                        | Keyword::GROUP
+                        | Keyword::ORDER
+                        | Keyword::LIMIT
+                        | Keyword::HAVING
+                        | Keyword::QUALIFY
+                        | Keyword::UNION
+                        | Keyword::EXCEPT
+                        | Keyword::INTERSECT
+                        | Keyword::JOIN
+                        | Keyword::INNER
+                        | Keyword::LEFT
+                        | Keyword::RIGHT
+                        | Keyword::FULL
+                        | Keyword::CROSS
+                        | Keyword::SEMI
+                        | Keyword::ANTI
+                        | Keyword::IS
+                        | Keyword::AS
+                        | Keyword::FROM
+                        | Keyword::WINDOW
+                        | Keyword::ON
+                        | Keyword::USING
+                        | Keyword::ASC
+                        | Keyword::DESC
+                        | Keyword::NULLS
+                ) {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(tokens.len())
+}
+
+/// Whether the clause an action belongs to inserts (`WHEN NOT MATCHED [BY TARGET]`).
+fn inserting_clause(before: &[Tok]) -> bool {
+    let Some(when) = before.iter().rposition(|t| t.is(Keyword::WHEN)) else {
+        return false;
+    };
+    let clause = &before[when + 1..];
+    let not = clause.first().is_some_and(|t| t.is(Keyword::NOT));
+    let by_source = clause.len() > 3 && clause[2].is(Keyword::BY) && clause[3].is(Keyword::SOURCE);
+    not && !by_source
+}
+
+/// Whether an action ends at `i` (the next clause, the end, or `RETURNING`).
+fn action_ends(tokens: &[Tok], i: usize) -> bool {
+    tokens
+        .get(i)
+        .is_none_or(|t| t.is(Keyword::WHEN) || t.is(Keyword::RETURNING))
+}
+
+fn placeholder(inserting: bool, column: &str) -> String {
+    if inserting {
+        format!("INSERT (\"{column}\") ROW")
+    } else {
+        format!("UPDATE SET \"{column}\" = NULL")
+    }
+}
+
+fn edit_merge(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
+    for (i, then) in tokens.iter().enumerate() {
+        if !then.is(Keyword::THEN) {
+            continue;
+        }
+        let Some(action) = tokens.get(i + 1) else {
+            continue;
+        };
+        let at = |k: usize| tokens.get(i + k);
+        let is = |k: usize, keyword: Keyword| at(k).is_some_and(|t| t.is(keyword));
+        let inserting = inserting_clause(&tokens[..i]);
+        let (last, text) = if action.is(Keyword::UPDATE) {
+            if is(2, Keyword::BY) && is(3, Keyword::NAME) {
+                (i + 3, placeholder(false, BY_NAME))
+            } else if is(2, Keyword::SET) && at(3).is_some_and(|t| t.token == Token::Mul) {
+                (i + 3, placeholder(false, BY_POSITION))
+            } else if action_ends(tokens, i + 2) {
+                (i + 1, placeholder(false, BY_POSITION))
+            } else {
+                continue;
+            }
+        } else if action.is(Keyword::INSERT) {
+            if is(2, Keyword::BY) && is(3, Keyword::NAME) {
+                (i + 3, placeholder(true, BY_NAME))
+            } else if at(2).is_some_and(|t| t.token == Token::Mul) {
+                (i + 2, "INSERT ROW".to_string())
+            } else if action_ends(tokens, i + 2) {
+                (i + 1, "INSERT ROW".to_string())
+            } else {
+                continue;
+            }
+        } else if action.is(Keyword::DO) && is(2, Keyword::NOTHING) {
+            (i + 2, placeholder(inserting, DO_NOTHING))
+        } else if action.is(Keyword::ERROR) && action_ends(tokens, i + 2) {
+            (i + 1, placeholder(inserting, RAISE))
+        } else {
+            continue;
+        };
+        edits.push((action.start, tokens[last].end, text));
+    }
+}
+
+/// `INSERT [OR …] INTO name BY NAME|POSITION`.
+fn edit_insert(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
+    let Some(into) = tokens.iter().position(|t| t.is(Keyword::INTO)) else {
+        return;
+    };
+    // The table name: words separated by periods.
+    let mut i = into + 1;
+    while tokens
+        .get(i)
+        .is_some_and(|t| matches!(t.token, Token::Word(_)))
+        && tokens.get(i + 1).is_some_and(|t| t.token == Token::Period)
+    {
+        i += 2;
+    }
+    let (Some(by), Some(how)) = (tokens.get(i + 1), tokens.get(i + 2)) else {
+        return;
+    };
+    if !by.is(Keyword::BY) {
+        return;
+    }
+    if how.is(Keyword::NAME) {
+        edits.push((by.start, how.end, format!("(\"{BY_NAME}\")")));
+    } else if how.is(Keyword::POSITION) {
+        edits.push((by.start, how.end, String::new()));
+    }
+}
+
+/// `ALTER TABLE t SET|RESET PARTITIONED|SORTED BY [(…)]`.
+fn edit_alter(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
+    for (i, verb) in tokens.iter().enumerate() {
+        let set = verb.is(Keyword::SET);
+        if !(set || verb.is(Keyword::RESET)) {
+            continue;
+        }
+        let Some(what) = tokens.get(i + 1) else {
+            continue;
+        };
+        let property = if what.is(Keyword::PARTITIONED) {
+            PARTITIONED_BY
+        } else if matches!(&what.token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("sorted"))
+        {
+            SORTED_BY
+        } else {
+            continue;
+        };
+        if !tokens.get(i + 2).is_some_and(|t| t.is(Keyword::BY)) {
+            continue;
+        }
+        let (end, keys) = if set {
+            let Some((close, inner)) = parenthesized(sql, tokens, i + 3) else {
+                continue;
+            };
+            (tokens[close].end, inner)
+        } else {
+            (tokens[i + 2].end, "")
+        };
+        let value = keys.trim().replace('\'', "''");
+        edits.push((
+            verb.start,
+            end,
+            format!("SET TBLPROPERTIES (\"{property}\" = '{value}')"),
+        ));
+        return;
+    }
+}
+
+/// `CREATE … TABLE … PARTITIONED BY (` → `PARTITION BY (`.
+fn edit_create(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
+    if !tokens.iter().take(6).any(|t| t.is(Keyword::TABLE)) {
+        return;
+    }
+    let mut depth = 0usize;
+    for (i, t) in tokens.iter().enumerate() {
+        match t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth == 0
+            && t.is(Keyword::PARTITIONED)
+            && tokens.get(i + 1).is_some_and(|b| b.is(Keyword::BY))
+            && tokens.get(i + 2).is_some_and(|p| p.token == Token::LParen)
+        {
+            edits.push((t.start, t.end, "PARTITION".to_string()));
+            return;
+        }
+        if depth == 0 && t.is(Keyword::AS) {
+            return;
+        }
+    }
+}
+
+/// The token index of the parenthesis closing the one at `open`, and the text between.
+fn parenthesized<'a>(sql: &'a str, tokens: &[Tok], open: usize) -> Option<(usize, &'a str)> {
+    if tokens.get(open)?.token != Token::LParen {
+        return None;
+    }
+    let mut depth = 0usize;
+    for (i, t) in tokens.iter().enumerate().skip(open) {
+        match t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some((i, sql.get(tokens[open].end..t.start)?));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::to_generic;
+    use datafusion::sql::parser::DFParser;
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+
+    fn generic(sql: &str) -> String {
+        let out = to_generic(sql).into_owned();
+        DFParser::parse_sql_with_dialect(&out, &GenericDialect {})
+            .unwrap_or_else(|e| panic!("{out:?} does not parse: {e}"));
+        out
+    }
+
+    #[test]
+    fn merge_actions_become_placeholders() {
+        assert_eq!(
+            generic(
+                "MERGE INTO t AS d USING s ON (s.id = d.id) WHEN MATCHED THEN UPDATE BY NAME \
+                 WHEN NOT MATCHED THEN INSERT BY NAME"
+            ),
+            "MERGE INTO t AS d USING s ON (s.id = d.id) WHEN MATCHED THEN UPDATE SET \
+             \"__deltalite_by_name\" = NULL WHEN NOT MATCHED THEN INSERT (\"__deltalite_by_name\") ROW"
+        );
+        assert_eq!(
+            generic(
+                "merge into t using s on t.k = s.k when matched then update set * when not matched then insert *;"
+            ),
+            "merge into t using s on t.k = s.k when matched then UPDATE SET \"__deltalite_by_position\" = NULL when not matched then INSERT ROW;"
+        );
+        assert_eq!(
+            generic(
+                "merge into t using s on t.k = s.k when matched then update when not matched then insert"
+            ),
+            "merge into t using s on t.k = s.k when matched then UPDATE SET \"__deltalite_by_position\" = NULL when not matched then INSERT ROW"
+        );
+        assert_eq!(
+            generic(
+                "merge into t using s on t.k = s.k when matched and s.v > 1 then do nothing \
+                 when not matched by source then error when not matched then do nothing"
+            ),
+            "merge into t using s on t.k = s.k when matched and s.v > 1 then UPDATE SET \
+             \"__deltalite_do_nothing\" = NULL when not matched by source then UPDATE SET \
+             \"__deltalite_error\" = NULL when not matched then INSERT (\"__deltalite_do_nothing\") ROW"
+        );
+        // Standard forms are left alone.
+        let standard = "MERGE INTO t USING s ON t.k = s.k WHEN MATCHED THEN UPDATE SET v = s.v \
+                        WHEN NOT MATCHED THEN INSERT (k, v) VALUES (s.k, s.v)";
+        assert_eq!(generic(standard), standard);
+    }
+
+    #[test]
+    fn insert_by_name_and_position() {
+        assert_eq!(
+            generic("INSERT INTO \"c\".\"s\".\"t\" BY NAME SELECT 1 AS k"),
+            "INSERT INTO \"c\".\"s\".\"t\" (\"__deltalite_by_name\") SELECT 1 AS k"
+        );
+        assert_eq!(
+            generic("insert into t by position select 1"),
+            "insert into t  select 1"
+        );
+    }
+
+    #[test]
+    fn partitioning_ddl_becomes_properties() {
+        assert_eq!(
+            generic(
+                "ALTER TABLE \"lake\".\"ds\".\"m\" SET PARTITIONED BY (\"region\", month(\"ts\"), bucket(8, \"id\"))"
+            ),
+            "ALTER TABLE \"lake\".\"ds\".\"m\" SET TBLPROPERTIES (\"deltalite.partitioned_by\" = \
+             '\"region\", month(\"ts\"), bucket(8, \"id\")')"
+        );
+        assert_eq!(
+            generic("ALTER TABLE t RESET PARTITIONED BY"),
+            "ALTER TABLE t SET TBLPROPERTIES (\"deltalite.partitioned_by\" = '')"
+        );
+        assert_eq!(
+            generic("alter table t set sorted by (\"name\");"),
+            "alter table t SET TBLPROPERTIES (\"deltalite.sorted_by\" = '\"name\"');"
+        );
+        assert_eq!(
+            generic("CREATE TABLE t (a INT, d DATE) PARTITIONED BY (d, year(d))"),
+            "CREATE TABLE t (a INT, d DATE) PARTITION BY (d, year(d))"
+        );
+        assert_eq!(
+            generic("CREATE OR REPLACE TABLE t PARTITIONED BY (d) AS SELECT 1 AS d"),
+            "CREATE OR REPLACE TABLE t PARTITION BY (d) AS SELECT 1 AS d"
+        );
+    }
+
+    #[test]
+    fn dollar_strings_and_bare_semi_joins() {
+        assert_eq!(
+            generic(
+                "comment on column t.c is $dbt_comment_literal_block$It's$dbt_comment_literal_block$"
+            ),
+            "comment on column t.c is 'It''s'"
+        );
+        assert_eq!(
+            generic("SELECT 1 FROM t AS a SEMI JOIN u AS b ON a.k = b.k ANTI JOIN v ON TRUE"),
+            "SELECT 1 FROM t AS a LEFT SEMI JOIN u AS b ON a.k = b.k LEFT ANTI JOIN v ON TRUE"
+        );
+        let already = "SELECT 1 FROM t LEFT SEMI JOIN u ON TRUE RIGHT ANTI JOIN v ON TRUE";
+        assert_eq!(generic(already), already);
+    }
+
+    #[test]
+    fn is_distinct_from_binds_tighter_than_and() {
+        assert_eq!(
+            generic("DELETE FROM t WHERE s IS NOT DISTINCT FROM 'a' AND k = 1"),
+            "DELETE FROM t WHERE s IS NOT DISTINCT FROM ('a') AND k = 1"
+        );
+        assert_eq!(
+            generic("SELECT 1 FROM a SEMI JOIN b ON a.k IS NOT DISTINCT FROM b.k + 1"),
+            "SELECT 1 FROM a LEFT SEMI JOIN b ON a.k IS NOT DISTINCT FROM (b.k + 1)"
+        );
+        assert_eq!(
+            generic("SELECT CASE WHEN x IS DISTINCT FROM f(y, z) THEN 1 END, 2"),
+            "SELECT CASE WHEN x IS DISTINCT FROM (f(y, z)) THEN 1 END, 2"
+        );
+    }
+
+    #[test]
+    fn strings_names_and_comments_are_not_touched() {
+        for sql in [
+            "SELECT 'then update by name' AS \"insert by name\"",
+            "SELECT 1 -- merge into t then update\n",
+            "INSERT INTO t VALUES ('by name')",
+            "SELECT E'it''s'",
+        ] {
+            assert_eq!(to_generic(sql), sql);
+        }
+        // Multi-byte text before a splice keeps the offsets right.
+        assert_eq!(
+            generic("INSERT INTO \"▶t\" BY NAME SELECT 'é' AS k"),
+            "INSERT INTO \"▶t\" (\"__deltalite_by_name\") SELECT 'é' AS k"
+        );
+    }
+}
