@@ -59,7 +59,11 @@ class UpsertStats:
     def pages_skipped(self) -> int:
         """Key-column pages the probe skipped by their page-index min/max."""
     @property
-    def rows_updated(self) -> int: ...
+    def rows_updated(self) -> int:
+        """Source rows that matched a stored row and won."""
+    @property
+    def rows_replaced(self) -> int:
+        """Stored rows replaced: more than `rows_updated` when the table holds a key twice."""
     @property
     def rows_inserted(self) -> int: ...
     @property

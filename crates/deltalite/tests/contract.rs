@@ -903,12 +903,17 @@ async fn replaced_rows_are_found_by_position_across_row_groups_and_pages() {
 }
 
 /// A file written by another writer may hold a key twice (here 2 in two row groups, 5
-/// twice in one): every stored copy is replaced, as MERGE would.
+/// twice in one): every stored copy is replaced, as MERGE would, and counted in
+/// `rows_replaced` (the stored rows) apart from `rows_updated` (the source rows).
 #[tokio::test]
 async fn every_stored_copy_of_a_key_is_replaced() {
     // With a probe the rewrite replaces rows by the probe's positions; without one it
-    // decides per row: both must agree.
-    for strategy in [PruneStrategy::Probe, PruneStrategy::None] {
+    // decides per row: all must agree.
+    for strategy in [
+        PruneStrategy::Probe,
+        PruneStrategy::Stats,
+        PruneStrategy::None,
+    ] {
         every_stored_copy_of_a_key_is_replaced_with(strategy).await;
     }
 }
@@ -939,9 +944,14 @@ async fn every_stored_copy_of_a_key_is_replaced_with(strategy: PruneStrategy) {
     o.knobs.prune_strategy = strategy;
     let s = upsert(&mut t, &update, &o).await.unwrap();
     assert_eq!(
-        (s.rows_updated, s.rows_inserted, s.rows_copied),
-        (2, 0, 4),
-        "{s:?}"
+        (
+            s.rows_updated,
+            s.rows_replaced,
+            s.rows_inserted,
+            s.rows_copied
+        ),
+        (2, 4, 0, 4),
+        "{strategy:?}: {s:?}"
     );
     assert_eq!(
         rows(&uri).await,

@@ -113,10 +113,11 @@ async fn a_key_made_of_the_partition_column_replaces_every_row_of_its_partition(
                 s.files_removed,
                 s.files_carried_over,
                 s.rows_updated,
+                s.rows_replaced,
                 s.rows_inserted,
                 s.rows_copied,
             ),
-            (1, 1, 0, 1, 0, 0),
+            (1, 1, 0, 1, 2, 0, 0),
             "{strategy:?}: {s:?}"
         );
         // Every stored copy of the key is replaced, as MERGE replaces every matching row.
