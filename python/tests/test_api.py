@@ -82,8 +82,17 @@ def test_upsert_signature_defaults():
         "probe_concurrency",
         "read_batch_size",
         "commit_max_retries",
+        "max_row_group_bytes",
+        "isolate_source_rows",
+        "use_probe_cache",
     ]:
         assert defaults[name] == engine[name], name
+    # PostHog's deltalite 0.1.15 knobs, with its defaults.
+    assert (
+        defaults["max_row_group_bytes"],
+        defaults["isolate_source_rows"],
+        defaults["use_probe_cache"],
+    ) == (None, False, True)
 
 
 def test_open_upsert_and_inspect(table_path):
@@ -248,6 +257,24 @@ def test_append_overwrite_and_create(table_path):
     stats = table.overwrite(batch([9]))
     assert stats.files_removed == 2
     assert read_delta(table_path).to_pylist() == [{"id": 9, "day": "2026-01-01", "val": "x9"}]
+
+
+def test_rows_replaced_counts_every_stored_copy_of_a_key(table_path):
+    table = make(table_path, partition=False)
+    table.append(batch([1, 2]))
+    table.append(batch([2]))  # key 2 now stored twice, as another writer may leave it
+    stats = table.upsert(batch([2], val="y"), "id")
+    # One source row won; both stored copies of its key were replaced.
+    assert (stats.rows_updated, stats.rows_replaced, stats.rows_inserted, stats.rows_copied) == (
+        1,
+        2,
+        0,
+        1,
+    )
+    assert stats.to_dict()["rows_replaced"] == 2
+    assert "rows_updated=1, rows_replaced=2," in repr(stats)
+    got = sorted((r["id"], r["val"]) for r in read_delta(table_path).to_pylist())
+    assert got == [(1, "x1"), (2, "y2"), (2, "y2")]
 
 
 def test_concurrent_threads_upsert(tmp_path):

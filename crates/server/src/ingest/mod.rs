@@ -16,8 +16,8 @@ use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;
 use deltalite::write::{WriteOptions, WriteStats};
 use deltalite::{
-    AppTransaction, Created, DeltaLiteError, DeltaLiteTable, InitialData, OmittedColumns,
-    OnDuplicate, TableSpec, UpsertOptions,
+    AppTransaction, Created, DeltaLiteError, DeltaLiteTable, InitialData, Nullability,
+    OmittedColumns, OnDuplicate, TableSpec, UpsertOptions,
 };
 use sha2::{Digest, Sha256};
 use tempfile::NamedTempFile;
@@ -187,6 +187,8 @@ fn upsert_options(keys: Vec<String>, cursor: Vec<String>, key: &Option<String>) 
     options.cursor_fields = cursor;
     options.on_duplicate = OnDuplicate::Last;
     options.omitted_columns = OmittedColumns::Keep;
+    // `NOT NULL` in the server's tables is a constraint the user declared in SQL.
+    options.nullability = Nullability::Refuse;
     options.app_transaction = app_txn(key);
     options.commit_metadata.insert(
         "deltalite.operation".to_string(),
