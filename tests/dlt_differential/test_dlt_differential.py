@@ -444,10 +444,11 @@ def test_partitioning(lake, runs, tables, table):
     ours = _layout(lake, runs["datasets"]["ours"], tables["ours"][table])
     real = _layout(lake, runs["datasets"]["real"], tables["real"][table])
     assert ours == real
+    # the server records the keys in one canonical spelling, whatever the client quoted
     if table == "metrics":
-        assert ours == (["region"], '"region", month("ts"), bucket(4, "id")')
+        assert ours == (["region"], "region, month(ts), bucket(4, id)")
     if table == "readings":
-        assert ours == (["site"], '"site"')
+        assert ours == (["site"], "site")
 
 
 def test_bookkeeping(lake, runs, tables):
