@@ -1,4 +1,4 @@
-"""The dlt source of the differential test, loaded in two steps through our `dlt_altertable`
+"""The dlt source of the differential test, loaded in three steps through our `dlt_altertable`
 and through the real `dlt-altertable==0.2.2`. Imports only dlt and the destination package's
 public API (the same import name on both sides), so it runs on CPython 3.11 and 3.13.
 
@@ -17,6 +17,11 @@ rows of one key with the same cursor in one load: 0.2.2 breaks such ties arbitra
 - `tombstones` merge on (`tenant`, `id`), timestamp `hard_delete` `deleted_at`, no cursor
 - `metrics`    append partitioned with `altertable_adapter` (identity, month, bucket)
 - `readings`   merge on `reading_id` with a plain `partition: true` column hint on `site`
+- `feed`       append with the incremental cursor `seq` and a resource state value `steps`
+               (the steps that ran, kept in the pipeline state): step 2 repeats the row at
+               the cursor; step 3 runs on an empty pipelines_dir after the state is
+               restored from the destination and yields rows below, at and above the
+               restored cursor (only those above are new)
 """
 
 from __future__ import annotations
@@ -262,6 +267,14 @@ def _readings(step: int) -> list[dict[str, Any]]:
     ]
 
 
+# the `seq` values the feed yields per step (the cursor after step 1 is 3, after step 2 is 5)
+FEED_SEQ = {1: [1, 2, 3], 2: [3, 4, 5], 3: [4, 5, 6, 7]}
+
+
+def _feed(step: int) -> list[dict[str, Any]]:
+    return [{"seq": n, "label": f"item-{n}"} for n in FEED_SEQ[step]]
+
+
 @dlt.source(name="diff")
 def differential_source(step: int):
     @dlt.resource(name="events", write_disposition="append")
@@ -321,6 +334,16 @@ def differential_source(step: int):
     def readings():
         yield _readings(step)
 
+    @dlt.resource(
+        name="feed",
+        write_disposition="append",
+        incremental=dlt.sources.incremental("seq"),
+    )
+    def feed():
+        state = dlt.current.resource_state()
+        state["steps"] = [*state.get("steps", []), step]
+        yield _feed(step)
+
     described = customers()
     described.apply_hints(
         additional_table_hints={"description": "people who buy things"}
@@ -341,6 +364,7 @@ def differential_source(step: int):
         tombstones(),
         partitioned,
         readings(),
+        feed(),
     ]
 
 
@@ -353,4 +377,5 @@ ROOT_TABLES = [
     "tombstones",
     "metrics",
     "readings",
+    "feed",
 ]

@@ -1,7 +1,12 @@
-"""Differential test: the same dlt source (`differential_source.py`, two loads) through
+"""Differential test: the same dlt source (`differential_source.py`, three loads) through
 our `dlt_altertable` (host, `.venv-dlt`) and through the real `dlt-altertable==0.2.2`
 (CPython 3.13 root, `/opt/clients`, unpatched) into one `deltalite serve`, each in its own
 dataset; then every resulting table is compared.
+
+Each side runs (`load_side.py`): steps 1 and 2 in one pipelines_dir; step 3 with the same
+pipeline name in a new, empty pipelines_dir (the state and schema are restored from the
+destination, then the incremental `feed` loads from the restored cursor); then `read`, which
+reads every data table through `pipeline.dataset()`.
 
 Run through `scripts/test-dlt-differential.sh` (mounts the root, builds the venvs, starts
 nothing itself: the server is this module's fixture).
@@ -16,7 +21,14 @@ tables and flattened columns as `a▶b`, ours `a__b`):
 - `_dlt_id`s are unique and every nested row has its parent and root;
 - column and table comments; partitioning in the Delta log (partition columns and the
   recorded transform spec);
-- `_dlt_loads` (two loads, status 0) and `_dlt_pipeline_state` row counts.
+- `_dlt_loads` (three loads, status 0), `_dlt_pipeline_state` and `_dlt_version` rows;
+- the state restored on the empty pipelines_dir (the feed's steps and cursor, the schema's
+  version and tables) and the incremental cursor honoured by step 3 (no row at or below it
+  loaded again);
+- `pipeline.dataset()` reads: per table the row counts (`arrow()`, `fetchall()`, `df()`,
+  `row_counts()`, `limit`) equal the server's own `count(*)`, the checksum of the values
+  equals that of the server's `SELECT *`, and `select` / `order_by` / `where` / `max` /
+  `query` give the expected rows; ours and real agree.
 """
 
 from __future__ import annotations
@@ -33,6 +45,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import requests
 
@@ -40,6 +54,10 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO / "harness"))
 from server_process import ServerProcess
+
+sys.path.insert(0, str(HERE))
+from differential_source import FEED_SEQ
+from load_side import checksum
 
 USER, PASSWORD, CATALOG = "dlt", "s3cret", "lakehouse"
 PY313_ROOT = Path(os.environ.get("PY313_ROOT", "/work/py313"))
@@ -80,6 +98,18 @@ class Lake:
         names = [c["name"] for c in lines[1]]
         return [dict(zip(names, row, strict=True)) for row in lines[2:]]
 
+    def query_arrow(self, statement: str) -> pa.Table:
+        r = requests.post(
+            self.url + "/query",
+            json={"statement": statement, "catalog": CATALOG, "format": "parquet"},
+            auth=(USER, PASSWORD),
+            timeout=(10, 300),
+        )
+        assert r.status_code == 200 and r.content[:4] == b"PAR1", (
+            f"{r.status_code} {r.text[:2000]}\nSQL: {statement}"
+        )
+        return pq.read_table(pa.BufferReader(r.content))
+
     def table_dir(self, dataset: str, table: str) -> Path:
         return Path(self.process.data) / CATALOG / dataset / table
 
@@ -102,10 +132,10 @@ def lake():
 
 
 def _run_side(
-    lake: Lake, side: str, dataset: str, pipelines_dir: str, step: int
+    lake: Lake, side: str, dataset: str, pipelines_dir: str, step: str
 ) -> dict:
     args = [
-        "--side", side, "--step", str(step), "--host", lake.host, "--port", str(lake.port),
+        "--side", side, "--step", step, "--host", lake.host, "--port", str(lake.port),
         "--catalog", CATALOG, "--dataset", dataset, "--user", USER, "--password", PASSWORD,
         "--pipelines-dir", pipelines_dir,
     ]  # fmt: skip
@@ -146,18 +176,34 @@ def runs(lake):
     schema, see dlt_altertable/tests/test_server_contract.py)."""
     tag = uuid.uuid4().hex[:8]
     datasets = {"ours": f"diff_ours_{tag}", "real": f"diff_real_{tag}"}
-    ours_dir = tempfile.mkdtemp(prefix="dlt-differential-ours-")
-    real_host_dir = Path(
-        tempfile.mkdtemp(prefix="dlt-differential-real-", dir=PY313_ROOT / "tmp")
-    )
-    real_dir = "/tmp/" + real_host_dir.name  # the same folder as the root sees it
+    host_dirs: list[Path] = []
 
-    def side(name: str) -> list[dict]:
-        directory = ours_dir if name == "ours" else real_dir
-        outcomes = []
-        for step in (1, 2):
-            outcomes.append(_run_side(lake, name, datasets[name], directory, step))
-            if not outcomes[-1].get("ok"):
+    def new_dir(name: str) -> str:
+        """A new, empty pipelines_dir, as the side's Python sees it."""
+        if name == "ours":
+            host_dirs.append(Path(tempfile.mkdtemp(prefix="dlt-differential-ours-")))
+            return str(host_dirs[-1])
+        host_dirs.append(
+            Path(
+                tempfile.mkdtemp(
+                    prefix="dlt-differential-real-", dir=PY313_ROOT / "tmp"
+                )
+            )
+        )
+        return "/tmp/" + host_dirs[-1].name  # the same folder as the root sees it
+
+    def side(name: str) -> dict[str, dict]:
+        first, restored = new_dir(name), new_dir(name)
+        assert not any(host_dirs[-1].iterdir())
+        outcomes = {}
+        for step, directory in (
+            ("1", first),
+            ("2", first),
+            ("3", restored),
+            ("read", restored),
+        ):
+            outcomes[step] = _run_side(lake, name, datasets[name], directory, step)
+            if not outcomes[step].get("ok"):
                 break
         return outcomes
 
@@ -168,13 +214,16 @@ def runs(lake):
     else:
         outcomes = {name: side(name) for name in ("ours", "real")}
     for name, steps in outcomes.items():
-        for outcome in steps:
+        for outcome in steps.values():
             print(
                 f"{name} step {outcome.get('step')}: ok={outcome.get('ok')} {outcome.get('seconds')}s"
             )
     yield {"datasets": datasets, "outcomes": outcomes}
-    shutil.rmtree(ours_dir, ignore_errors=True)
-    shutil.rmtree(real_host_dir, ignore_errors=True)
+    for directory in host_dirs:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+LOAD_STEPS = ("1", "2", "3")
 
 
 def _describe(outcome: dict) -> str:
@@ -183,24 +232,34 @@ def _describe(outcome: dict) -> str:
     ) + ("\n" + outcome.get("traceback", ""))
 
 
+def _outcome(runs, side: str, step: str) -> dict:
+    steps = runs["outcomes"][side]
+    if step not in steps:
+        last = list(steps.values())[-1]
+        pytest.fail(f"{side} did not reach step {step}: {_describe(last)}")
+    assert steps[step]["ok"], _describe(steps[step])
+    return steps[step]
+
+
 @pytest.mark.parametrize("side", ["real", "ours"])
 def test_loads_succeed(runs, side):
-    """Both loads of each side succeed; the real side is the installed 0.2.2, unpatched."""
-    steps = runs["outcomes"][side]
-    assert len(steps) == 2, _describe(steps[-1])
-    for outcome in steps:
-        assert outcome["ok"], _describe(outcome)
+    """The three loads of each side succeed, one load package each; the real side is the
+    installed 0.2.2, unpatched."""
+    for step in LOAD_STEPS:
+        outcome = _outcome(runs, side, step)
         assert not outcome["has_failed_jobs"] and not outcome["failed_jobs"], _describe(
             outcome
         )
-    package = steps[0]["package"]
-    if side == "real":
-        assert package.startswith(
-            "/opt/clients/lib/python3.13/site-packages/dlt_altertable/"
-        )
-        assert steps[0]["python"].startswith("3.13")
-    else:
-        assert package.startswith(str(REPO / "dlt_altertable" / "src"))
+        assert len(outcome["load_ids"]) == 1, _describe(outcome)
+    steps = runs["outcomes"][side]
+    for outcome in steps.values():
+        if side == "real":
+            assert outcome["package"].startswith(
+                "/opt/clients/lib/python3.13/site-packages/dlt_altertable/"
+            )
+            assert outcome["python"].startswith("3.13")
+        else:
+            assert outcome["package"].startswith(str(REPO / "dlt_altertable" / "src"))
 
 
 def _tables(lake: Lake, dataset: str) -> dict[str, str]:
@@ -214,7 +273,8 @@ def _tables(lake: Lake, dataset: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def tables(lake, runs):
     for side in ("ours", "real"):
-        if not all(o.get("ok") for o in runs["outcomes"][side]):
+        steps = runs["outcomes"][side]
+        if not all(steps.get(s, {}).get("ok") for s in LOAD_STEPS):
             pytest.fail(f"the {side} loads failed: see test_loads_succeed")
     return {side: _tables(lake, ds) for side, ds in runs["datasets"].items()}
 
@@ -226,6 +286,7 @@ EXPECTED_TABLES = {
     "customers",
     "events",
     "events__tags",
+    "feed",
     "metrics",
     "orders",
     "orders__items",
@@ -457,17 +518,23 @@ def test_bookkeeping(lake, runs, tables):
             f'SELECT load_id, status FROM "{CATALOG}"."{dataset}"."_dlt_loads"'
         )
         assert sorted(r["load_id"] for r in loads) == sorted(
-            i for o in runs["outcomes"][side] for i in o["load_ids"]
+            i for s in LOAD_STEPS for i in runs["outcomes"][side][s]["load_ids"]
         ), side
+        assert len(loads) == 3
         assert {r["status"] for r in loads} == {0}
     states = {
-        side: lake.query(
-            f'SELECT count(*) AS n FROM "{CATALOG}"."{ds}"."_dlt_pipeline_state"'
-        )[0]["n"]
+        side: [
+            r["version"]
+            for r in lake.query(
+                f'SELECT version FROM "{CATALOG}"."{ds}"."_dlt_pipeline_state"'
+                " ORDER BY version"
+            )
+        ]
         for side, ds in runs["datasets"].items()
     }
-    # dlt stores the pipeline state only when it changed: the first load's
-    assert states["ours"] == states["real"] == 1
+    # dlt stores the pipeline state when it changed: every load moves the feed's state
+    # (its steps and cursor); step 3 continues from the restored version 2
+    assert states["ours"] == states["real"] == [1, 2, 3]
     versions = {
         side: [
             (r["schema_name"], r["version"])
@@ -478,5 +545,109 @@ def test_bookkeeping(lake, runs, tables):
         ]
         for side, ds in runs["datasets"].items()
     }
-    # one stored schema version per load (the second load evolved the schema)
+    # one stored schema version per load that evolved the schema (1 and 2); step 3 ran on
+    # the restored version 3 and added nothing
     assert versions["ours"] == versions["real"] == [("diff", 2), ("diff", 3)]
+
+
+@pytest.mark.parametrize("side", ["ours", "real"])
+def test_state_restored_on_empty_pipelines_dir(runs, side):
+    """Step 3 starts with nothing local; `sync_destination()` brings back the state that
+    steps 1 and 2 stored (the feed's steps and incremental cursor) and the schema."""
+    outcome = _outcome(runs, side, "3")
+    assert outcome["before"] == {"first_run": True, "schema_names": [], "feed": None}
+    restored = outcome["restored"]
+    assert restored["first_run"] is False
+    assert restored["schema_names"] == ["diff"]
+    assert restored["default_schema_name"] == "diff"
+    assert restored["state_version"] == 2
+    assert restored["schemas"]["diff"]["version"] == 3
+    assert [canon(t) for t in restored["schemas"]["diff"]["tables"]] == DATA_TABLES
+    # the cursor is step 2's highest `seq`; the one row at it is remembered by its hash
+    assert restored["feed"] == {"steps": [1, 2], "last_value": 5, "unique_hashes": 1}
+    after = outcome["after"]
+    assert after["feed"] == {"steps": [1, 2, 3], "last_value": 7, "unique_hashes": 1}
+    assert after["schemas"]["diff"]["version"] == 3
+
+
+@pytest.mark.parametrize("side", ["ours", "real"])
+def test_incremental_cursor_honoured(lake, runs, tables, side):
+    """Step 3 yields `seq` 4 (below the restored cursor 5), 5 (at it, already loaded) and
+    6, 7: only 6 and 7 are loaded, by the third load; without the restored cursor 4 and 5
+    would be there twice."""
+    assert FEED_SEQ[3] == [4, 5, 6, 7]
+    dataset = runs["datasets"][side]
+    loads = _load_ordinals(lake, dataset)
+    rows = lake.query(
+        f'SELECT seq, label, _dlt_load_id FROM "{CATALOG}"."{dataset}"."feed"'
+    )
+    got = Counter((r["seq"], r["label"], loads[r["_dlt_load_id"]]) for r in rows)
+    expected = Counter(
+        [(n, f"item-{n}", 1) for n in (1, 2, 3)]
+        + [(n, f"item-{n}", 2) for n in (4, 5)]
+        + [(n, f"item-{n}", 3) for n in (6, 7)]
+    )
+    assert got == expected
+    (step3_load,) = _outcome(runs, side, "3")["load_ids"]
+    assert loads[step3_load] == 3
+
+
+def _server_reads(lake: Lake, dataset: str, physical: str) -> dict[str, Any]:
+    table = f'"{CATALOG}"."{dataset}"."{physical}"'
+    return {
+        "count": lake.query(f"SELECT count(*) AS n FROM {table}")[0]["n"],
+        "checksum": checksum(lake.query_arrow(f"SELECT * FROM {table}")),
+        "columns": sorted(_columns(lake, dataset, physical)),
+    }
+
+
+# the `select` / `order_by` / `where` / `max` / `query` reads of load_side.py
+EXPECTED_DATASET_QUERIES = {
+    "customers_first_3": [
+        [1, "ada@new.example"],
+        [2, "grace@example.com"],
+        [3, "alan@example.com"],
+    ],
+    "orders_desc": [[14, 1], [13, 1], [12, 1], [10, 2]],
+    "feed_max_seq": 7,
+    "feed_above_5": [6, 7],
+    "readings_sql": [[1, 1.25], [2, 2.0], [3, 3.0]],
+}
+
+
+@pytest.mark.parametrize("side", ["ours", "real"])
+def test_dataset_reads(lake, runs, tables, side):
+    """`pipeline.dataset()` reads every data table as the server has it."""
+    outcome = _outcome(runs, side, "read")
+    dataset = runs["datasets"][side]
+    assert sorted(outcome["tables"]) == DATA_TABLES
+    assert sorted(outcome["row_counts"]) == DATA_TABLES
+    # pandas is in the real side's pins, not in .venv-dlt
+    assert outcome["pandas"] is (side == "real")
+    for table in DATA_TABLES:
+        read = outcome["tables"][table]
+        server = _server_reads(lake, dataset, tables[side][table])
+        n = server["count"]
+        assert n > 0, table
+        assert read["arrow_rows"] == read["fetchall_rows"] == n, (table, read, n)
+        assert outcome["row_counts"][table] == n, table
+        assert read["df_rows"] == (n if side == "real" else None), table
+        assert read["limit_2_rows"] == min(2, n), table
+        assert read["columns"] == server["columns"], table
+        assert read["checksum"] == server["checksum"], table
+    assert outcome["queries"] == EXPECTED_DATASET_QUERIES
+
+
+def test_dataset_reads_agree(runs, tables):
+    """Ours and real read the same through `pipeline.dataset()`."""
+    ours, real = (_outcome(runs, side, "read") for side in ("ours", "real"))
+    without_df = {
+        side: {
+            t: {k: v for k, v in read.items() if k != "df_rows"}
+            for t, read in outcome["tables"].items()
+        }
+        for side, outcome in (("ours", ours), ("real", real))
+    }
+    assert without_df["ours"] == without_df["real"]
+    assert ours["row_counts"] == real["row_counts"]
+    assert ours["queries"] == real["queries"]
