@@ -65,6 +65,13 @@ class UpsertStats:
     def rows_replaced(self) -> int:
         """Stored rows replaced: more than `rows_updated` when the table holds a key twice."""
     @property
+    def rows_deleted(self) -> int:
+        """Stored rows removed by delete-marked rows (`delete_column`)."""
+    @property
+    def delete_markers(self) -> int:
+        """Delete-marked source rows not dropped by the cursor (each removed its key's
+        stored rows or found none)."""
+    @property
     def rows_inserted(self) -> int: ...
     @property
     def rows_copied(self) -> int: ...
@@ -208,6 +215,7 @@ class DeltaLiteTable:
         partition_key: str | Sequence[str] | None = None,
         *,
         cursor_field: str | Sequence[str] | None = None,
+        delete_column: str | None = None,
         on_duplicate: Literal["error", "last"] = "error",
         omitted_columns: Literal["null", "keep"] = "null",
         max_parallel_partitions: int = 2,
@@ -236,6 +244,8 @@ class DeltaLiteTable:
         `max_buffered_bytes`). `isolate_source_rows` writes the batch's rows to their own
         file, apart from copied rows. `use_probe_cache` lets the process's probe cache rule
         files out unread. An empty batch still commits (no actions, its metadata).
+        `delete_column`: a row marked there (boolean `True`, other types any non-null
+        value) removes its key instead of being written, under the cursor rule.
         Non-nullable columns that must hold a NULL are made nullable in the same commit."""
     def append(
         self,

@@ -277,6 +277,27 @@ def test_rows_replaced_counts_every_stored_copy_of_a_key(table_path):
     assert got == [(1, "x1"), (2, "y2"), (2, "y2")]
 
 
+def test_delete_column_removes_keys_under_the_cursor_rule(tmp_path):
+    schema = pa.schema([("id", pa.int64()), ("c", pa.int64()), ("gone", pa.bool_())])
+    table = DeltaLiteTable.create(str(tmp_path / "t"), schema)
+    table.append(pa.table({"id": [1, 2, 3], "c": [5, 5, 5], "gone": [False, False, None]}))
+    stats = table.upsert(
+        pa.table({"id": [1, 2, 4], "c": [6, 4, 1], "gone": [True, True, True]}, schema=schema),
+        "id",
+        cursor_field="c",
+        delete_column="gone",
+    )
+    # 1: newer delete removes it; 2: stale delete loses; 4: no key to remove, not stored
+    assert (stats.rows_deleted, stats.rows_dropped_by_cursor, stats.rows_inserted) == (1, 1, 0)
+    assert stats.to_dict()["rows_deleted"] == 1
+    got = sorted((r["id"], r["c"], r["gone"]) for r in read_delta(str(tmp_path / "t")).to_pylist())
+    assert got == [(2, 5, False), (3, 5, None)]
+    with pytest.raises(
+        deltalite.DeltaLiteSchemaMismatchError, match='delete column "nope" is not in the table'
+    ):
+        table.upsert(pa.table({"id": [1], "c": [9], "gone": [True]}), "id", delete_column="nope")
+
+
 def test_concurrent_threads_upsert(tmp_path):
     """Threads on their own handles (GIL released) writing disjoint partitions all land."""
     path = str(tmp_path / "t")

@@ -236,6 +236,11 @@ pub struct UpsertOptions {
     pub partition_key: Option<Vec<String>>,
     /// Cursor columns; empty means no cursor.
     pub cursor_fields: Vec<String>,
+    /// Delete marker column: a row marked in it (a boolean `true`; for other types any
+    /// non-NULL value, dlt's `hard_delete` rule) removes its key instead of writing it,
+    /// under the same cursor rule as an update. The column is stored like any other for
+    /// the rows that are written.
+    pub delete_column: Option<String>,
     /// In-batch duplicate handling without a cursor.
     pub on_duplicate: OnDuplicate,
     /// Treatment of columns the batch does not carry.
@@ -258,6 +263,7 @@ impl std::fmt::Debug for UpsertOptions {
             .field("primary_keys", &self.primary_keys)
             .field("partition_key", &self.partition_key)
             .field("cursor_fields", &self.cursor_fields)
+            .field("delete_column", &self.delete_column)
             .field("on_duplicate", &self.on_duplicate)
             .field("omitted_columns", &self.omitted_columns)
             .field("nullability", &self.nullability)

@@ -24,6 +24,11 @@ pub struct UpsertStats {
     pub rows_updated: usize,
     /// Stored rows replaced: more than `rows_updated` when the table holds a key twice.
     pub rows_replaced: usize,
+    /// Stored rows removed by delete-marked source rows (`delete_column`).
+    pub rows_deleted: usize,
+    /// Delete-marked source rows not dropped by the cursor: each removed its key's stored
+    /// rows (`rows_deleted`) or found none.
+    pub delete_markers: usize,
     /// Source rows inserted.
     pub rows_inserted: usize,
     /// Stored rows copied unchanged into rewritten files.

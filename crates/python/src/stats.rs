@@ -30,6 +30,10 @@ pub(crate) struct PyUpsertStats {
     rows_updated: usize,
     /// Stored rows replaced: more than `rows_updated` when the table holds a key twice.
     rows_replaced: usize,
+    /// Stored rows removed by delete-marked rows (`delete_column`).
+    rows_deleted: usize,
+    /// Delete-marked source rows not dropped by the cursor.
+    delete_markers: usize,
     rows_inserted: usize,
     rows_copied: usize,
     source_rows: usize,
@@ -82,6 +86,8 @@ impl PyUpsertStats {
             pages_skipped: s.pages_skipped,
             rows_updated: s.rows_updated,
             rows_replaced: s.rows_replaced,
+            rows_deleted: s.rows_deleted,
+            delete_markers: s.delete_markers,
             rows_inserted: s.rows_inserted,
             rows_copied: s.rows_copied,
             source_rows: s.source_rows,
@@ -117,6 +123,8 @@ impl PyUpsertStats {
             ("pages_skipped", self.pages_skipped as u64),
             ("rows_updated", self.rows_updated as u64),
             ("rows_replaced", self.rows_replaced as u64),
+            ("rows_deleted", self.rows_deleted as u64),
+            ("delete_markers", self.delete_markers as u64),
             ("rows_inserted", self.rows_inserted as u64),
             ("rows_copied", self.rows_copied as u64),
             ("source_rows", self.source_rows as u64),

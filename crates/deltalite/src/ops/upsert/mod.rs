@@ -278,6 +278,8 @@ struct PartitionResult {
     carried_over: usize,
     updated: usize,
     replaced: usize,
+    deleted: usize,
+    delete_markers: usize,
     inserted: usize,
     copied: usize,
     lost: usize,
@@ -447,6 +449,8 @@ async fn plan_and_write(
         stats.pages_skipped += r.pages_skipped;
         stats.rows_updated += r.updated;
         stats.rows_replaced += r.replaced;
+        stats.rows_deleted += r.deleted;
+        stats.delete_markers += r.delete_markers;
         stats.rows_inserted += r.inserted;
         stats.rows_copied += r.copied;
         stats.rows_dropped_by_cursor += r.lost;
@@ -555,9 +559,19 @@ pub(crate) async fn write_initial(
     let mut adds: Vec<Add> = Vec::new();
     let mut inserted = 0;
     for part in &source.partitions {
+        // Delete-marked rows of a new table have no key to remove: never written.
+        let batch = if part.deleted.iter().any(|d| *d) {
+            let keep: arrow::array::BooleanArray = part.deleted.iter().map(|d| Some(!*d)).collect();
+            arrow::compute::filter_record_batch(&part.batch, &keep)?
+        } else {
+            part.batch.clone()
+        };
+        if batch.num_rows() == 0 {
+            continue;
+        }
         let written = async {
             let mut writer = writers.partition_writer(&part.key)?;
-            if let Err(e) = writer.write(&part.batch).await {
+            if let Err(e) = writer.write(&batch).await {
                 abort(writer).await;
                 return Err(e);
             }
@@ -571,7 +585,7 @@ pub(crate) async fn write_initial(
                 return Err(e);
             }
         }
-        inserted += part.batch.num_rows();
+        inserted += batch.num_rows();
     }
     let stats = UpsertStats {
         partitions_touched: source.partitions.len(),
@@ -738,16 +752,21 @@ async fn process_partition(
         result.removes.extend(removes);
         result.copied += rewritten.counts.copied;
         result.replaced += rewritten.counts.updated;
+        result.deleted += rewritten.counts.deleted;
         replacements.extend(rewritten.replacements);
     }
 
     // Everything not matched is inserted; NULL keys always are.
     let mut inserts = Vec::new();
+    // A delete-marked row is never written: it removed its key or found none.
     for row in 0..part.batch.num_rows() {
-        match outcomes.get(row) {
-            Outcome::Pending => inserts.push(row as u32),
-            Outcome::Lost => result.lost += 1,
-            Outcome::Updated | Outcome::Unchanged => result.updated += 1,
+        match (outcomes.get(row), part.is_deleted(row)) {
+            (Outcome::Pending, false) => inserts.push(row as u32),
+            (Outcome::Lost, _) => result.lost += 1,
+            (Outcome::Updated | Outcome::Unchanged, false) => result.updated += 1,
+            (Outcome::Pending | Outcome::Updated | Outcome::Unchanged, true) => {
+                result.delete_markers += 1
+            }
         }
     }
     result.inserted = inserts.len();

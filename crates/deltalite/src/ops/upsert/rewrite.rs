@@ -26,6 +26,8 @@ use crate::table::files::TargetFile;
 pub(crate) struct RewriteCounts {
     pub updated: usize,
     pub copied: usize,
+    /// Stored rows removed by a delete-marked source row.
+    pub deleted: usize,
 }
 
 /// Everything a rewrite of one partition's files shares.
@@ -230,7 +232,15 @@ fn split_batch(
 ) -> Result<Split> {
     let rows = stored.num_rows();
     let local = batch_rows(rows, start, replaced)?;
-    counts.updated += local.len();
+    // A stored row whose replacing source row is marked deleted is dropped: not kept,
+    // and nothing written in its place.
+    let (written, removed): (Vec<(u32, &Replacement)>, Vec<_>) = local
+        .iter()
+        .copied()
+        .zip(replaced)
+        .partition(|(_, r)| !ctx.part.is_deleted(r.source_row as usize));
+    counts.updated += written.len();
+    counts.deleted += removed.len();
     counts.copied += rows - local.len();
     if local.is_empty() {
         return Ok(Split {
@@ -241,8 +251,14 @@ fn split_batch(
     let kept = kept_ranges(rows, &local)
         .map(|(offset, len)| stored.slice(offset, len))
         .collect();
-    let stored_rows = UInt32Array::from(local);
-    let source_rows: UInt32Array = replaced.iter().map(|r| r.source_row).collect();
+    if written.is_empty() {
+        return Ok(Split {
+            kept,
+            replacements: None,
+        });
+    }
+    let stored_rows: UInt32Array = written.iter().map(|(row, _)| *row).collect();
+    let source_rows: UInt32Array = written.iter().map(|(_, r)| r.source_row).collect();
     let columns = stored
         .columns()
         .iter()

@@ -31,6 +31,8 @@ pub(crate) struct Layout {
     pub cursor_columns: Vec<usize>,
     /// Whether a cursor was requested at all (even one made only of partition columns).
     pub has_cursor: bool,
+    /// The delete marker column, as an index into `data_schema`.
+    pub delete_column: Option<usize>,
 }
 
 impl Layout {
@@ -96,6 +98,25 @@ impl Layout {
             }
             Ok(out)
         };
+        let delete_column = match &options.delete_column {
+            None => None,
+            Some(name) => {
+                if table_schema.index_of(name).is_err() {
+                    return Err(DeltaLiteError::schema(format!(
+                        "delete column {name:?} is not in the table"
+                    )));
+                }
+                if partition_columns.contains(name)
+                    || options.primary_keys.contains(name)
+                    || options.cursor_fields.contains(name)
+                {
+                    return Err(DeltaLiteError::invalid(format!(
+                        "delete column {name:?} must not be a partition, key or cursor column"
+                    )));
+                }
+                Some(data_schema.index_of(name)?)
+            }
+        };
         let key_columns = resolve(&options.primary_keys, "primary key")?;
         let cursor_columns = resolve(&options.cursor_fields, "cursor")?;
         let partition_key_columns = partition_columns
@@ -112,6 +133,7 @@ impl Layout {
             partition_key_columns,
             cursor_columns,
             has_cursor: !options.cursor_fields.is_empty(),
+            delete_column,
         })
     }
 }
@@ -142,6 +164,29 @@ pub(crate) struct SourcePartition {
     pub cursors: Option<Tuples>,
     /// Key -> row of `batch`, over non-NULL keys.
     pub index: KeyIndex,
+    /// Rows marked in the delete column (all false without one): they remove their key
+    /// and are never written.
+    pub deleted: Vec<bool>,
+}
+
+impl SourcePartition {
+    pub(crate) fn is_deleted(&self, row: usize) -> bool {
+        self.deleted.get(row).copied().unwrap_or(false)
+    }
+}
+
+/// The delete marks of `column`: a boolean `true`, or any non-NULL value of another type.
+fn delete_marks(column: &ArrayRef) -> Vec<bool> {
+    use arrow::array::{Array, AsArray};
+    match column.data_type() {
+        arrow::datatypes::DataType::Boolean => {
+            let flags = column.as_boolean();
+            (0..flags.len())
+                .map(|i| flags.is_valid(i) && flags.value(i))
+                .collect()
+        }
+        _ => (0..column.len()).map(|i| column.is_valid(i)).collect(),
+    }
 }
 
 /// The whole prepared source.
@@ -172,6 +217,13 @@ pub(crate) fn prepare(
                 "the batch must carry column {name:?} (primary key or partition column)"
             )));
         }
+    }
+    if let Some(name) = &options.delete_column
+        && schema.index_of(name).is_err()
+    {
+        return Err(DeltaLiteError::schema(format!(
+            "the batch must carry column {name:?} (delete column)"
+        )));
     }
     let conformed = conform_source(&combined, &layout.table_schema)?;
     drop(combined);
@@ -288,12 +340,17 @@ pub(crate) fn prepare(
             (batch, null_key, cursors)
         };
         let index = key_enc.index(batch.columns(), &null_key)?;
+        let deleted = match layout.delete_column {
+            Some(i) => delete_marks(batch.column(i)),
+            None => vec![false; batch.num_rows()],
+        };
         partitions.push(SourcePartition {
             key,
             batch,
             null_key,
             cursors,
             index,
+            deleted,
         });
     }
     Ok(PreparedSource {
