@@ -69,9 +69,17 @@ def _users(**kw):
     return users
 
 
-def test_hard_delete_without_cursor(server, dataset, make_pipeline, proxy):
+@pytest.mark.parametrize("staged", [False, True])
+def test_hard_delete_without_cursor(server, make_pipeline, proxy, staged):
+    """Direct (`/upsert?delete_column=`) and staged (SQL MERGE) give the same table."""
+    import uuid
+
+    dataset = "ds_" + uuid.uuid4().hex[:10]
     users = _users()
-    p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
+    destination = make_destination(server, dataset, port=proxy.port, force_sql_merge=staged)
+    p = make_pipeline(destination=destination)
+    upserts, staged_uploads = proxy.count("/upsert"), proxy.count("/upload", "_dlt_staging_")
+    merges = len(_queries(proxy, "MERGE INTO"))
     p.run(users([{"id": 1, "name": "a"}, {"id": 2, "name": "b"}, {"id": 3, "name": "c"}]))
     assert _rows(server, dataset, "users", "id, name, deleted", "id") == [
         {"id": 1, "name": "a", "deleted": None},
@@ -93,11 +101,17 @@ def test_hard_delete_without_cursor(server, dataset, make_pipeline, proxy):
         {"id": 3, "name": "c", "deleted": None},
         {"id": 5, "name": "e", "deleted": None},
     ]
-    # the staged path: files to the staging schema, no /upsert, staging dropped afterwards
-    assert proxy.count("/upsert") == 0
-    assert proxy.count("/upload", "_dlt_staging_") >= 2
-    assert len(_queries(proxy, "MERGE INTO")) == 2
-    assert _staging_schemas(server, dataset) == []
+    if staged:
+        # files to the staging schema, no /upsert, staging dropped afterwards
+        assert proxy.count("/upsert") == upserts
+        assert proxy.count("/upload", "_dlt_staging_") - staged_uploads >= 2
+        assert len(_queries(proxy, "MERGE INTO")) - merges == 2
+        assert _staging_schemas(server, dataset) == []
+    else:
+        # one /upsert per file naming the hard_delete column, nothing staged
+        assert proxy.count("/upsert", "delete_column=deleted") - upserts == 2
+        assert proxy.count("/upload", "_dlt_staging_") == staged_uploads
+        assert len(_queries(proxy, "MERGE INTO")) == merges
 
 
 def test_hard_delete_last_row_of_a_key_wins(server, dataset, make_pipeline):
@@ -393,7 +407,10 @@ def test_failed_complete_load_resumes_on_next_run(server, dataset, make_pipeline
     """The merge fails for good in complete_load; the package stays pending with its staged
     files; the next `load()` merges it and drops the staging schema."""
     users = _users()
-    p = make_pipeline(destination=make_destination(server, dataset, port=proxy.port))
+    # staged on purpose: a hard_delete table alone would take /upsert
+    p = make_pipeline(
+        destination=make_destination(server, dataset, port=proxy.port, force_sql_merge=True)
+    )
     p.run(users([{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]))
     proxy.rules.append(
         Rule(lambda r: r.route == "/query" and b"MERGE INTO" in r.body, "status", status=503)

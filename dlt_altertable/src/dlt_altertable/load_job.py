@@ -75,7 +75,7 @@ class AltertableLoadJob(RunnableLoadJob):
         params = client.table_params(table_name)
 
         if disposition == "merge" and client.is_staged(table_name):
-            # hard deletes, nested tables, partitions outside the key: merged with SQL in
+            # nested tables, partitions outside the key: merged with SQL in
             # complete_load from a per-load staging schema
             stage_file(client, self._load_id, table, self._file_path, parsed.file_id, file_schema)
             return
@@ -84,6 +84,8 @@ class AltertableLoadJob(RunnableLoadJob):
             params["primary_key"] = ",".join(spec.primary_key)
             if spec.cursor:
                 params["cursor_field"] = ",".join(spec.cursor)
+            if spec.hard_delete:
+                params["delete_column"] = spec.hard_delete
             key = idempotency_key(self._load_id, table_name, parsed.file_id, "upsert")
             client.http.post_file("/upsert", params, self._file_path, key)
             return

@@ -79,8 +79,9 @@ def merge_spec(table: TTableSchema, *, staged: bool) -> MergeSpec:
                 f"`dedup_sort: {sort}` on `{col_name}` is not supported, only `desc`"
                 " (the greatest value wins)"
             )
+    hard_delete = get_first_column_name_with_prop(table, "hard_delete")
     if not staged:
-        for key in primary_key + cursor:
+        for key in primary_key + cursor + ([hard_delete] if hard_delete else []):
             if "," in key:
                 problems.append(f"column name `{key}` contains a comma")
     if problems:
@@ -90,15 +91,14 @@ def merge_spec(table: TTableSchema, *, staged: bool) -> MergeSpec:
     return MergeSpec(
         primary_key=primary_key,
         cursor=cursor,
-        hard_delete=get_first_column_name_with_prop(table, "hard_delete"),
+        hard_delete=hard_delete,
     )
 
 
 def staged_merge_reasons(root: TTableSchema, has_nested_tables: bool) -> list[str]:
     """Why a merge root table needs the staged SQL path; empty when `/upsert` is equivalent."""
     reasons = []
-    if get_first_column_name_with_prop(root, "hard_delete"):
-        reasons.append("hard_delete column")
+    # A hard_delete column is not a reason: `/upsert?delete_column=` applies dlt's rule.
     if has_nested_tables:
         reasons.append("nested tables")
     primary_key = set(get_columns_names_with_prop(root, "primary_key"))
