@@ -21,8 +21,8 @@ rm -rf "$WHEELS"
 (cd python && "$ROOT/.venv/bin/maturin" build --interpreter "$PY" --out "$WHEELS")
 "$PY" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$WHEELS"/deltalite-*.whl
 
-"$ROOT/.venv/bin/ruff" check python bench/python bench/server correctness/stress correctness/hostile correctness/soak harness
-"$ROOT/.venv/bin/ruff" format --check python bench/python bench/server correctness/stress correctness/hostile correctness/soak harness
+"$ROOT/.venv/bin/ruff" check python bench/python bench/server correctness/stress correctness/hostile correctness/soak harness scripts/lib
+"$ROOT/.venv/bin/ruff" format --check python bench/python bench/server correctness/stress correctness/hostile correctness/soak harness scripts/lib
 
 # Run from python/tests so that the installed wheel (not the source tree) is imported.
 cd python/tests

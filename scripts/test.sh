@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything CI runs, from a fresh clone: formatting, lints, and every test suite.
-# Needs Rust (cargo) and Python 3.11; installs the rest (Python packages into .venv and
+# Needs Rust (cargo), Python 3.11 and root (PostHog's suite runs on CPython 3.13 in a
+# Debian chroot, scripts/lib/py313.sh); installs the rest (Python packages into .venv and
 # .venv-dlt) and starts the services the tests need (a local S3 server).
 #
 # One `cargo test --workspace` builds everything with one feature set, so the server
@@ -31,10 +32,15 @@ echo "== rust: tests (engine, server against a real server process, S3)"
 cargo test --workspace -- --test-threads 4
 
 export DELTALITE_BIN="$CARGO_TARGET_DIR/debug/deltalite"
-for part in python dlt; do
+# server-sql: DuckDB oracle + interop (needs the wheel test-python builds); clients,
+# dlt-differential and flight run the real PyPI clients (CPython 3.13 root).
+for part in python server-sql dlt clients dlt-differential flight; do
   if [ -x "scripts/test-$part.sh" ]; then
     echo "== $part"
     "scripts/test-$part.sh"
   fi
 done
+echo "== posthog: PostHog's deltalite 0.1.15 test suite, unchanged, against our wheel"
+# The wheel scripts/test-python.sh just built.
+DELTALITE_WHEEL="$(ls "$CARGO_TARGET_DIR"/deltalite-wheels/deltalite-*.whl)" scripts/test-posthog.sh
 echo "== all suites passed"

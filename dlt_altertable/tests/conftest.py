@@ -27,8 +27,9 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, data: str = "") -> None:
         self.host, self.port = host, port
+        self.data = data  # the data root: <data>/<catalog>/<schema>/<table> are Delta tables
         self.url = f"http://{host}:{port}"
         self.user, self.password, self.catalog = USER, PASSWORD, CATALOG
 
@@ -75,7 +76,7 @@ def server():
     except (FileNotFoundError, RuntimeError) as e:
         pytest.fail(str(e))
     host, port = process.addr
-    yield Server(host, port)
+    yield Server(host, port, process.data)
     process.stop()
 
 

@@ -54,6 +54,8 @@ class Rule:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     hits: int = 0
+    # forwarded instead of the request body (e.g. a script cut after some statements)
+    rewrite_body: Optional[Callable[[bytes], bytes]] = None
 
 
 @dataclass
@@ -93,6 +95,8 @@ class FaultProxy:
                     self.wfile.write(rule.body)
                     return
                 headers = {k: v for k, v in req.headers.items() if k.lower() not in HOP_HEADERS}
+                if rule is not None and rule.rewrite_body is not None:
+                    body = rule.rewrite_body(body)
                 resp = requests.request(
                     req.method,
                     proxy.upstream + req.path,

@@ -8,6 +8,7 @@ from deltalite._deltalite import (
     CompactStats,
     DeltaLiteCommitConflictError,
     DeltaLiteError,
+    DeltaLiteInvalidArgumentError,
     DeltaLiteSchemaMismatchError,
     DeltaLiteSourceTooLargeError,
     DeltaLiteTable,
@@ -17,13 +18,17 @@ from deltalite._deltalite import (
     UpsertStats,
     WriteStats,
     __version__,
+    clear_probe_cache,
     knob_defaults,
+    probe_cache_stats,
+    set_probe_cache_max_bytes,
 )
 
 __all__ = [
     "CompactStats",
     "DeltaLiteCommitConflictError",
     "DeltaLiteError",
+    "DeltaLiteInvalidArgumentError",
     "DeltaLiteSchemaMismatchError",
     "DeltaLiteSourceTooLargeError",
     "DeltaLiteTable",
@@ -33,5 +38,8 @@ __all__ = [
     "UpsertStats",
     "WriteStats",
     "__version__",
+    "clear_probe_cache",
     "knob_defaults",
+    "probe_cache_stats",
+    "set_probe_cache_max_bytes",
 ]

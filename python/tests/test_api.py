@@ -82,8 +82,17 @@ def test_upsert_signature_defaults():
         "probe_concurrency",
         "read_batch_size",
         "commit_max_retries",
+        "max_row_group_bytes",
+        "isolate_source_rows",
+        "use_probe_cache",
     ]:
         assert defaults[name] == engine[name], name
+    # PostHog's deltalite 0.1.15 knobs, with its defaults.
+    assert (
+        defaults["max_row_group_bytes"],
+        defaults["isolate_source_rows"],
+        defaults["use_probe_cache"],
+    ) == (None, False, True)
 
 
 def test_open_upsert_and_inspect(table_path):
@@ -248,6 +257,45 @@ def test_append_overwrite_and_create(table_path):
     stats = table.overwrite(batch([9]))
     assert stats.files_removed == 2
     assert read_delta(table_path).to_pylist() == [{"id": 9, "day": "2026-01-01", "val": "x9"}]
+
+
+def test_rows_replaced_counts_every_stored_copy_of_a_key(table_path):
+    table = make(table_path, partition=False)
+    table.append(batch([1, 2]))
+    table.append(batch([2]))  # key 2 now stored twice, as another writer may leave it
+    stats = table.upsert(batch([2], val="y"), "id")
+    # One source row won; both stored copies of its key were replaced.
+    assert (stats.rows_updated, stats.rows_replaced, stats.rows_inserted, stats.rows_copied) == (
+        1,
+        2,
+        0,
+        1,
+    )
+    assert stats.to_dict()["rows_replaced"] == 2
+    assert "rows_updated=1, rows_replaced=2," in repr(stats)
+    got = sorted((r["id"], r["val"]) for r in read_delta(table_path).to_pylist())
+    assert got == [(1, "x1"), (2, "y2"), (2, "y2")]
+
+
+def test_delete_column_removes_keys_under_the_cursor_rule(tmp_path):
+    schema = pa.schema([("id", pa.int64()), ("c", pa.int64()), ("gone", pa.bool_())])
+    table = DeltaLiteTable.create(str(tmp_path / "t"), schema)
+    table.append(pa.table({"id": [1, 2, 3], "c": [5, 5, 5], "gone": [False, False, None]}))
+    stats = table.upsert(
+        pa.table({"id": [1, 2, 4], "c": [6, 4, 1], "gone": [True, True, True]}, schema=schema),
+        "id",
+        cursor_field="c",
+        delete_column="gone",
+    )
+    # 1: newer delete removes it; 2: stale delete loses; 4: no key to remove, not stored
+    assert (stats.rows_deleted, stats.rows_dropped_by_cursor, stats.rows_inserted) == (1, 1, 0)
+    assert stats.to_dict()["rows_deleted"] == 1
+    got = sorted((r["id"], r["c"], r["gone"]) for r in read_delta(str(tmp_path / "t")).to_pylist())
+    assert got == [(2, 5, False), (3, 5, None)]
+    with pytest.raises(
+        deltalite.DeltaLiteSchemaMismatchError, match='delete column "nope" is not in the table'
+    ):
+        table.upsert(pa.table({"id": [1], "c": [9], "gone": [True]}), "id", delete_column="nope")
 
 
 def test_concurrent_threads_upsert(tmp_path):

@@ -22,7 +22,10 @@ pub enum DeltaLiteError {
     #[error("unsupported table: {0}")]
     UnsupportedTable(String),
     /// The source batch is larger than the `max_source_bytes` guard.
-    #[error("source too large: {actual} bytes exceeds the limit of {limit} bytes")]
+    #[error(
+        "source too large: {actual} bytes exceeds the limit of {limit} bytes (the \
+         max_source_bytes ceiling); split the batch or raise the ceiling"
+    )]
     SourceTooLarge {
         /// In-memory size of the source seen so far.
         actual: usize,
@@ -30,7 +33,10 @@ pub enum DeltaLiteError {
         limit: usize,
     },
     /// Duplicate primary keys inside one batch with `on_duplicate = error`.
-    #[error("duplicate primary keys in source: {count} duplicate row(s) in partition {partition}")]
+    #[error(
+        "duplicate primary-key tuple(s) in source: {count} duplicate row(s) in partition \
+         {partition}; deduplicate the batch (keep the last row) or pass on_duplicate=\"last\""
+    )]
     DuplicateKeys {
         /// Human-readable partition, e.g. `day=2024-01-01` or `<unpartitioned>`.
         partition: String,

@@ -42,8 +42,8 @@ pub use ops::replace::{
     ReplaceKind, ReplaceOptions, ReplacePlanner, ReplaceReads, ReplaceStats, Replacement,
 };
 pub use options::{
-    AppTransaction, Knobs, MIB, OmittedColumns, OnDuplicate, PreCommitHook, PruneStrategy,
-    UpsertOptions,
+    AppTransaction, Knobs, MIB, Nullability, OmittedColumns, OnDuplicate, PreCommitHook,
+    PruneStrategy, UpsertOptions,
 };
 pub use stats::{PhaseTimings, UpsertStats};
 pub use table::{ActiveFile, DeltaLiteTable, TableLocation};

@@ -52,12 +52,30 @@ impl std::str::FromStr for OmittedColumns {
     }
 }
 
+/// What an upsert does when a non-nullable column must hold a NULL: the batch carries a
+/// NULL there, lacks the column (its inserts get NULL), or stored files already hold NULLs
+/// there (written under a schema that denies them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Nullability {
+    /// Make the column nullable, in the upsert's own commit (the Python default, as
+    /// PostHog's deltalite does: a refusal sent its callers to a MERGE that wrote the
+    /// NULLs anyway, under a schema that denied them).
+    #[default]
+    Relax,
+    /// Refuse the batch (the server: `NOT NULL` there is a constraint the user declared).
+    Refuse,
+}
+
 /// Which target files are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PruneStrategy {
     /// Log statistics, then an exact key probe; files without a match are carried over.
     #[default]
     Probe,
+    /// Log statistics only: files whose key bounds (or all-NULL key columns) rule out
+    /// every source key are carried over unread; the others are rewritten, deciding each
+    /// row as it streams. No extra reads, more rewriting than `Probe`.
+    Stats,
     /// Every file of every touched partition is rewritten.
     None,
 }
@@ -67,6 +85,7 @@ impl PruneStrategy {
     pub fn as_str(self) -> &'static str {
         match self {
             PruneStrategy::Probe => "probe",
+            PruneStrategy::Stats => "stats",
             PruneStrategy::None => "none",
         }
     }
@@ -74,12 +93,14 @@ impl PruneStrategy {
 
 impl std::str::FromStr for PruneStrategy {
     type Err = DeltaLiteError;
+    /// Case-insensitive, as PostHog's deltalite 0.1.15 parses it.
     fn from_str(s: &str) -> Result<Self> {
-        match s {
+        match s.to_ascii_lowercase().as_str() {
             "probe" => Ok(Self::Probe),
+            "stats" => Ok(Self::Stats),
             "none" => Ok(Self::None),
-            other => Err(DeltaLiteError::invalid(format!(
-                "prune_strategy must be \"probe\" or \"none\", got {other:?}"
+            _ => Err(DeltaLiteError::invalid(format!(
+                "unknown prune_strategy '{s}' (expected 'none', 'stats' or 'probe')"
             ))),
         }
     }
@@ -125,6 +146,19 @@ pub struct Knobs {
     pub multipart_part_size: usize,
     /// Commit attempts after the first before giving up with a conflict error.
     pub commit_max_retries: usize,
+    /// Encoded bytes at which an output row group closes; `None` sizes row groups from
+    /// `max_buffered_bytes` (a share per file task, at least 1 MiB). The check runs
+    /// between written batches, so a group overshoots by up to one batch: `1` makes one
+    /// row group per written batch.
+    pub max_row_group_bytes: Option<usize>,
+    /// Write the batch's rows (replacements and inserts) to their own files, apart from
+    /// the stored rows a rewrite copies: at most one more file per touched partition, and
+    /// rewritten files hold only rows that were there before.
+    pub isolate_source_rows: bool,
+    /// Decide candidate files from the process-wide probe cache (hashes of each file's
+    /// keys, filled by earlier probes) when it knows them; a file whose cached hashes meet
+    /// no source key is carried over unread. The answer never depends on it.
+    pub use_probe_cache: bool,
 }
 
 impl Default for Knobs {
@@ -142,6 +176,9 @@ impl Default for Knobs {
             multipart_threshold: env.multipart_threshold,
             multipart_part_size: env.multipart_part_size,
             commit_max_retries: 15,
+            max_row_group_bytes: None,
+            isolate_source_rows: false,
+            use_probe_cache: true,
         }
     }
 }
@@ -164,6 +201,11 @@ impl Knobs {
         }
         if self.target_file_size == Some(0) {
             return Err(DeltaLiteError::invalid("target_file_size must be positive"));
+        }
+        if self.max_row_group_bytes == Some(0) {
+            return Err(DeltaLiteError::invalid(
+                "max_row_group_bytes must be positive",
+            ));
         }
         Ok(())
     }
@@ -194,10 +236,17 @@ pub struct UpsertOptions {
     pub partition_key: Option<Vec<String>>,
     /// Cursor columns; empty means no cursor.
     pub cursor_fields: Vec<String>,
+    /// Delete marker column: a row marked in it (a boolean `true`; for other types any
+    /// non-NULL value, dlt's `hard_delete` rule) removes its key instead of writing it,
+    /// under the same cursor rule as an update. The column is stored like any other for
+    /// the rows that are written.
+    pub delete_column: Option<String>,
     /// In-batch duplicate handling without a cursor.
     pub on_duplicate: OnDuplicate,
     /// Treatment of columns the batch does not carry.
     pub omitted_columns: OmittedColumns,
+    /// Non-nullable columns that must hold a NULL: relaxed or refused.
+    pub nullability: Nullability,
     /// Resource knobs.
     pub knobs: Knobs,
     /// Extra key/values recorded in the commit info.
@@ -214,8 +263,10 @@ impl std::fmt::Debug for UpsertOptions {
             .field("primary_keys", &self.primary_keys)
             .field("partition_key", &self.partition_key)
             .field("cursor_fields", &self.cursor_fields)
+            .field("delete_column", &self.delete_column)
             .field("on_duplicate", &self.on_duplicate)
             .field("omitted_columns", &self.omitted_columns)
+            .field("nullability", &self.nullability)
             .field("knobs", &self.knobs)
             .field("commit_metadata", &self.commit_metadata)
             .field("app_transaction", &self.app_transaction)

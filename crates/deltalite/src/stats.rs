@@ -24,6 +24,11 @@ pub struct UpsertStats {
     pub rows_updated: usize,
     /// Stored rows replaced: more than `rows_updated` when the table holds a key twice.
     pub rows_replaced: usize,
+    /// Stored rows removed by delete-marked source rows (`delete_column`).
+    pub rows_deleted: usize,
+    /// Delete-marked source rows not dropped by the cursor: each removed its key's stored
+    /// rows (`rows_deleted`) or found none.
+    pub delete_markers: usize,
     /// Source rows inserted.
     pub rows_inserted: usize,
     /// Stored rows copied unchanged into rewritten files.
@@ -42,6 +47,11 @@ pub struct UpsertStats {
     pub replans: usize,
     /// The call's app transaction was already recorded: nothing was written.
     pub already_applied: bool,
+    /// Candidate files the probe decided from the process's probe cache, unread.
+    pub files_probe_cached: usize,
+    /// Non-nullable columns the call made nullable (in its commit): NULLs arrived for them,
+    /// or stored files already hold NULLs there.
+    pub columns_relaxed: usize,
     /// Wall time per phase.
     pub timings: PhaseTimings,
 }
@@ -49,14 +59,24 @@ pub struct UpsertStats {
 /// Wall time of each phase of the last (successful) attempt, plus the total.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PhaseTimings {
+    /// The full log load of the handle's `open`, reported by its first upsert only
+    /// (zero afterwards): the cost a long-lived handle pays once.
+    pub initial_open: Duration,
+    /// Deciding which non-nullable columns must become nullable.
+    pub relax: Duration,
     /// Conforming, splitting, deduplicating and indexing the source.
     pub prepare: Duration,
     /// Statistics pruning and the exact probe.
     pub prune: Duration,
     /// Rewriting matched files and writing inserts.
     pub write: Duration,
-    /// Committing (including rebases).
+    /// Committing (including rebases and reloads), without maintenance.
     pub commit: Duration,
+    /// Loading newer log entries during the call: the commit's own, and the winners' of
+    /// lost races (part of `commit`).
+    pub reload: Duration,
+    /// Writing the checkpoint after the commit (zero between checkpoints).
+    pub maintenance: Duration,
     /// The whole call.
     pub total: Duration,
 }

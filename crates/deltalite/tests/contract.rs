@@ -193,6 +193,13 @@ async fn duplicate_keys_are_refused_by_default_and_nothing_is_written() {
         DeltaLiteError::DuplicateKeys { partition, count } => {
             assert_eq!(partition, "day=d2");
             assert_eq!(*count, 2);
+            assert!(
+                err.to_string().starts_with(
+                    "duplicate primary-key tuple(s) in source: 2 duplicate row(s) in \
+                     partition day=d2;"
+                ),
+                "{err}"
+            );
         }
         other => panic!("expected DuplicateKeys, got {other:?}"),
     }
@@ -464,15 +471,60 @@ async fn missing_keys_and_partition_mismatch_are_refused() {
         err.to_string().contains("day"),
         "partition column required: {err}"
     );
+    // A partition hint naming other columns than the table's is refused as bad input.
     let mut o = UpsertOptions::new(["id"]);
     o.partition_key = Some(vec!["val".into()]);
     let b = id_day_val(&vec![(Some(1), Some("d"), Some("x"))]);
     let err = upsert(&mut t, &b, &o).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::SchemaMismatch);
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        err.to_string(),
+        "invalid argument: table is partitioned by 'day' but upsert was called with \
+         partition_key 'val'"
+    );
     let err = upsert(&mut t, &b, &UpsertOptions::new(["missing"]))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::SchemaMismatch);
+}
+
+/// The table's metadata decides the partitioning: a partition hint on an unpartitioned
+/// table is dropped, and identity is the key alone over the whole table (PostHog's
+/// deltalite and its MERGE fallback do the same).
+#[tokio::test]
+async fn a_partition_hint_on_an_unpartitioned_table_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let mut t = create(&uri, &schema_id_day_val(), &[]).await;
+    t.append(
+        [Ok(id_day_val(&vec![
+            (Some(1), Some("d1"), Some("a")),
+            (Some(2), Some("d1"), Some("b")),
+        ]))],
+        &WriteOptions::default(),
+    )
+    .await
+    .unwrap();
+    let mut o = UpsertOptions::new(["id"]);
+    o.partition_key = Some(vec!["day".into()]);
+    let s = upsert(
+        &mut t,
+        &id_day_val(&vec![
+            (Some(1), Some("d2"), Some("a2")),
+            (Some(3), Some("d2"), Some("c")),
+        ]),
+        &o,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (s.partitions_touched, s.rows_updated, s.rows_inserted),
+        (1, 1, 1)
+    );
+    assert_eq!(
+        rows(&uri).await,
+        expect(&[("1", "d2", "a2"), ("2", "d1", "b"), ("3", "d2", "c")])
+    );
 }
 
 #[tokio::test]
@@ -590,6 +642,24 @@ async fn unmatched_files_are_carried_over_and_prune_none_rewrites_them() {
         .await
         .unwrap();
     assert_eq!((s.files_removed, s.rows_inserted), (0, 1), "{s:?}");
+
+    // Statistics alone: the one file whose bounds admit the key is rewritten, unprobed
+    // (files: [0, 2], [100, 102], [150, 150], [200, 202]).
+    let mut o = UpsertOptions::new(["id"]);
+    o.knobs.prune_strategy = PruneStrategy::Stats;
+    let b = id_day_val(&vec![(Some(201), Some("d"), Some("stats"))]);
+    let s = upsert(&mut t, &b, &o).await.unwrap();
+    assert_eq!(
+        (
+            s.files_probed,
+            s.files_removed,
+            s.files_carried_over,
+            s.rows_updated,
+            s.rows_copied
+        ),
+        (0, 1, 3, 1, 2),
+        "{s:?}"
+    );
 
     let mut o = UpsertOptions::new(["id"]);
     o.knobs.prune_strategy = PruneStrategy::None;
@@ -833,12 +903,17 @@ async fn replaced_rows_are_found_by_position_across_row_groups_and_pages() {
 }
 
 /// A file written by another writer may hold a key twice (here 2 in two row groups, 5
-/// twice in one): every stored copy is replaced, as MERGE would.
+/// twice in one): every stored copy is replaced, as MERGE would, and counted in
+/// `rows_replaced` (the stored rows) apart from `rows_updated` (the source rows).
 #[tokio::test]
 async fn every_stored_copy_of_a_key_is_replaced() {
     // With a probe the rewrite replaces rows by the probe's positions; without one it
-    // decides per row: both must agree.
-    for strategy in [PruneStrategy::Probe, PruneStrategy::None] {
+    // decides per row: all must agree.
+    for strategy in [
+        PruneStrategy::Probe,
+        PruneStrategy::Stats,
+        PruneStrategy::None,
+    ] {
         every_stored_copy_of_a_key_is_replaced_with(strategy).await;
     }
 }
@@ -869,9 +944,14 @@ async fn every_stored_copy_of_a_key_is_replaced_with(strategy: PruneStrategy) {
     o.knobs.prune_strategy = strategy;
     let s = upsert(&mut t, &update, &o).await.unwrap();
     assert_eq!(
-        (s.rows_updated, s.rows_inserted, s.rows_copied),
-        (2, 0, 4),
-        "{s:?}"
+        (
+            s.rows_updated,
+            s.rows_replaced,
+            s.rows_inserted,
+            s.rows_copied
+        ),
+        (2, 4, 0, 4),
+        "{strategy:?}: {s:?}"
     );
     assert_eq!(
         rows(&uri).await,
@@ -1166,11 +1246,16 @@ fn walk(p: &std::path::Path) -> Vec<String> {
 
 #[tokio::test]
 async fn unsupported_table_features_are_refused_before_writing() {
-    for (key, value) in [
-        ("delta.appendOnly", "true"),
-        ("delta.enableChangeDataFeed", "true"),
-        ("delta.constraints.positive", "id > 0"),
-        ("delta.enableDeletionVectors", "true"),
+    // Each message names the feature as the protocol spells it.
+    for (key, value, named) in [
+        ("delta.appendOnly", "true", "delta.appendOnly"),
+        (
+            "delta.enableChangeDataFeed",
+            "true",
+            "delta.enableChangeDataFeed",
+        ),
+        ("delta.constraints.positive", "id > 0", "CHECK constraint"),
+        ("delta.enableDeletionVectors", "true", "deletionVectors"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let uri = tmp_uri(&dir, "t");
@@ -1200,6 +1285,7 @@ async fn unsupported_table_features_are_refused_before_writing() {
         .await
         .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::UnsupportedTable, "{key}: {err}");
+        assert!(err.to_string().contains(named), "{key}: {err}");
         t.reload().await.unwrap();
         assert_eq!(t.version(), v);
     }
@@ -1219,6 +1305,11 @@ async fn oversized_sources_and_missing_tables_have_their_own_errors() {
     .await
     .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::SourceTooLarge);
+    assert!(
+        err.to_string()
+            .contains("exceeds the limit of 16 bytes (the max_source_bytes ceiling)"),
+        "{err}"
+    );
     let missing = tmp_uri(&dir, "missing");
     let err = deltalite::DeltaLiteTable::open(&missing, HashMap::new())
         .await

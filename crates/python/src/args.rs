@@ -8,6 +8,8 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
+use crate::errors::to_py;
+
 /// A string or a list of strings, as the seed accepts for key arguments.
 pub(crate) fn str_or_list(value: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<String>> {
     if let Ok(s) = value.cast::<PyString>() {
@@ -38,9 +40,7 @@ pub(crate) fn metadata_json(
 }
 
 pub(crate) fn parse<T: std::str::FromStr<Err = EngineError>>(value: &str) -> PyResult<T> {
-    value
-        .parse()
-        .map_err(|e: EngineError| PyValueError::new_err(e.to_string()))
+    value.parse().map_err(to_py)
 }
 
 pub(crate) fn write_options(
@@ -56,8 +56,6 @@ pub(crate) fn write_options(
         commit_metadata: metadata_json(py, metadata)?,
         ..defaults
     };
-    options
-        .validate()
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    options.validate().map_err(to_py)?;
     Ok(options)
 }

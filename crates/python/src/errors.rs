@@ -2,8 +2,10 @@
 
 use deltalite::{DeltaLiteError as EngineError, ErrorKind};
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple, PyType};
 
 create_exception!(
     deltalite,
@@ -50,6 +52,55 @@ create_exception!(
     "The source data is larger than max_source_bytes."
 );
 
+/// `DeltaLiteInvalidArgumentError`, a subclass of both `DeltaLiteError` and `ValueError`:
+/// PostHog's deltalite raised `DeltaLiteError` for arguments that cannot work (an unknown
+/// `prune_strategy`, duplicate keys in a batch), Python convention (and this package
+/// before) raises `ValueError`; one class lets callers of either catch it. PyO3's
+/// `create_exception!` takes one base, so the class is made by `type()` once per process.
+fn invalid_argument_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    static TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    TYPE.get_or_try_init(py, || {
+        let bases = PyTuple::new(
+            py,
+            [
+                py.get_type::<DeltaLiteError>(),
+                py.get_type::<PyValueError>(),
+            ],
+        )?;
+        let namespace = PyDict::new(py);
+        namespace.set_item("__module__", "deltalite")?;
+        namespace.set_item(
+            "__doc__",
+            "An argument that cannot work: an unknown option value, a knob out of range, \
+             duplicate keys in a batch, a partition key the table does not have. Both a \
+             DeltaLiteError and a ValueError.",
+        )?;
+        let made = py.import("builtins")?.getattr("type")?.call1((
+            "DeltaLiteInvalidArgumentError",
+            bases,
+            namespace,
+        ))?;
+        Ok(made.cast_into::<PyType>()?.unbind())
+    })
+    .map(|t| t.bind(py))
+}
+
+/// The class object, for the module's namespace.
+pub(crate) fn invalid_argument_class(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
+    invalid_argument_type(py).cloned()
+}
+
+/// A `DeltaLiteInvalidArgumentError`. Callable with the GIL released (the engine's errors
+/// are mapped inside `detach`): it takes the GIL for the moment it builds the error,
+/// which cannot deadlock because no thread waits for a table while holding the GIL.
+pub(crate) fn invalid_argument(message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    Python::attach(|py| match invalid_argument_type(py) {
+        Ok(class) => PyErr::from_type(class.clone(), message),
+        Err(e) => e,
+    })
+}
+
 /// Map an engine error to the exception class of its kind.
 pub(crate) fn to_py(err: EngineError) -> PyErr {
     let message = err.to_string();
@@ -60,8 +111,7 @@ pub(crate) fn to_py(err: EngineError) -> PyErr {
         ErrorKind::UnsupportedTable => DeltaLiteUnsupportedTableError::new_err(message),
         ErrorKind::SourceTooLarge => DeltaLiteSourceTooLargeError::new_err(message),
         ErrorKind::Transient => DeltaLiteTransientError::new_err(message),
-        ErrorKind::InvalidInput | ErrorKind::Failed | ErrorKind::Internal => {
-            DeltaLiteError::new_err(message)
-        }
+        ErrorKind::InvalidInput => invalid_argument(message),
+        ErrorKind::Failed | ErrorKind::Internal => DeltaLiteError::new_err(message),
     }
 }

@@ -1,6 +1,7 @@
 //! What a call did, as Python objects.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use deltalite::UpsertStats;
 use deltalite::compact::CompactStats;
@@ -24,8 +25,15 @@ pub(crate) struct PyUpsertStats {
     files_removed: usize,
     files_carried_over: usize,
     files_probed: usize,
+    files_probe_cached: usize,
     pages_skipped: usize,
     rows_updated: usize,
+    /// Stored rows replaced: more than `rows_updated` when the table holds a key twice.
+    rows_replaced: usize,
+    /// Stored rows removed by delete-marked rows (`delete_column`).
+    rows_deleted: usize,
+    /// Delete-marked source rows not dropped by the cursor.
+    delete_markers: usize,
     rows_inserted: usize,
     rows_copied: usize,
     source_rows: usize,
@@ -34,12 +42,28 @@ pub(crate) struct PyUpsertStats {
     duplicates_resolved: usize,
     commit_retries: usize,
     replans: usize,
+    columns_relaxed: usize,
+    /// Phase timings in whole milliseconds, under PostHog's deltalite's names.
+    initial_open_ms: u64,
+    ingest_ms: u64,
+    open_ms: u64,
+    relax_ms: u64,
+    plan_ms: u64,
+    probe_ms: u64,
+    rewrite_ms: u64,
+    commit_ms: u64,
+    maintenance_ms: u64,
     /// Wall time per phase in seconds: prepare, prune, write, commit, total.
     timings: HashMap<String, f64>,
 }
 
-impl From<UpsertStats> for PyUpsertStats {
-    fn from(s: UpsertStats) -> Self {
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl PyUpsertStats {
+    /// The engine's stats, plus the time the binding spent reading the caller's data.
+    pub(crate) fn new(s: UpsertStats, ingest: Duration) -> Self {
         let t = &s.timings;
         let timings = [
             ("prepare", t.prepare),
@@ -58,8 +82,12 @@ impl From<UpsertStats> for PyUpsertStats {
             files_removed: s.files_removed,
             files_carried_over: s.files_carried_over,
             files_probed: s.files_probed,
+            files_probe_cached: s.files_probe_cached,
             pages_skipped: s.pages_skipped,
             rows_updated: s.rows_updated,
+            rows_replaced: s.rows_replaced,
+            rows_deleted: s.rows_deleted,
+            delete_markers: s.delete_markers,
             rows_inserted: s.rows_inserted,
             rows_copied: s.rows_copied,
             source_rows: s.source_rows,
@@ -68,22 +96,35 @@ impl From<UpsertStats> for PyUpsertStats {
             duplicates_resolved: s.duplicates_resolved,
             commit_retries: s.commit_retries,
             replans: s.replans,
+            columns_relaxed: s.columns_relaxed,
+            initial_open_ms: ms(t.initial_open),
+            ingest_ms: ms(ingest),
+            open_ms: ms(t.reload),
+            relax_ms: ms(t.relax),
+            plan_ms: ms(t.prepare),
+            probe_ms: ms(t.prune),
+            // As in PostHog's deltalite, the probe is part of the rewrite phase.
+            rewrite_ms: ms(t.prune + t.write),
+            commit_ms: ms(t.commit.saturating_sub(t.reload)),
+            maintenance_ms: ms(t.maintenance),
             timings,
         }
     }
-}
 
-impl PyUpsertStats {
-    fn counters(&self) -> [(&'static str, u64); 16] {
-        [
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
             ("version", self.version),
             ("partitions_touched", self.partitions_touched as u64),
             ("files_added", self.files_added as u64),
             ("files_removed", self.files_removed as u64),
             ("files_carried_over", self.files_carried_over as u64),
             ("files_probed", self.files_probed as u64),
+            ("files_probe_cached", self.files_probe_cached as u64),
             ("pages_skipped", self.pages_skipped as u64),
             ("rows_updated", self.rows_updated as u64),
+            ("rows_replaced", self.rows_replaced as u64),
+            ("rows_deleted", self.rows_deleted as u64),
+            ("delete_markers", self.delete_markers as u64),
             ("rows_inserted", self.rows_inserted as u64),
             ("rows_copied", self.rows_copied as u64),
             ("source_rows", self.source_rows as u64),
@@ -92,6 +133,21 @@ impl PyUpsertStats {
             ("duplicates_resolved", self.duplicates_resolved as u64),
             ("commit_retries", self.commit_retries as u64),
             ("replans", self.replans as u64),
+            ("columns_relaxed", self.columns_relaxed as u64),
+        ]
+    }
+
+    fn millis(&self) -> [(&'static str, u64); 9] {
+        [
+            ("initial_open_ms", self.initial_open_ms),
+            ("ingest_ms", self.ingest_ms),
+            ("open_ms", self.open_ms),
+            ("relax_ms", self.relax_ms),
+            ("plan_ms", self.plan_ms),
+            ("probe_ms", self.probe_ms),
+            ("rewrite_ms", self.rewrite_ms),
+            ("commit_ms", self.commit_ms),
+            ("maintenance_ms", self.maintenance_ms),
         ]
     }
 }
@@ -114,7 +170,7 @@ impl PyUpsertStats {
     /// Every field as a plain dict.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        for (k, v) in self.counters() {
+        for (k, v) in self.counters().into_iter().chain(self.millis()) {
             out.set_item(k, v)?;
         }
         out.set_item("timings", self.timings.clone())?;
@@ -152,25 +208,98 @@ impl PyWriteStats {
     }
 }
 
-/// What a compaction did.
-#[pyclass(module = "deltalite", name = "CompactStats", frozen, get_all)]
+/// What a compaction did (or would do, with `dry_run`). Attributes, and a read-only
+/// mapping with the same keys plus delta-rs's `optimize` metric names, as PostHog's
+/// deltalite returns a dict.
+#[pyclass(module = "deltalite", name = "CompactStats", frozen, get_all, mapping)]
 pub(crate) struct PyCompactStats {
     version: u64,
+    files_considered: usize,
+    files_skipped: usize,
     partitions_compacted: usize,
+    bins: usize,
     files_removed: usize,
     files_added: usize,
+    bytes_removed: u64,
+    bytes_added: u64,
     rows_rewritten: u64,
+    batches_read: u64,
+    parallel_bins: usize,
+    commits: usize,
+    largest_bin_files: usize,
+    plan_ms: u64,
+    rewrite_ms: u64,
+    commit_ms: u64,
+    dry_run: bool,
 }
 
 impl From<CompactStats> for PyCompactStats {
     fn from(s: CompactStats) -> Self {
         Self {
             version: s.version,
+            files_considered: s.files_considered,
+            files_skipped: s.files_skipped,
             partitions_compacted: s.partitions_compacted,
+            bins: s.bins,
             files_removed: s.files_removed,
             files_added: s.files_added,
+            bytes_removed: s.bytes_removed,
+            bytes_added: s.bytes_added,
             rows_rewritten: s.rows_rewritten,
+            batches_read: s.batches_read,
+            parallel_bins: s.parallel_bins,
+            commits: s.commits,
+            largest_bin_files: s.largest_bin_files,
+            plan_ms: ms(s.plan_time),
+            rewrite_ms: ms(s.rewrite_time),
+            commit_ms: ms(s.commit_time),
+            dry_run: s.dry_run,
         }
+    }
+}
+
+impl PyCompactStats {
+    /// Every key with its value, in a stable order.
+    fn entries<'py>(&self, py: Python<'py>) -> PyResult<Vec<(&'static str, Bound<'py, PyAny>)>> {
+        let int = |v: u64| v.into_pyobject(py).map(|v| v.into_any());
+        Ok(vec![
+            ("version", int(self.version)?),
+            ("files_considered", int(self.files_considered as u64)?),
+            ("files_skipped", int(self.files_skipped as u64)?),
+            (
+                "partitions_compacted",
+                int(self.partitions_compacted as u64)?,
+            ),
+            ("bins", int(self.bins as u64)?),
+            ("files_removed", int(self.files_removed as u64)?),
+            ("files_added", int(self.files_added as u64)?),
+            ("bytes_removed", int(self.bytes_removed)?),
+            ("bytes_added", int(self.bytes_added)?),
+            ("rows_rewritten", int(self.rows_rewritten)?),
+            ("batches_read", int(self.batches_read)?),
+            ("parallel_bins", int(self.parallel_bins as u64)?),
+            ("commits", int(self.commits as u64)?),
+            ("largest_bin_files", int(self.largest_bin_files as u64)?),
+            ("plan_ms", int(self.plan_ms)?),
+            ("rewrite_ms", int(self.rewrite_ms)?),
+            ("commit_ms", int(self.commit_ms)?),
+            (
+                "dry_run",
+                pyo3::types::PyBool::new(py, self.dry_run)
+                    .to_owned()
+                    .into_any(),
+            ),
+            // delta-rs's `optimize.compact()` metrics, under its names.
+            ("numFilesAdded", int(self.files_added as u64)?),
+            ("numFilesRemoved", int(self.files_removed as u64)?),
+            (
+                "partitionsOptimized",
+                int(self.partitions_compacted as u64)?,
+            ),
+            ("numBatches", int(self.batches_read)?),
+            ("totalConsideredFiles", int(self.files_considered as u64)?),
+            ("totalFilesSkipped", int(self.files_skipped as u64)?),
+        ])
     }
 }
 
@@ -178,13 +307,80 @@ impl From<CompactStats> for PyCompactStats {
 impl PyCompactStats {
     fn __repr__(&self) -> String {
         format!(
-            "CompactStats(version={}, partitions_compacted={}, files_removed={}, \
-             files_added={}, rows_rewritten={})",
+            "CompactStats(version={}, partitions_compacted={}, bins={}, files_removed={}, \
+             files_added={}, rows_rewritten={}, commits={}, dry_run={})",
             self.version,
             self.partitions_compacted,
+            self.bins,
             self.files_removed,
             self.files_added,
-            self.rows_rewritten
+            self.rows_rewritten,
+            self.commits,
+            if self.dry_run { "True" } else { "False" }
         )
+    }
+
+    fn __getitem__<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+        self.entries(py)?
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(key.to_string()))
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.entries(py)?.len())
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: &str) -> PyResult<bool> {
+        Ok(self.entries(py)?.iter().any(|(k, _)| *k == key))
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.keys(py)?.into_any().try_iter().map(|i| i.into_any())
+    }
+
+    /// The keys, as a list.
+    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        let keys: Vec<&str> = self.entries(py)?.into_iter().map(|(k, _)| k).collect();
+        pyo3::types::PyList::new(py, keys)
+    }
+
+    /// The values, as a list.
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        let values: Vec<Bound<'py, PyAny>> =
+            self.entries(py)?.into_iter().map(|(_, v)| v).collect();
+        pyo3::types::PyList::new(py, values)
+    }
+
+    /// `(key, value)` pairs, as a list.
+    fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        let items: Vec<(&str, Bound<'py, PyAny>)> = self.entries(py)?;
+        pyo3::types::PyList::new(py, items)
+    }
+
+    /// The value of `key`, or `default`.
+    #[pyo3(signature = (key, default=None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &str,
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        Ok(self
+            .entries(py)?
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+            .or(default))
+    }
+
+    /// Every key and value as a plain dict.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        for (k, v) in self.entries(py)? {
+            out.set_item(k, v)?;
+        }
+        Ok(out)
     }
 }

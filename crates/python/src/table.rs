@@ -2,17 +2,17 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use arrow::datatypes::Schema;
 use arrow::pyarrow::{FromPyArrow, ToPyArrow};
 use deltalite::compact::CompactOptions;
 use deltalite::{Knobs, OmittedColumns, OnDuplicate, PruneStrategy, UpsertOptions};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
 use crate::args::{metadata_json, parse, str_or_list, write_options};
-use crate::errors::{DeltaLiteError, to_py};
+use crate::errors::{DeltaLiteError, invalid_argument, to_py};
 use crate::runtime::block_on;
 use crate::source::Source;
 use crate::stats::{PyCompactStats, PyUpsertStats, PyWriteStats};
@@ -94,6 +94,23 @@ impl PyDeltaLiteTable {
         })
     }
 
+    /// Whether `uri` holds a Delta log, without loading it (`deltalake`'s
+    /// `DeltaTable.is_deltatable`): a table whose log cannot be read still exists. A
+    /// storage failure raises instead of answering False.
+    #[classmethod]
+    #[pyo3(signature = (uri, storage_options=None))]
+    fn table_exists(
+        _cls: &Bound<'_, PyType>,
+        py: Python<'_>,
+        uri: String,
+        storage_options: Option<HashMap<String, String>>,
+    ) -> PyResult<bool> {
+        let options = storage_options.unwrap_or_default();
+        py.detach(|| {
+            block_on(deltalite::DeltaLiteTable::table_exists(&uri, options))?.map_err(to_py)
+        })
+    }
+
     /// Create an empty table (error if one exists) from a pyarrow schema (or anything
     /// exporting `__arrow_c_schema__`).
     #[classmethod]
@@ -144,6 +161,7 @@ impl PyDeltaLiteTable {
         partition_key=None,
         *,
         cursor_field=None,
+        delete_column=None,
         on_duplicate="error",
         omitted_columns="null",
         max_parallel_partitions=2,
@@ -159,6 +177,9 @@ impl PyDeltaLiteTable {
         multipart_part_size=None,
         commit_max_retries=15,
         commit_metadata=None,
+        max_row_group_bytes=None,
+        isolate_source_rows=false,
+        use_probe_cache=true,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn upsert(
@@ -168,6 +189,7 @@ impl PyDeltaLiteTable {
         primary_keys: &Bound<'_, PyAny>,
         partition_key: Option<&Bound<'_, PyAny>>,
         cursor_field: Option<&Bound<'_, PyAny>>,
+        delete_column: Option<String>,
         on_duplicate: &str,
         omitted_columns: &str,
         max_parallel_partitions: usize,
@@ -183,6 +205,9 @@ impl PyDeltaLiteTable {
         multipart_part_size: Option<usize>,
         commit_max_retries: usize,
         commit_metadata: Option<&Bound<'_, PyDict>>,
+        max_row_group_bytes: Option<usize>,
+        isolate_source_rows: bool,
+        use_probe_cache: bool,
     ) -> PyResult<PyUpsertStats> {
         // The signature shows the seed API's defaults; `knob_defaults()` exposes the
         // engine's, and the test suite holds the two equal (one source: the engine).
@@ -204,10 +229,11 @@ impl PyDeltaLiteTable {
             multipart_threshold: multipart_threshold.unwrap_or(defaults.multipart_threshold),
             multipart_part_size: multipart_part_size.unwrap_or(defaults.multipart_part_size),
             commit_max_retries,
+            max_row_group_bytes: max_row_group_bytes.or(defaults.max_row_group_bytes),
+            isolate_source_rows,
+            use_probe_cache,
         };
-        knobs
-            .validate()
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        knobs.validate().map_err(to_py)?;
         let options = UpsertOptions {
             primary_keys: str_or_list(primary_keys, "primary_keys")?,
             partition_key: match partition_key {
@@ -218,6 +244,7 @@ impl PyDeltaLiteTable {
                 Some(value) if !value.is_none() => str_or_list(value, "cursor_field")?,
                 _ => Vec::new(),
             },
+            delete_column,
             on_duplicate: parse::<OnDuplicate>(on_duplicate)?,
             omitted_columns: parse::<OmittedColumns>(omitted_columns)?,
             commit_metadata: metadata_json(py, commit_metadata)?,
@@ -225,16 +252,21 @@ impl PyDeltaLiteTable {
             ..Default::default()
         };
         if options.primary_keys.is_empty() {
-            return Err(PyValueError::new_err("primary_keys must not be empty"));
+            return Err(invalid_argument(
+                "primary_keys must not be empty for an upsert",
+            ));
         }
         let source = Source::from_py(data)?;
         let schema = source.schema();
         let limit = options.knobs.max_source_bytes;
-        let stats = self.with_table(py, move |table| {
+        let (stats, ingest) = self.with_table(py, move |table| {
+            let started = Instant::now();
             let batches = source.collect(limit).map_err(to_py)?;
-            block_on(table.upsert(&schema, &batches, &options))?.map_err(to_py)
+            let ingest = started.elapsed();
+            let stats = block_on(table.upsert(&schema, &batches, &options))?.map_err(to_py)?;
+            Ok((stats, ingest))
         })?;
-        Ok(stats.into())
+        Ok(PyUpsertStats::new(stats, ingest))
     }
 
     /// Append `data` by column name in one commit (missing columns are NULL).
@@ -276,14 +308,23 @@ impl PyDeltaLiteTable {
     }
 
     /// Bin-pack the small files of each partition into files of about
-    /// `target_file_size` (default: the table's setting), in one `OPTIMIZE` commit.
-    /// `primary_keys` get bloom filters in the new files so later upsert probes stay cheap.
+    /// `target_file_size` (default: the table's setting) as delta-rs's
+    /// `optimize.compact()` does, in `OPTIMIZE` commits. `primary_keys` get bloom filters
+    /// in the new files so later upsert probes stay cheap. `None` knobs take the engine's
+    /// defaults. Returns `CompactStats` (attributes, and a mapping).
     #[pyo3(signature = (
         target_file_size=None,
         *,
         primary_keys=None,
+        partitions=None,
+        min_partition_removable_files=None,
+        max_bins_per_commit=None,
+        max_parallel_bins=None,
+        dry_run=false,
         read_batch_size=None,
         max_buffered_bytes=None,
+        multipart_threshold=None,
+        multipart_part_size=None,
         commit_max_retries=None,
         commit_metadata=None,
     ))]
@@ -293,8 +334,15 @@ impl PyDeltaLiteTable {
         py: Python<'_>,
         target_file_size: Option<u64>,
         primary_keys: Option<&Bound<'_, PyAny>>,
+        partitions: Option<Vec<Option<String>>>,
+        min_partition_removable_files: Option<usize>,
+        max_bins_per_commit: Option<usize>,
+        max_parallel_bins: Option<usize>,
+        dry_run: bool,
         read_batch_size: Option<usize>,
         max_buffered_bytes: Option<usize>,
+        multipart_threshold: Option<usize>,
+        multipart_part_size: Option<usize>,
         commit_max_retries: Option<usize>,
         commit_metadata: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyCompactStats> {
@@ -309,10 +357,16 @@ impl PyDeltaLiteTable {
             },
             commit_max_retries: commit_max_retries.unwrap_or(defaults.commit_max_retries),
             commit_metadata: metadata_json(py, commit_metadata)?,
+            partitions,
+            min_partition_removable_files: min_partition_removable_files
+                .unwrap_or(defaults.min_partition_removable_files),
+            max_bins_per_commit: max_bins_per_commit.or(defaults.max_bins_per_commit),
+            max_parallel_bins: max_parallel_bins.unwrap_or(defaults.max_parallel_bins),
+            dry_run,
+            multipart_threshold: multipart_threshold.or(defaults.multipart_threshold),
+            multipart_part_size: multipart_part_size.or(defaults.multipart_part_size),
         };
-        options
-            .validate()
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        options.validate().map_err(to_py)?;
         let stats = self.with_table(py, move |table| {
             block_on(table.compact(&options))?.map_err(to_py)
         })?;
@@ -343,6 +397,71 @@ impl PyDeltaLiteTable {
     /// Full URIs of the active data files.
     fn file_uris(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         self.with_table(py, |table| table.file_uris().map_err(to_py))
+    }
+
+    /// The active data files of the loaded version: `path` (relative to the table root),
+    /// `size` (bytes), `modification_time` (epoch milliseconds) and `partition_values`.
+    fn files<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let files = self.with_table(py, |table| table.files().map_err(to_py))?;
+        files
+            .into_iter()
+            .map(|f| {
+                let out = PyDict::new(py);
+                out.set_item("path", f.path)?;
+                out.set_item("size", f.size)?;
+                out.set_item("modification_time", f.modification_time)?;
+                let values = PyDict::new(py);
+                for (name, value) in f.partition_values {
+                    values.set_item(name, value)?;
+                }
+                out.set_item("partition_values", values)?;
+                Ok(out)
+            })
+            .collect()
+    }
+
+    /// Number of active data files of the loaded version.
+    fn num_files(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with_table(py, |table| table.num_files().map_err(to_py))
+    }
+
+    /// The table's id (`metaData.id`).
+    fn table_id(&self, py: Python<'_>) -> PyResult<String> {
+        self.with_table(py, |table| table.table_id().map_err(to_py))
+    }
+
+    /// The table's properties (`metaData.configuration`).
+    fn configuration(&self, py: Python<'_>) -> PyResult<HashMap<String, String>> {
+        self.with_table(py, |table| table.configuration().map_err(to_py))
+    }
+
+    /// The Delta schema as JSON text, as the log stores it.
+    fn schema_json(&self, py: Python<'_>) -> PyResult<String> {
+        self.with_table(py, |table| table.schema_json().map_err(to_py))
+    }
+
+    /// Make the table what it was at `version`, in one `RESTORE` commit (files of that
+    /// version added back, the others removed; nothing rewritten). Fails without
+    /// committing when a file of that version is gone. Returns `numRemovedFile`,
+    /// `numRestoredFile` and the committed `version`; the handle moves to it.
+    #[pyo3(signature = (version, *, commit_metadata=None, commit_max_retries=None))]
+    fn restore<'py>(
+        &self,
+        py: Python<'py>,
+        version: u64,
+        commit_metadata: Option<&Bound<'_, PyDict>>,
+        commit_max_retries: Option<usize>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let metadata = metadata_json(py, commit_metadata)?;
+        let retries = commit_max_retries.unwrap_or(Knobs::default().commit_max_retries);
+        let stats = self.with_table(py, move |table| {
+            block_on(table.restore(version, &metadata, retries))?.map_err(to_py)
+        })?;
+        let out = PyDict::new(py);
+        out.set_item("numRemovedFile", stats.files_removed)?;
+        out.set_item("numRestoredFile", stats.files_restored)?;
+        out.set_item("version", stats.version)?;
+        Ok(out)
     }
 
     /// The latest `limit` commit infos (all when `None`), newest first.

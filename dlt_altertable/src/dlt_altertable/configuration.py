@@ -66,6 +66,9 @@ class AltertableClientConfiguration(DestinationClientConfiguration):
     retry_backoff: float = 1.0
     """dlt retries a failed job at once; a retried job first waits
     `retry_backoff * 2 ** (retry - 1)` seconds (capped at 30 s) or what `Retry-After` asked"""
+    force_sql_merge: bool = False
+    """Merge every merge table through the staged SQL path, also those the direct `/upsert`
+    handles (which it does faster with the same result); for comparisons and tests."""
 
     __recommended_sections__: ClassVar = ("destination", DEFAULT_NAME)
 

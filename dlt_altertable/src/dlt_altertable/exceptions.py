@@ -39,3 +39,10 @@ class AltertableConfigurationError(AltertableTerminalError, ConfigurationValueEr
 
 class UnsupportedMergeConfiguration(AltertableTerminalError):
     """A merge configuration that the server-side upsert cannot honour."""
+
+
+class InvalidLayoutHint(AltertableTerminalError, ValueError):
+    """A partition hint that cannot be applied (bad key, unknown column, wrong type)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)

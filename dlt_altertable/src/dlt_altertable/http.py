@@ -200,14 +200,22 @@ class AltertableHttpClient:
             response.close()
 
 
-def with_retries(fn: Callable[[], T], attempts: int = 4, first_delay: float = 0.5) -> T:
-    """Retry idempotent bookkeeping calls (state, schema versions) on transient errors."""
+def with_retries(
+    fn: Callable[[], T],
+    attempts: int = 4,
+    first_delay: float = 0.5,
+    retry_missing: bool = False,
+) -> T:
+    """Retry idempotent bookkeeping calls (state, schema versions) on transient errors.
+
+    Query errors that read like a missing object are not retried unless `retry_missing`
+    (for statements whose objects must exist, where such an error is a server-side race)."""
     delay = first_delay
     for attempt in range(attempts):
         try:
             return fn()
         except AltertableQueryError as ex:
-            if ex.is_missing_object() or attempt == attempts - 1:
+            if (ex.is_missing_object() and not retry_missing) or attempt == attempts - 1:
                 raise
         except AltertableTransientError:
             if attempt == attempts - 1:

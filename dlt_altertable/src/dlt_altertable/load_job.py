@@ -1,6 +1,6 @@
-"""The load job: one HTTP POST per load file (`/upload` or `/upsert`), with its
-idempotency key, retry backoff and the padding of files written before dlt evolved the
-schema."""
+"""The load job: one HTTP POST per load file (`/upload`, `/upsert`, or `/upload` into the
+staging schema of a staged merge), with its idempotency key, retry backoff and the padding of
+files written before dlt evolved the schema."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from dlt.common.storages import ParsedLoadJobFileName
 from dlt.common.storages.load_package import PackageStorage
 
 from dlt_altertable.exceptions import AltertableTransientError
-from dlt_altertable.merge import merge_keys
+from dlt_altertable.merge import merge_spec
+from dlt_altertable.staging import stage_file
 
 if TYPE_CHECKING:
     from dlt_altertable.job_client import AltertableJobClient
@@ -73,11 +74,18 @@ class AltertableLoadJob(RunnableLoadJob):
         parsed = ParsedLoadJobFileName.parse(self.file_name())
         params = client.table_params(table_name)
 
+        if disposition == "merge" and client.is_staged(table_name):
+            # nested tables, partitions outside the key: merged with SQL in
+            # complete_load from a per-load staging schema
+            stage_file(client, self._load_id, table, self._file_path, parsed.file_id, file_schema)
+            return
         if disposition == "merge":
-            primary_key, cursor = merge_keys(table)
-            params["primary_key"] = ",".join(primary_key)
-            if cursor:
-                params["cursor_field"] = ",".join(cursor)
+            spec = merge_spec(table, staged=False)
+            params["primary_key"] = ",".join(spec.primary_key)
+            if spec.cursor:
+                params["cursor_field"] = ",".join(spec.cursor)
+            if spec.hard_delete:
+                params["delete_column"] = spec.hard_delete
             key = idempotency_key(self._load_id, table_name, parsed.file_id, "upsert")
             client.http.post_file("/upsert", params, self._file_path, key)
             return
@@ -107,6 +115,9 @@ class AltertableLoadJob(RunnableLoadJob):
         finally:
             if padded:
                 os.unlink(padded)
+        if mode == "overwrite":
+            # the server replaces the column metadata on overwrite: comments go with it
+            client.apply_descriptions(table, None)
 
     def _completed_file_ids(self, table_name: str) -> set[str]:
         """File ids of this table's jobs already completed in this package. With

@@ -3,12 +3,15 @@
 //! store is wrapped (`upload.rs`) so the call's multipart threshold and part size decide
 //! how each file goes up, not delta-rs's process-wide part size.
 
+use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use arrow::datatypes::SchemaRef;
+use arrow::array::{Array, RecordBatch};
+use arrow::datatypes::{DataType, SchemaRef};
 use delta_kernel::table_properties::DataSkippingNumIndexedCols;
 use deltalake::datafile::writer::{PartitionWriter, PartitionWriterConfig};
+use deltalake::kernel::Add;
 use deltalake::logstore::ObjectStoreRef;
 use deltalake::parquet::basic::{Compression, Encoding};
 use deltalake::parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
@@ -18,8 +21,6 @@ use deltalake::parquet::schema::types::ColumnPath;
 use crate::error::Result;
 use crate::io::upload::MultipartPolicy;
 use crate::schema::partition::PartitionKey;
-
-use crate::options::MIB;
 
 /// Builds writers that all share one configuration.
 pub(crate) struct WriterFactory {
@@ -43,8 +44,12 @@ pub(crate) struct WriterSettings {
     /// Columns that get a bloom filter (the key columns), so later probes can skip.
     pub bloom_columns: Vec<String>,
     pub target_file_size: u64,
-    /// Bytes a writer may hold in its open row group.
+    /// Encoded bytes at which a row group closes (callers size it; a tiny value makes a
+    /// row group per written batch).
     pub row_group_bytes: usize,
+    /// Page compression: Snappy for upserts and appends (what delta-rs writes), ZSTD(4)
+    /// for compaction (what delta-rs's optimize writes).
+    pub compression: Compression,
     pub write_batch_size: usize,
     pub upload_concurrency: usize,
     pub num_indexed_cols: DataSkippingNumIndexedCols,
@@ -56,9 +61,9 @@ pub(crate) struct WriterSettings {
 
 impl WriterFactory {
     pub(crate) fn new(store: ObjectStoreRef, settings: WriterSettings) -> Self {
-        let row_group_bytes = settings.row_group_bytes.max(MIB);
+        let row_group_bytes = settings.row_group_bytes.max(1);
         let mut props = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
+            .set_compression(settings.compression)
             .set_max_row_group_bytes(Some(row_group_bytes))
             .set_write_batch_size(settings.write_batch_size.min(8192));
         let bloom_columns: Vec<ColumnPath> = settings
@@ -125,7 +130,7 @@ impl WriterFactory {
     }
 
     /// A new writer for one partition.
-    pub(crate) fn partition_writer(&self, partition: &PartitionKey) -> Result<PartitionWriter> {
+    pub(crate) fn partition_writer(&self, partition: &PartitionKey) -> Result<OutputWriter> {
         self.writer_with(partition, self.properties.clone())
     }
 
@@ -139,7 +144,7 @@ impl WriterFactory {
         &self,
         partition: &PartitionKey,
         stored: &ParquetMetaData,
-    ) -> Result<PartitionWriter> {
+    ) -> Result<OutputWriter> {
         let Some(row_group) = stored.row_groups().first() else {
             return self.partition_writer(partition);
         };
@@ -178,7 +183,7 @@ impl WriterFactory {
         &self,
         partition: &PartitionKey,
         properties: WriterProperties,
-    ) -> Result<PartitionWriter> {
+    ) -> Result<OutputWriter> {
         let config = PartitionWriterConfig::try_new(
             Arc::clone(&self.data_schema),
             partition.values.clone(),
@@ -188,13 +193,119 @@ impl WriterFactory {
             Some(self.upload_concurrency),
             None,
         )?;
-        Ok(PartitionWriter::try_with_config(
+        let inner = PartitionWriter::try_with_config(
             Arc::clone(&self.store),
             config,
             self.num_indexed_cols,
             self.stats_columns.clone(),
-        )?)
+        )?;
+        Ok(OutputWriter {
+            inner,
+            collections: collection_columns(
+                &self.data_schema,
+                self.num_indexed_cols,
+                self.stats_columns.is_some(),
+            ),
+            nulls: HashMap::new(),
+        })
     }
+}
+
+/// An output writer: delta-rs's `PartitionWriter`, plus the NULL counts of list and map
+/// columns, which delta-rs's statistics leave out. Delta's `nullCount` of such a column
+/// is the number of NULL lists (maps); the Parquet leaf's null count that older delta-rs
+/// (and PostHog's deltalite) wrote there also counts empty lists and NULL elements, and
+/// could make a reader skip a file for `col IS NOT NULL` that holds non-NULL lists. The
+/// exact count is known only from the rows themselves, so it is added when all the rows
+/// written went into one file.
+pub(crate) struct OutputWriter {
+    inner: PartitionWriter,
+    /// `(position, name)` of the top-level list and map columns with statistics.
+    collections: Vec<(usize, String)>,
+    /// NULL values seen so far, per such column.
+    nulls: HashMap<String, usize>,
+}
+
+impl OutputWriter {
+    /// Write `batch` (in the writer's data schema).
+    pub(crate) async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        for (i, name) in &self.collections {
+            if let Some(column) = batch.columns().get(*i) {
+                *self.nulls.entry(name.clone()).or_default() += column.null_count();
+            }
+        }
+        self.inner.write(batch).await?;
+        Ok(())
+    }
+
+    /// Finish the files; their Add actions, with the collections' `nullCount` when the
+    /// rows went into one file.
+    pub(crate) async fn close(self) -> Result<Vec<Add>> {
+        let mut adds = self.inner.close().await?;
+        if let ([add], false) = (adds.as_mut_slice(), self.collections.is_empty()) {
+            add.stats = add
+                .stats
+                .take()
+                .map(|stats| with_null_counts(stats, &self.nulls));
+        }
+        Ok(adds)
+    }
+}
+
+/// The top-level list and map columns of `schema` that get statistics: delta-rs's
+/// selection (the first `num_indexed_cols` top-level columns; with explicit
+/// `delta.dataSkippingStatsColumns` it names leaf columns, which a collection never
+/// matches, so none).
+fn collection_columns(
+    schema: &SchemaRef,
+    num_indexed_cols: DataSkippingNumIndexedCols,
+    explicit_columns: bool,
+) -> Vec<(usize, String)> {
+    if explicit_columns {
+        return Vec::new();
+    }
+    let limit = match num_indexed_cols {
+        DataSkippingNumIndexedCols::AllColumns => usize::MAX,
+        DataSkippingNumIndexedCols::NumColumns(n) => n as usize,
+    };
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .take(limit)
+        .filter(|(_, f)| {
+            matches!(
+                f.data_type(),
+                DataType::List(_)
+                    | DataType::LargeList(_)
+                    | DataType::FixedSizeList(..)
+                    | DataType::ListView(_)
+                    | DataType::LargeListView(_)
+                    | DataType::Map(..)
+            )
+        })
+        .map(|(i, f)| (i, f.name().clone()))
+        .collect()
+}
+
+/// `stats` (an Add's statistics JSON) with `nulls` added to its `nullCount` where it has
+/// none for the column. Statistics that do not parse are left as they are.
+fn with_null_counts(stats: String, nulls: &HashMap<String, usize>) -> String {
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(&stats) else {
+        return stats;
+    };
+    let Some(counts) = value
+        .get_mut("nullCount")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return stats;
+    };
+    for (name, count) in nulls {
+        counts
+            .entry(name.clone())
+            .or_insert_with(|| serde_json::Value::from(*count));
+    }
+    value.to_string()
 }
 
 /// Whether Snappy saved less than a tenth of a stored column chunk (random bytes, hashes,
@@ -225,8 +336,8 @@ fn rows_per_row_group(stored: &ParquetMetaData, row_group_bytes: usize) -> Optio
 /// Abort a writer's partial uploads after a failure. object_store's buffered writer
 /// panics when asked to abort an upload whose flush already failed ("Already shut down");
 /// that panic is caught here, since the upload is gone either way.
-pub(crate) async fn abort(writer: PartitionWriter) {
-    abort_with(writer.abort()).await;
+pub(crate) async fn abort(writer: OutputWriter) {
+    abort_with(writer.inner.abort()).await;
 }
 
 /// Like [`abort`], for delta-rs's `DeltaWriter`.
@@ -249,6 +360,8 @@ async fn abort_with<E: std::fmt::Display>(
 mod tests {
     use arrow::datatypes::{DataType, Field, Schema};
 
+    use crate::options::MIB;
+
     use super::*;
 
     fn factory(target_file_size: u64, multipart: Option<MultipartPolicy>) -> WriterFactory {
@@ -259,6 +372,7 @@ mod tests {
                 bloom_columns: Vec::new(),
                 target_file_size,
                 row_group_bytes: 8 * MIB,
+                compression: Compression::SNAPPY,
                 write_batch_size: 1024,
                 upload_concurrency: 2,
                 num_indexed_cols: DataSkippingNumIndexedCols::AllColumns,
@@ -266,6 +380,48 @@ mod tests {
                 multipart,
             },
         )
+    }
+
+    #[test]
+    fn list_and_map_columns_get_their_null_count_added_to_the_statistics() {
+        let item = Arc::new(Field::new("item", DataType::Int64, true));
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("tags", DataType::List(item.clone()), true),
+            Field::new("more", DataType::LargeList(item), true),
+        ]));
+        let all = collection_columns(&schema, DataSkippingNumIndexedCols::AllColumns, false);
+        assert_eq!(all, vec![(1, "tags".to_string()), (2, "more".to_string())]);
+        // The first two top-level columns only, or explicit (leaf) stats columns: fewer.
+        let two = collection_columns(&schema, DataSkippingNumIndexedCols::NumColumns(2), false);
+        assert_eq!(two, vec![(1, "tags".to_string())]);
+        assert!(
+            collection_columns(&schema, DataSkippingNumIndexedCols::AllColumns, true).is_empty()
+        );
+
+        let nulls = HashMap::from([("tags".to_string(), 3), ("id".to_string(), 9)]);
+        let patched = with_null_counts(
+            r#"{"numRecords":5,"nullCount":{"id":1},"minValues":{}}"#.to_string(),
+            &nulls,
+        );
+        let v: serde_json::Value = serde_json::from_str(&patched).unwrap();
+        // A count delta-rs wrote stays; a missing one is added.
+        assert_eq!(v["nullCount"], serde_json::json!({"id": 1, "tags": 3}));
+        assert_eq!(v["numRecords"], 5);
+        // Float bounds survive the round trip exactly (a max one ulp low would let a reader
+        // skip the file for its own largest value).
+        let floats = with_null_counts(
+            r#"{"nullCount":{},"maxValues":{"f":126.33333333333333,"g":109.66666666666667}}"#
+                .to_string(),
+            &nulls,
+        );
+        let v: serde_json::Value = serde_json::from_str(&floats).unwrap();
+        assert_eq!(v["maxValues"]["f"].as_f64(), Some(379.0 / 3.0));
+        assert_eq!(v["maxValues"]["g"].as_f64(), Some(329.0 / 3.0));
+        assert!(floats.contains("126.33333333333333") && floats.contains("109.66666666666667"));
+        // Statistics without nullCount (or unparsable) are left alone.
+        let bare = r#"{"numRecords":5}"#.to_string();
+        assert_eq!(with_null_counts(bare.clone(), &nulls), bare);
     }
 
     #[test]

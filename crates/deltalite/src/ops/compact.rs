@@ -1,17 +1,31 @@
-//! Compaction: bin-pack the small files of each partition into target-size files, in one
-//! commit. The copying is `rearrange.rs`'s: memory is one decoded slice plus one open row
-//! group, whatever the table size.
+//! Compaction: bin-pack the small files of each partition into target-size files, the way
+//! delta-rs's `optimize.compact()` plans and writes them, so that the two are
+//! interchangeable (same bins, same output layout, ZSTD pages, the same `OPTIMIZE` commit
+//! with its operation metrics). The copying is `rearrange.rs`'s: memory is one decoded
+//! slice plus one open row group per bin in flight, whatever the table size.
+//!
+//! Planning (delta-rs's): per partition, files in the snapshot's order; a file larger than
+//! the target is skipped and splits the run; neighbours join a bin while the bin's bytes
+//! stay within the target; bins of one file are dropped (nothing to merge). On top:
+//! `partitions` limits the work to some partition values, `min_partition_removable_files`
+//! leaves a partition alone unless compacting it removes that many files net, and
+//! `max_bins_per_commit` commits in rounds. `dry_run` plans and stops.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
+use deltalake::parquet::basic::{Compression, ZstdLevel};
 use deltalake::protocol::DeltaOperation;
 use deltalake::table::config::TablePropertiesExt;
+use futures::stream::{self, StreamExt};
+use indexmap::IndexMap;
 
 use crate::error::{DeltaLiteError, Result};
 use crate::io::upload::MultipartPolicy;
-use crate::ops::rearrange::{RearrangeSettings, Rearrangement};
+use crate::ops::rearrange::{GroupRewrite, RearrangeSettings, Rearrangement};
 use crate::options::MIB;
 use crate::runtime::budget::EnvDefaults;
+use crate::schema::partition::normalize_raw;
 use crate::table::DeltaLiteTable;
 use crate::table::files::{TargetFile, active_files, check_file_supported};
 use crate::txn::{CommitSpec, ReadSet};
@@ -19,19 +33,35 @@ use crate::txn::{CommitSpec, ReadSet};
 /// Options of a compaction.
 #[derive(Debug, Clone)]
 pub struct CompactOptions {
-    /// Output file size target, and the size under which a file counts as small; `None`
+    /// Output file size target, and the size above which a file is left alone; `None`
     /// means the table's `delta.targetFileSize` (else 100 MiB).
     pub target_file_size: Option<u64>,
     /// Rows per decoded slice when streaming input files.
     pub read_batch_size: usize,
-    /// Bytes the open output row group may hold.
+    /// Bytes the open output row groups may hold, shared by the bins in flight.
     pub max_buffered_bytes: usize,
     /// Columns to write bloom filters for (the upsert keys, so later probes stay cheap).
     pub bloom_filter_columns: Vec<String>,
-    /// Attempts delta-rs may rebase the commit over concurrent ones.
+    /// Lost commit races rebased over before giving up.
     pub commit_max_retries: usize,
     /// Extra key/values recorded in the commit info.
     pub commit_metadata: HashMap<String, serde_json::Value>,
+    /// Compact only these values of the (single) partition column; `None` for all
+    /// partitions (`Some(None)` in the list is the NULL partition).
+    pub partitions: Option<Vec<Option<String>>>,
+    /// Leave a partition alone unless compacting it removes at least this many files net
+    /// (files merged minus files written).
+    pub min_partition_removable_files: usize,
+    /// Commit after this many bins (rounds of commits); `None` for one commit.
+    pub max_bins_per_commit: Option<usize>,
+    /// Bins rewritten concurrently.
+    pub max_parallel_bins: usize,
+    /// Plan only: report what would be done, write and commit nothing.
+    pub dry_run: bool,
+    /// Multipart upload threshold and part size on object stores; `None` for the process
+    /// defaults (see `Knobs::multipart_threshold`).
+    pub multipart_threshold: Option<usize>,
+    pub multipart_part_size: Option<usize>,
 }
 
 impl Default for CompactOptions {
@@ -43,6 +73,13 @@ impl Default for CompactOptions {
             bloom_filter_columns: Vec::new(),
             commit_max_retries: 15,
             commit_metadata: HashMap::new(),
+            partitions: None,
+            min_partition_removable_files: 1,
+            max_bins_per_commit: None,
+            max_parallel_bins: 2,
+            dry_run: false,
+            multipart_threshold: None,
+            multipart_part_size: None,
         }
     }
 }
@@ -50,64 +87,251 @@ impl Default for CompactOptions {
 impl CompactOptions {
     /// Reject values that cannot work.
     pub fn validate(&self) -> Result<()> {
-        if self.read_batch_size == 0 || self.max_buffered_bytes == 0 {
-            return Err(DeltaLiteError::invalid(
-                "read_batch_size and max_buffered_bytes must be positive",
-            ));
+        let positive = [
+            ("read_batch_size", self.read_batch_size),
+            ("max_buffered_bytes", self.max_buffered_bytes),
+            ("max_parallel_bins", self.max_parallel_bins),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(DeltaLiteError::invalid(format!("{name} must be positive")));
+            }
         }
         if self.target_file_size == Some(0) {
             return Err(DeltaLiteError::invalid("target_file_size must be positive"));
+        }
+        if self.max_bins_per_commit == Some(0) {
+            return Err(DeltaLiteError::invalid(
+                "max_bins_per_commit must be positive",
+            ));
+        }
+        if self.multipart_part_size == Some(0) {
+            return Err(DeltaLiteError::invalid(
+                "multipart_part_size must be positive",
+            ));
         }
         Ok(())
     }
 }
 
-/// What a compaction did.
+/// What a compaction did (or, with `dry_run`, would do).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CompactStats {
-    /// Version committed (the current version when there was nothing to do).
+    /// Version committed last (the current version when nothing was committed).
     pub version: u64,
+    /// Files of the selected partitions looked at.
+    pub files_considered: usize,
+    /// Files left alone: larger than the target, alone in their bin, or in a partition
+    /// below `min_partition_removable_files`.
+    pub files_skipped: usize,
     /// Partitions that had files merged.
     pub partitions_compacted: usize,
-    /// Small files replaced.
+    /// Bins planned (groups of files merged into about one file each).
+    pub bins: usize,
+    /// Files merged away.
     pub files_removed: usize,
     /// Files written.
     pub files_added: usize,
+    /// Bytes of the files merged away.
+    pub bytes_removed: u64,
+    /// Bytes of the files written.
+    pub bytes_added: u64,
     /// Rows streamed from the removed files into the new ones.
     pub rows_rewritten: u64,
+    /// Record batches read.
+    pub batches_read: u64,
+    /// Bins rewritten concurrently (the knob in effect).
+    pub parallel_bins: usize,
+    /// Commits made.
+    pub commits: usize,
+    /// Files in the largest bin.
+    pub largest_bin_files: usize,
+    /// Whether this was a plan only.
+    pub dry_run: bool,
+    /// Planning, rewriting (all rounds), committing (all rounds).
+    pub plan_time: Duration,
+    pub rewrite_time: Duration,
+    pub commit_time: Duration,
 }
 
-/// Greedy bin-packing of one partition's small files (sorted by size): a bin closes when
-/// the next file would push it past the target. Bins of one file are left alone.
-fn bins(mut small: Vec<TargetFile>, target: u64) -> Vec<Vec<TargetFile>> {
-    small.sort_by_key(|f| f.size);
-    let mut out: Vec<Vec<TargetFile>> = Vec::new();
-    let mut current: Vec<TargetFile> = Vec::new();
-    let mut size = 0u64;
-    for file in small {
-        if !current.is_empty() && size + file.size > target {
-            out.push(std::mem::take(&mut current));
-            size = 0;
+/// One partition's bins, in planning order.
+struct PartitionPlan {
+    bins: Vec<Vec<TargetFile>>,
+}
+
+/// The plan of a compaction.
+#[derive(Default)]
+struct Plan {
+    partitions: Vec<PartitionPlan>,
+    considered: usize,
+    skipped: usize,
+}
+
+/// delta-rs's planning (see the module documentation), then this engine's partition
+/// threshold. `files` come in the snapshot's order.
+fn plan(files: Vec<TargetFile>, target: u64, min_removable: usize) -> Plan {
+    let mut out = Plan::default();
+    // Per partition, in first-seen order: the next ordinal, and the candidates with theirs.
+    type Candidates = (usize, Vec<(usize, TargetFile)>);
+    let mut by_partition: IndexMap<Vec<Option<String>>, Candidates> = IndexMap::new();
+    for file in files {
+        out.considered += 1;
+        let entry = by_partition.entry(file.partition.clone()).or_default();
+        let ordinal = entry.0;
+        entry.0 += 1;
+        if file.size > target {
+            out.skipped += 1;
+            continue;
         }
-        size += file.size;
-        current.push(file);
+        entry.1.push((ordinal, file));
     }
-    out.push(current);
-    out.retain(|bin| bin.len() > 1);
+    for (_, (_, files)) in by_partition {
+        let mut bins: Vec<Vec<TargetFile>> = Vec::new();
+        let mut current: Vec<TargetFile> = Vec::new();
+        let (mut bytes, mut last) = (0u64, None::<usize>);
+        for (ordinal, file) in files {
+            let contiguous = last.is_some_and(|l| ordinal == l + 1);
+            if current.is_empty() || (contiguous && bytes + file.size <= target) {
+                bytes += file.size;
+            } else {
+                bins.push(std::mem::take(&mut current));
+                bytes = file.size;
+            }
+            last = Some(ordinal);
+            current.push(file);
+        }
+        if !current.is_empty() {
+            bins.push(current);
+        }
+        bins.retain(|bin| {
+            let keep = bin.len() > 1;
+            if !keep {
+                out.skipped += 1;
+            }
+            keep
+        });
+        let merged: usize = bins.iter().map(Vec::len).sum();
+        if bins.is_empty() {
+            continue;
+        }
+        if merged - bins.len() < min_removable {
+            out.skipped += merged;
+            continue;
+        }
+        out.partitions.push(PartitionPlan { bins });
+    }
     out
 }
 
+/// delta-rs's per-side file metrics (`filesAdded` / `filesRemoved`).
+fn size_metrics(sizes: &[u64]) -> String {
+    let total: u64 = sizes.iter().sum();
+    let count = sizes.len() as u64;
+    serde_json::json!({
+        "avg": if count == 0 { 0.0 } else { total as f64 / count as f64 },
+        "max": sizes.iter().max().copied().unwrap_or(0),
+        "min": sizes.iter().min().copied().unwrap_or(0),
+        "totalFiles": count,
+        "totalSize": total,
+    })
+    .to_string()
+}
+
 impl DeltaLiteTable {
-    /// Merge the small files of every partition into files of about the target size.
-    /// One commit (`OPTIMIZE`, `dataChange = false`); the logical contents do not change.
+    /// Merge the small files of every (selected) partition into files of about the target
+    /// size, as delta-rs's `optimize.compact()` does: `OPTIMIZE` commits (`dataChange =
+    /// false`), one per `max_bins_per_commit` bins; the logical contents do not change.
     pub async fn compact(&mut self, options: &CompactOptions) -> Result<CompactStats> {
         options.validate()?;
+        let planning = Instant::now();
         let table = self.delta_table();
         let state = table.snapshot()?;
         crate::schema::features::check_supported(state)?;
         let target = options
             .target_file_size
             .unwrap_or_else(|| state.table_config().target_file_size().get());
+        let partition_columns = state.metadata().partition_columns().to_vec();
+        let wanted = match &options.partitions {
+            None => None,
+            Some(_) if partition_columns.is_empty() => {
+                return Err(DeltaLiteError::schema(
+                    "partitions were given but the table is not partitioned",
+                ));
+            }
+            Some(_) if partition_columns.len() > 1 => {
+                return Err(DeltaLiteError::invalid(format!(
+                    "partitions lists values of the partition column, but the table has \
+                     several: {partition_columns:?}"
+                )));
+            }
+            Some(values) => {
+                // Values as the log's files are compared: canonical serialization.
+                let schema = state.schema();
+                let mut canonical = Vec::with_capacity(values.len());
+                for value in values {
+                    let raw = HashMap::from([(partition_columns[0].clone(), value.clone())]);
+                    canonical.push(normalize_raw(&raw, &partition_columns, schema.as_ref())?);
+                }
+                Some(canonical)
+            }
+        };
+        let mut files = Vec::new();
+        for file in active_files(state)? {
+            check_file_supported(&file)?;
+            if wanted.as_ref().is_none_or(|w| w.contains(&file.partition)) {
+                files.push(file);
+            }
+        }
+        let plan = plan(files, target, options.min_partition_removable_files);
+        let read_version = self.version();
+        let mut stats = CompactStats {
+            version: read_version,
+            files_considered: plan.considered,
+            files_skipped: plan.skipped,
+            partitions_compacted: plan.partitions.len(),
+            parallel_bins: options.max_parallel_bins,
+            dry_run: options.dry_run,
+            ..Default::default()
+        };
+        for partition in &plan.partitions {
+            for bin in &partition.bins {
+                stats.bins += 1;
+                stats.files_removed += bin.len();
+                stats.bytes_removed += bin.iter().map(|f| f.size).sum::<u64>();
+                stats.largest_bin_files = stats.largest_bin_files.max(bin.len());
+            }
+        }
+        stats.plan_time = planning.elapsed();
+        if options.dry_run || stats.bins == 0 {
+            return Ok(stats);
+        }
+
+        // Rounds of at most `max_bins_per_commit` bins, partitions in planning order.
+        let bins: Vec<Vec<TargetFile>> = plan.partitions.into_iter().flat_map(|p| p.bins).collect();
+        let per_round = options.max_bins_per_commit.unwrap_or(bins.len()).max(1);
+        let mut remaining = bins.into_iter().peekable();
+        while remaining.peek().is_some() {
+            let round: Vec<Vec<TargetFile>> = remaining.by_ref().take(per_round).collect();
+            self.compact_round(round, target, options, read_version, &mut stats)
+                .await?;
+        }
+        Ok(stats)
+    }
+
+    /// Rewrite `bins` (concurrently, `max_parallel_bins`) and commit them in one
+    /// `OPTIMIZE` commit.
+    async fn compact_round(
+        &mut self,
+        bins: Vec<Vec<TargetFile>>,
+        target: u64,
+        options: &CompactOptions,
+        read_version: u64,
+        stats: &mut CompactStats,
+    ) -> Result<()> {
+        let rewriting = Instant::now();
+        let table = self.delta_table();
+        let state = table.snapshot()?;
+        let defaults = EnvDefaults::get();
         let mut rearrangement = Rearrangement::new(
             table.object_store(),
             state,
@@ -115,56 +339,101 @@ impl DeltaLiteTable {
                 table_schema: state.snapshot().arrow_schema(),
                 target_file_size: target,
                 read_batch_size: options.read_batch_size,
-                max_buffered_bytes: options.max_buffered_bytes,
+                // The bins in flight share the row-group budget.
+                max_buffered_bytes: options.max_buffered_bytes / options.max_parallel_bins,
                 bloom_filter_columns: options.bloom_filter_columns.clone(),
-                // `CompactOptions` has no multipart knobs: the process defaults apply.
+                // What delta-rs's optimize writes (its file names say `.zstd.`).
+                compression: Compression::ZSTD(ZstdLevel::try_new(4).map_err(|e| {
+                    DeltaLiteError::Other(format!("ZSTD level 4 is not valid: {e}"))
+                })?),
                 multipart: MultipartPolicy::for_table(
                     table.table_url(),
-                    EnvDefaults::get().multipart_threshold,
-                    EnvDefaults::get().multipart_part_size,
+                    options
+                        .multipart_threshold
+                        .unwrap_or(defaults.multipart_threshold),
+                    options
+                        .multipart_part_size
+                        .unwrap_or(defaults.multipart_part_size),
                 ),
             },
         )?;
-
-        // Small files grouped by partition, in a stable order.
-        let mut by_partition: BTreeMap<Vec<Option<String>>, Vec<TargetFile>> = BTreeMap::new();
-        for file in active_files(state)? {
-            check_file_supported(&file)?;
-            if file.size < target {
-                by_partition
-                    .entry(file.partition.clone())
-                    .or_default()
-                    .push(file);
-            }
-        }
-
-        let mut stats = CompactStats::default();
-        for files in by_partition.into_values() {
-            let groups = bins(files, target);
-            if groups.is_empty() {
-                continue;
-            }
-            stats.partitions_compacted += 1;
-            for group in groups {
-                stats.files_removed += group.len();
-                match rearrangement.rewrite_group(group).await {
-                    Ok(rows) => stats.rows_rewritten += rows,
-                    Err(e) => {
-                        rearrangement.abandon().await;
-                        return Err(e);
-                    }
+        let removed_sizes: Vec<u64> = bins.iter().flatten().map(|f| f.size).collect();
+        let partitions = bins
+            .iter()
+            .filter_map(|bin| bin.first().map(|f| f.partition.clone()))
+            .collect::<std::collections::HashSet<_>>()
+            .len();
+        let results: Vec<Result<GroupRewrite>> =
+            stream::iter(bins.into_iter().map(|bin| rearrangement.rewrite_group(bin)))
+                .buffer_unordered(options.max_parallel_bins)
+                .collect()
+                .await;
+        let mut rewrites = Vec::with_capacity(results.len());
+        let mut failed = None;
+        for result in results {
+            match result {
+                Ok(rewrite) => rewrites.push(rewrite),
+                Err(e) => {
+                    failed.get_or_insert(e);
                 }
             }
         }
-        stats.files_added = rearrangement.files_added();
+        if let Some(e) = failed {
+            for rewrite in &rewrites {
+                rearrangement.discard(rewrite).await;
+            }
+            return Err(e);
+        }
+        let mut added_sizes = Vec::new();
+        let mut batches = 0;
+        for rewrite in rewrites {
+            stats.rows_rewritten += rewrite.rows;
+            batches += rewrite.batches;
+            added_sizes.extend(rewrite.adds.iter().map(|a| a.size.max(0) as u64));
+            rearrangement.record(rewrite);
+        }
+        stats.batches_read += batches;
+        stats.files_added += added_sizes.len();
+        stats.bytes_added += added_sizes.iter().sum::<u64>();
+        stats.rewrite_time += rewriting.elapsed();
+
+        let committing = Instant::now();
         let operation = DeltaOperation::Optimize {
-            predicate: None,
-            target_size: target as i64,
+            predicate: options.partitions.as_ref().map(|values| {
+                serde_json::json!([[
+                    self.partition_columns().unwrap_or_default().join(","),
+                    "in",
+                    values
+                ]])
+                .to_string()
+            }),
+            target_size: i64::try_from(target).unwrap_or(i64::MAX),
         };
-        let spec = CommitSpec::new(&options.commit_metadata, &None);
+        // delta-rs's optimize commit info: what was read, not a blind append, and its
+        // metrics (the caller's metadata beside them).
+        let mut metadata: HashMap<String, serde_json::Value> = HashMap::from([
+            ("readVersion".to_string(), read_version.into()),
+            ("isBlindAppend".to_string(), false.into()),
+            (
+                "operationMetrics".to_string(),
+                serde_json::json!({
+                    "numFilesAdded": added_sizes.len(),
+                    "numFilesRemoved": removed_sizes.len(),
+                    "filesAdded": size_metrics(&added_sizes),
+                    "filesRemoved": size_metrics(&removed_sizes),
+                    "partitionsOptimized": partitions,
+                    "numBatches": batches,
+                    "totalConsideredFiles": stats.files_considered,
+                    "totalFilesSkipped": stats.files_skipped,
+                    "preserveInsertionOrder": true,
+                }),
+            ),
+        ]);
+        metadata.extend(options.commit_metadata.clone());
+        let spec = CommitSpec::new(&metadata, &None);
         // Compaction reads no rows' meaning: it rebases over concurrent data commits, but
         // not over one that removed a file it compacts (`txn::commit`'s own-remove rule).
-        stats.version = match rearrangement
+        let committed = rearrangement
             .commit(
                 self,
                 Vec::new(),
@@ -173,11 +442,84 @@ impl DeltaLiteTable {
                 options.commit_max_retries,
                 ReadSet::nothing(),
             )
-            .await?
-        {
-            Some(version) => version,
-            None => self.version(),
-        };
-        Ok(stats)
+            .await?;
+        if let Some(version) = committed {
+            stats.version = version;
+            stats.commits += 1;
+        }
+        stats.commit_time += committing.elapsed();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use deltalake::kernel::Remove;
+
+    use super::*;
+
+    fn file(partition: &str, size: u64) -> TargetFile {
+        TargetFile {
+            path: format!("{partition}/{size}").into(),
+            size,
+            partition: vec![Some(partition.to_string())],
+            num_records: None,
+            min_values: None,
+            max_values: None,
+            null_counts: None,
+            has_deletion_vector: false,
+            remove: Remove::default(),
+        }
+    }
+
+    fn sizes(plan: &Plan) -> Vec<Vec<Vec<u64>>> {
+        plan.partitions
+            .iter()
+            .map(|p| {
+                p.bins
+                    .iter()
+                    .map(|b| b.iter().map(|f| f.size).collect())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn bins_are_runs_of_neighbours_within_the_target_as_delta_rs_plans_them() {
+        // A file above the target splits the run and is skipped; a bin of one is dropped.
+        let files = vec![
+            file("a", 40),
+            file("a", 50),
+            file("a", 30),
+            file("a", 200),
+            file("a", 10),
+            file("a", 20),
+            file("b", 90),
+            file("b", 20),
+        ];
+        let plan = plan(files, 100, 1);
+        assert_eq!(sizes(&plan), vec![vec![vec![40, 50], vec![10, 20]]]);
+        // 30 (a bin of one), 200 (too large), b's 90 and 20 (each alone: 110 > 100).
+        assert_eq!((plan.considered, plan.skipped), (8, 4));
+    }
+
+    #[test]
+    fn a_partition_below_the_removable_threshold_is_left_alone() {
+        let files = vec![
+            file("big", 10),
+            file("big", 10),
+            file("big", 10),
+            file("small", 10),
+            file("small", 10),
+        ];
+        let both = plan(files.clone(), 100, 1);
+        assert_eq!(
+            sizes(&both),
+            vec![vec![vec![10, 10, 10]], vec![vec![10, 10]]]
+        );
+        // small would merge 2 files into 1: one file net, below 2.
+        let big = plan(files, 100, 2);
+        assert_eq!(sizes(&big), vec![vec![vec![10, 10, 10]]]);
+        assert_eq!(big.skipped, 2);
     }
 }

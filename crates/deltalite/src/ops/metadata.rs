@@ -162,11 +162,7 @@ impl txn::Attempt for MetadataAttempt<'_> {
             } else {
                 DeltaOperation::AddColumn { fields: added }
             };
-            let staged = Staged {
-                actions,
-                operation,
-                read_set: ReadSet::nothing(),
-            };
+            let staged = Staged::new(actions, operation, ReadSet::nothing());
             Ok((staged, ()))
         })
     }

@@ -5,6 +5,7 @@ pub mod create;
 pub mod metadata;
 pub(crate) mod rearrange;
 pub mod replace;
+pub mod restore;
 mod retype;
 pub(crate) mod upsert;
 pub mod write;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use arrow::datatypes::{Schema, SchemaRef};
 use delta_kernel::expressions::Scalar;
 use delta_kernel::schema::{DataType as KernelType, StructType};
-use deltalake::kernel::Action;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+use deltalake::kernel::{Action, Add, Remove};
 use deltalake::logstore::ObjectStoreRef;
 use deltalake::protocol::DeltaOperation;
 use deltalake::table::config::TablePropertiesExt;
@@ -39,6 +39,19 @@ pub(crate) struct RearrangeSettings {
     pub bloom_filter_columns: Vec<String>,
     /// How the new files go up (`None`: a local table's store as it is).
     pub multipart: Option<MultipartPolicy>,
+    /// Page compression of the new files.
+    pub compression: deltalake::parquet::basic::Compression,
+}
+
+/// What rewriting one group of files wrote and read.
+#[derive(Debug, Default)]
+pub(crate) struct GroupRewrite {
+    pub adds: Vec<Add>,
+    pub removes: Vec<Remove>,
+    /// Rows copied.
+    pub rows: u64,
+    /// Batches read.
+    pub batches: u64,
 }
 
 /// Copies groups of files into new files and collects the actions of one commit.
@@ -88,7 +101,8 @@ impl Rearrangement {
                     .cloned()
                     .collect(),
                 target_file_size: settings.target_file_size,
-                row_group_bytes: settings.max_buffered_bytes,
+                row_group_bytes: settings.max_buffered_bytes.max(crate::options::MIB),
+                compression: settings.compression,
                 write_batch_size: settings.read_batch_size,
                 upload_concurrency: 2,
                 num_indexed_cols: config.num_indexed_cols(),
@@ -120,10 +134,11 @@ impl Rearrangement {
     }
 
     /// Stream `group` (files of one partition) into new files; their rows are cast to the
-    /// new layout with checked casts. Returns the rows copied.
-    pub(crate) async fn rewrite_group(&mut self, group: Vec<TargetFile>) -> Result<u64> {
+    /// new layout with checked casts. Groups may be rewritten concurrently; the result is
+    /// [`Self::record`]ed for the commit, or its files deleted ([`Self::discard`]).
+    pub(crate) async fn rewrite_group(&self, group: Vec<TargetFile>) -> Result<GroupRewrite> {
         let Some(first) = group.first() else {
-            return Ok(0);
+            return Ok(GroupRewrite::default());
         };
         let key = partition_key(
             &self.partition_columns,
@@ -131,8 +146,8 @@ impl Rearrangement {
             &self.kernel_schema,
         )?;
         let mut writer = self.writers.partition_writer(&key)?;
-        let copied: Result<u64> = async {
-            let mut rows = 0u64;
+        let copied: Result<(u64, u64)> = async {
+            let (mut rows, mut batches) = (0u64, 0u64);
             for file in &group {
                 let builder = open(Arc::clone(&self.store), file).await?;
                 let roots: Vec<usize> = (0..builder.schema().fields().len()).collect();
@@ -143,32 +158,61 @@ impl Rearrangement {
                     // Older files may predate schema changes: cast to the new layout.
                     let batch = crate::schema::conform::conform_stored(&batch, &self.data_schema)?;
                     rows += batch.num_rows() as u64;
+                    batches += 1;
                     writer.write(&batch).await?;
                 }
             }
-            Ok(rows)
+            Ok((rows, batches))
         }
         .await;
-        let rows = match copied {
-            Ok(rows) => rows,
+        let (rows, batches) = match copied {
+            Ok(counts) => counts,
             Err(e) => {
                 crate::io::writer::abort(writer).await;
                 return Err(e);
             }
         };
-        for mut add in writer.close().await? {
-            // Rearranging data is not a change of data (readers of the change stream and
-            // streaming sources skip it).
-            add.data_change = false;
+        let adds = writer
+            .close()
+            .await?
+            .into_iter()
+            .map(|mut add| {
+                // Rearranging data is not a change of data (readers of the change stream
+                // and streaming sources skip it).
+                add.data_change = false;
+                add
+            })
+            .collect();
+        let removes = group
+            .into_iter()
+            .map(|file| {
+                let mut remove = file.remove;
+                remove.data_change = false;
+                remove
+            })
+            .collect();
+        Ok(GroupRewrite {
+            adds,
+            removes,
+            rows,
+            batches,
+        })
+    }
+
+    /// Keep a group's rewrite for the commit.
+    pub(crate) fn record(&mut self, rewrite: GroupRewrite) {
+        for add in rewrite.adds {
             self.written.push(add.path.clone());
             self.actions.push(Action::Add(add));
         }
-        for file in group {
-            let mut remove = file.remove;
-            remove.data_change = false;
-            self.actions.push(Action::Remove(remove));
-        }
-        Ok(rows)
+        self.actions
+            .extend(rewrite.removes.into_iter().map(Action::Remove));
+    }
+
+    /// Delete the files of a group's rewrite that will not be committed.
+    pub(crate) async fn discard(&self, rewrite: &GroupRewrite) {
+        let paths: Vec<String> = rewrite.adds.iter().map(|a| a.path.clone()).collect();
+        delete_files(&self.store, &paths).await;
     }
 
     /// Files written so far.
@@ -201,11 +245,7 @@ impl Rearrangement {
         }
         let mut actions = leading;
         actions.append(&mut self.actions);
-        let staged = Staged {
-            actions,
-            operation,
-            read_set: reads,
-        };
+        let staged = Staged::new(actions, operation, reads);
         let done = txn::commit_prepared(table.delta_table_mut(), spec, max_retries, staged).await?;
         Ok(Some(match done {
             Done::Committed { version, .. }

@@ -255,11 +255,7 @@ impl txn::Attempt for ReplaceAttempt<'_> {
                 ReplaceReads::OwnFiles => ReadSet::nothing(),
                 ReplaceReads::Table => ReadSet::everything(),
             };
-            let staged = Staged {
-                actions,
-                operation,
-                read_set,
-            };
+            let staged = Staged::new(actions, operation, read_set);
             Ok((staged, stats))
         })
     }

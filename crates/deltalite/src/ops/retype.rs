@@ -84,6 +84,7 @@ impl DeltaLiteTable {
                 max_buffered_bytes: options.max_buffered_bytes,
                 bloom_filter_columns: options.bloom_filter_columns.clone(),
                 // `CompactOptions` has no multipart knobs: the process defaults apply.
+                compression: deltalake::parquet::basic::Compression::SNAPPY,
                 multipart: MultipartPolicy::for_table(
                     table.table_url(),
                     EnvDefaults::get().multipart_threshold,
@@ -96,7 +97,10 @@ impl DeltaLiteTable {
             check_file_supported(&file)?;
             stats.files_removed += 1;
             match rearrangement.rewrite_group(vec![file]).await {
-                Ok(rows) => stats.rows_rewritten += rows,
+                Ok(rewrite) => {
+                    stats.rows_rewritten += rewrite.rows;
+                    rearrangement.record(rewrite);
+                }
                 Err(e) => {
                     rearrangement.abandon().await;
                     return Err(e);

@@ -142,11 +142,7 @@ impl DeltaLiteTable {
         reads: ReadSet,
     ) -> Result<Option<u64>> {
         let spec = CommitSpec::new(&options.commit_metadata, &options.app_transaction);
-        let staged = Staged {
-            actions,
-            operation,
-            read_set: reads,
-        };
+        let staged = Staged::new(actions, operation, reads);
         let done = txn::commit_prepared(
             self.delta_table_mut(),
             &spec,

@@ -28,6 +28,9 @@ pub struct EnvDefaults {
     pub multipart_threshold: usize,
     /// `DELTALITE_MULTIPART_PART_SIZE_BYTES` (16 MiB).
     pub multipart_part_size: usize,
+    /// `DELTALITE_PROBE_CACHE_BYTES` (128 MiB): bound of the process's probe cache
+    /// (`runtime/probe_cache.rs`); `0` turns it off.
+    pub probe_cache_bytes: usize,
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -64,6 +67,7 @@ impl EnvDefaults {
             multipart_threshold: env_usize("DELTALITE_MULTIPART_THRESHOLD_BYTES", 64 * MIB),
             multipart_part_size: env_usize("DELTALITE_MULTIPART_PART_SIZE_BYTES", 16 * MIB)
                 .max(5 * MIB),
+            probe_cache_bytes: env_usize("DELTALITE_PROBE_CACHE_BYTES", 128 * MIB),
         })
     }
 }

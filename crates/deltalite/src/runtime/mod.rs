@@ -1,4 +1,6 @@
-//! Process resources: budgets shared by concurrent calls and the allocator settings.
+//! Process resources: budgets shared by concurrent calls, the allocator settings, and
+//! the probe cache (what probes learned about files, shared by every call).
 
 pub mod alloc;
 pub mod budget;
+pub mod probe_cache;

@@ -13,13 +13,21 @@ pub(crate) fn check_supported(state: &DeltaTableState) -> Result<()> {
             .is_some_and(|v| v.eq_ignore_ascii_case("true"))
     };
     let refuse = |what: &str| Err(DeltaLiteError::UnsupportedTable(what.to_string()));
+    // The messages name the Delta features the way the protocol spells them
+    // (`deletionVectors`, `columnMapping`): that is what users search for.
     if enabled("delta.enableDeletionVectors") {
-        return refuse("deletion vectors are enabled (delta.enableDeletionVectors)");
+        return refuse(
+            "deletionVectors are enabled (delta.enableDeletionVectors=true): rewritten files \
+             would resurrect deleted rows",
+        );
     }
     if let Some(mode) = config.get("delta.columnMapping.mode")
         && !mode.eq_ignore_ascii_case("none")
     {
-        return refuse(&format!("column mapping is enabled (mode {mode})"));
+        return refuse(&format!(
+            "columnMapping is enabled (delta.columnMapping.mode={mode}): physical column names \
+             differ from logical ones"
+        ));
     }
     if let Some(key) = config.keys().find(|k| k.starts_with("delta.constraints.")) {
         return refuse(&format!("the table has a CHECK constraint ({key})"));

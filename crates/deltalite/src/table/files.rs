@@ -55,7 +55,7 @@ pub(crate) fn active_files(state: &DeltaTableState) -> Result<Vec<TargetFile>> {
 pub(crate) fn check_file_supported(file: &TargetFile) -> Result<()> {
     if file.has_deletion_vector {
         return Err(DeltaLiteError::UnsupportedTable(format!(
-            "file {} has a deletion vector",
+            "file {} has a deletion vector (deletionVectors)",
             file.path
         )));
     }

@@ -26,6 +26,8 @@ pub struct ActiveFile {
     pub partition_values: Vec<(String, Option<String>)>,
     /// Row count from the log statistics, when recorded.
     pub num_records: Option<usize>,
+    /// When the file was written (the Add action's `modificationTime`), epoch milliseconds.
+    pub modification_time: i64,
 }
 
 /// Register object-store schemes (S3) once per process.
@@ -66,6 +68,8 @@ fn not_found(uri: &str, err: DeltaTableError) -> DeltaLiteError {
 pub struct DeltaLiteTable {
     uri: String,
     table: DeltaTable,
+    /// How long `open` took to load the log, until an upsert reports it.
+    initial_open: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for DeltaLiteTable {
@@ -155,8 +159,13 @@ impl TableLocation {
         if self.custom_store && !table.log_store().is_delta_table_location().await? {
             return Err(DeltaLiteError::TableNotFound(uri));
         }
+        let started = std::time::Instant::now();
         table.load().await.map_err(|e| not_found(&uri, e))?;
-        Ok(DeltaLiteTable { uri, table })
+        Ok(DeltaLiteTable {
+            uri,
+            table,
+            initial_open: Some(started.elapsed()),
+        })
     }
 
     /// The unloaded delta-rs table (its log store and object store).
@@ -183,7 +192,26 @@ impl DeltaLiteTable {
         TableLocation::with_store(uri, store)?.open().await
     }
 
-    /// Whether a Delta table exists at `uri`.
+    /// Whether `uri` holds a Delta log (a commit or checkpoint file under `_delta_log/`),
+    /// without loading it: a table whose log cannot be read still exists (delta-rs's
+    /// `verify_deltatable_existence`, which `deltalake.DeltaTable.is_deltatable` answers
+    /// from). A storage failure is an error, never "no table".
+    pub async fn table_exists(uri: &str, storage_options: HashMap<String, String>) -> Result<bool> {
+        let location = match TableLocation::new(uri, storage_options) {
+            Ok(location) => location,
+            Err(DeltaLiteError::TableNotFound(_)) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        if location.url.scheme() == "file"
+            && let Ok(path) = location.url.to_file_path()
+            && !path.join("_delta_log").is_dir()
+        {
+            return Ok(false);
+        }
+        Ok(location.table.log_store().is_delta_table_location().await?)
+    }
+
+    /// Whether a Delta table exists at `uri` and loads.
     pub async fn is_deltatable(
         uri: &str,
         storage_options: HashMap<String, String>,
@@ -199,7 +227,14 @@ impl DeltaLiteTable {
         Self {
             uri: uri.to_string(),
             table,
+            initial_open: None,
         }
+    }
+
+    /// The time `open` spent loading the log, once: the first caller gets it (an upsert
+    /// reports it in its timings), later ones get zero.
+    pub(crate) fn take_initial_open(&mut self) -> std::time::Duration {
+        self.initial_open.take().unwrap_or_default()
     }
 
     /// The URI the table was opened with.
@@ -261,9 +296,31 @@ impl DeltaLiteTable {
                     size: view.size().max(0) as u64,
                     partition_values: partition_columns.iter().cloned().zip(values).collect(),
                     num_records: view.num_records(),
+                    modification_time: view.modification_time(),
                 })
             })
             .collect()
+    }
+
+    /// Number of active files of the loaded version.
+    pub fn num_files(&self) -> Result<usize> {
+        Ok(self.table.snapshot()?.log_data().num_files())
+    }
+
+    /// The table's id (`metaData.id`).
+    pub fn table_id(&self) -> Result<String> {
+        Ok(self.table.snapshot()?.metadata().id().to_string())
+    }
+
+    /// The table's properties (`metaData.configuration`).
+    pub fn configuration(&self) -> Result<HashMap<String, String>> {
+        Ok(self.table.snapshot()?.metadata().configuration().clone())
+    }
+
+    /// The Delta schema as the log stores it (`metaData.schemaString`'s JSON).
+    pub fn schema_json(&self) -> Result<String> {
+        serde_json::to_string(self.table.snapshot()?.schema().as_ref())
+            .map_err(|e| DeltaLiteError::Other(format!("cannot serialize the schema: {e}")))
     }
 
     /// Full URIs of the active files.
@@ -271,7 +328,10 @@ impl DeltaLiteTable {
         Ok(self.table.get_file_uris()?.collect())
     }
 
-    /// The latest `limit` commit infos, newest first, each with its `version`.
+    /// The latest `limit` commit infos, newest first, each with its `version`. Besides the
+    /// commit info's own keys (custom metadata flat at the top, as delta-rs writes it),
+    /// each entry has `info`: the keys that are not typed commit-info fields, with their
+    /// values as JSON text, as PostHog's deltalite returns them (callers match on it).
     pub async fn history(&self, limit: Option<usize>) -> Result<Vec<serde_json::Value>> {
         let infos: Vec<_> = self.table.history(limit).try_collect().await?;
         let latest = self.version();
@@ -279,11 +339,17 @@ impl DeltaLiteTable {
             .into_iter()
             .enumerate()
             .map(|(i, info)| {
+                let extra: serde_json::Map<String, serde_json::Value> = info
+                    .info
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.to_string())))
+                    .collect();
                 let mut value = serde_json::to_value(&info).unwrap_or(serde_json::Value::Null);
                 if let serde_json::Value::Object(map) = &mut value {
                     map.entry("version").or_insert_with(|| {
                         serde_json::Value::from(latest.saturating_sub(i as u64))
                     });
+                    map.insert("info".to_string(), serde_json::Value::Object(extra));
                 }
                 value
             })

@@ -35,6 +35,17 @@ pub(crate) struct ReadSet {
     pub app_ids: Vec<String>,
 }
 
+/// What the commit loop counts across a call's attempts.
+#[derive(Default)]
+pub(crate) struct Tally {
+    /// Lost races still allowed.
+    pub retries_left: usize,
+    /// Lost races so far (rebased or re-planned).
+    pub retries_used: usize,
+    /// Time spent loading newer log entries.
+    pub reload_time: std::time::Duration,
+}
+
 /// How a commit attempt ended.
 pub(crate) enum Committed {
     /// Durable at this version.
@@ -61,8 +72,7 @@ pub(crate) async fn commit(
     operation: DeltaOperation,
     properties: CommitProperties,
     read_set: &ReadSet,
-    retries_left: &mut usize,
-    retries_used: &mut usize,
+    tally: &mut Tally,
 ) -> Result<Committed> {
     let own_adds: HashSet<&str> = actions
         .iter()
@@ -91,7 +101,10 @@ pub(crate) async fn commit(
         match attempt {
             Ok(done) => {
                 let version = done.version();
-                if let Err(e) = table.update_incremental(Some(version)).await {
+                let reload_started = std::time::Instant::now();
+                let reloaded = table.update_incremental(Some(version)).await;
+                tally.reload_time += reload_started.elapsed();
+                if let Err(e) = reloaded {
                     // The commit is durable; only the handle is behind. The next call
                     // plans against the old snapshot, loses the race to this commit and
                     // re-plans, so reporting success here is safe.
@@ -100,7 +113,10 @@ pub(crate) async fn commit(
                 return Ok(Committed::Version(version));
             }
             Err(err) if lost_race(&err) => {
-                table.update_incremental(None).await?;
+                let reload_started = std::time::Instant::now();
+                let reloaded = table.update_incremental(None).await;
+                tally.reload_time += reload_started.elapsed();
+                reloaded?;
                 let latest = table.version().unwrap_or(0);
                 // The winner may be this very commit, retried below delta-rs after its
                 // response was lost (e.g. S3 wrote it, answered 5xx, the retry got 412).
@@ -110,13 +126,14 @@ pub(crate) async fn commit(
                     tracing::warn!(version, "own commit found after a lost response");
                     return Ok(Committed::Version(version));
                 }
-                if *retries_left == 0 {
+                if tally.retries_left == 0 {
                     return Err(DeltaLiteError::CommitConflict(format!(
-                        "concurrent commits kept winning; gave up after {retries_used} retries"
+                        "concurrent commits kept winning; gave up after {} retries",
+                        tally.retries_used
                     )));
                 }
-                *retries_left -= 1;
-                *retries_used += 1;
+                tally.retries_left -= 1;
+                tally.retries_used += 1;
                 if touches_read_set(table, read_version + 1, latest, read_set, &own_removes).await?
                 {
                     tracing::info!(

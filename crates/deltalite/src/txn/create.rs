@@ -55,7 +55,11 @@ pub(crate) async fn create(
         .with_save_mode(SaveMode::ErrorIfExists)
         .await;
     let err = match created {
-        Ok(table) => return Ok(Created::Table(table)),
+        Ok(table) => {
+            // A table whose checkpoint interval is 1 checkpoints its first commit too.
+            super::maintain(&table, 0).await;
+            return Ok(Created::Table(table));
+        }
         Err(err) => err,
     };
     // Version 0 may exist: written by a concurrent creator, or by this call with the

@@ -13,7 +13,9 @@
 //! - on a conflicting race, deletes the attempt's files and stages again against the new
 //!   snapshot (when the operation can re-plan) or reports a conflict (when it cannot);
 //! - deletes the files of an attempt that certainly did not commit, and leaves them for
-//!   vacuum when the outcome is unknown (they may be referenced).
+//!   vacuum when the outcome is unknown (they may be referenced);
+//! - after a commit, writes the checkpoint the table's interval asks for ([`maintain`]),
+//!   best effort: the commit is durable whatever happens to its checkpoint.
 
 pub(crate) mod commit;
 pub(crate) mod create;
@@ -26,13 +28,14 @@ use deltalake::DeltaTable;
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::kernel::{Action, Add, Transaction};
 use deltalake::protocol::DeltaOperation;
+use deltalake::table::config::TablePropertiesExt;
 use futures::future::BoxFuture;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::error::{DeltaLiteError, Result};
 use crate::options::{AppTransaction, PreCommitHook};
-use commit::Committed;
 pub(crate) use commit::ReadSet;
+use commit::{Committed, Tally};
 
 /// How a commit is recorded: its commit-info entries and its application transaction.
 /// The one place commit properties are built.
@@ -55,11 +58,25 @@ impl CommitSpec {
         }
     }
 
-    /// delta-rs commit properties; delta-rs itself never retries (the engine's rule does).
+    /// delta-rs commit properties; delta-rs itself never retries (the engine's rule does)
+    /// and runs no post-commit maintenance ([`maintain`] does, after the commit).
     pub(crate) fn properties(&self) -> CommitProperties {
+        self.properties_with(&HashMap::new())
+    }
+
+    /// [`Self::properties`] with an attempt's own commit-info entries (operation metrics);
+    /// the caller's metadata wins over them on a shared key.
+    pub(crate) fn properties_with(
+        &self,
+        attempt: &HashMap<String, serde_json::Value>,
+    ) -> CommitProperties {
+        let mut metadata = attempt.clone();
+        metadata.extend(self.metadata.clone());
         let mut props = CommitProperties::default()
             .with_max_retries(0)
-            .with_metadata(self.metadata.clone());
+            .with_create_checkpoint(false)
+            .with_cleanup_expired_logs(Some(false))
+            .with_metadata(metadata);
         if let Some(txn) = &self.app_transaction {
             props = props.with_application_transaction(Transaction::new(&txn.app_id, txn.version));
         }
@@ -94,6 +111,25 @@ pub(crate) struct Staged {
     pub operation: DeltaOperation,
     /// What the plan read, for the conflict rule (the app ids are filled in by [`run`]).
     pub read_set: ReadSet,
+    /// Commit-info entries of this attempt (operation metrics, `isBlindAppend`), beside
+    /// the caller's metadata.
+    pub commit_info: HashMap<String, serde_json::Value>,
+    /// Commit even without actions: the commit itself records the call (an upsert of an
+    /// empty batch still leaves its commit metadata, so redelivery checks find it).
+    pub commit_when_empty: bool,
+}
+
+impl Staged {
+    /// A commit of `actions` with no commit-info entries of its own.
+    pub(crate) fn new(actions: Vec<Action>, operation: DeltaOperation, read_set: ReadSet) -> Self {
+        Self {
+            actions,
+            operation,
+            read_set,
+            commit_info: HashMap::new(),
+            commit_when_empty: false,
+        }
+    }
 }
 
 /// One operation, planned and written against a snapshot; it may be asked again after a
@@ -119,8 +155,13 @@ pub(crate) enum Done<T> {
         retries: usize,
         /// Times the operation staged again.
         replans: usize,
-        /// Time spent in the final commit (and its rebases).
+        /// Time spent in the final commit (and its rebases), without maintenance.
         commit_time: Duration,
+        /// Time spent loading newer log entries: the commit's own, and the winners' of
+        /// lost races.
+        reload_time: Duration,
+        /// Time spent writing the checkpoint after the commit (zero between checkpoints).
+        maintenance_time: Duration,
     },
     /// The operation changed nothing; no commit was made.
     Unchanged { version: u64, output: T },
@@ -135,15 +176,18 @@ pub(crate) async fn run<A: Attempt>(
     policy: &Policy,
     attempt: &mut A,
 ) -> Result<Done<A::Output>> {
-    let mut retries_left = policy.max_retries;
-    let mut retries_used = 0;
+    let mut tally = Tally {
+        retries_left: policy.max_retries,
+        ..Default::default()
+    };
     let mut replans = 0;
     loop {
         if let Some(version) = already_applied(table, spec).await? {
             return Ok(Done::AlreadyApplied { version });
         }
         let (mut staged, output) = attempt.stage(table).await?;
-        if staged.actions.is_empty() && spec.app_transaction.is_none() {
+        if staged.actions.is_empty() && spec.app_transaction.is_none() && !staged.commit_when_empty
+        {
             return Ok(Done::Unchanged {
                 version: table.version().unwrap_or(0),
                 output,
@@ -157,24 +201,28 @@ pub(crate) async fn run<A: Attempt>(
         }
         staged.read_set.app_ids = spec.app_ids();
         let commit_started = Instant::now();
+        tally.reload_time = Duration::ZERO;
         let outcome = commit::commit(
             table,
             staged.actions.clone(),
             staged.operation,
-            spec.properties(),
+            spec.properties_with(&staged.commit_info),
             &staged.read_set,
-            &mut retries_left,
-            &mut retries_used,
+            &mut tally,
         )
         .await;
         match outcome {
             Ok(Committed::Version(version)) => {
+                let commit_time = commit_started.elapsed();
+                let maintenance_time = maintain(table, version).await;
                 return Ok(Done::Committed {
                     version,
                     output,
-                    retries: retries_used,
+                    retries: tally.retries_used,
                     replans,
-                    commit_time: commit_started.elapsed(),
+                    commit_time,
+                    reload_time: tally.reload_time,
+                    maintenance_time,
                 });
             }
             Ok(Committed::Replan) => {
@@ -198,6 +246,36 @@ pub(crate) async fn run<A: Attempt>(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Post-commit maintenance, best effort: the checkpoint the table's
+/// `delta.checkpointInterval` asks for at `version` (every `interval`-th commit), then,
+/// when `delta.enableExpiredLogCleanup` is on, the log entries the new checkpoint made
+/// expendable past `delta.logRetentionDuration`. delta-rs would run this inside the
+/// commit and report its failure as the commit's, though the commit is durable (and an
+/// empty commit could not be recognised afterwards): here a failure is only logged, and
+/// the next boundary checkpoints again. Returns the time spent.
+pub(crate) async fn maintain(table: &DeltaTable, version: u64) -> Duration {
+    let started = Instant::now();
+    let Ok(state) = table.snapshot() else {
+        return Duration::ZERO;
+    };
+    let interval = state.table_config().checkpoint_interval().get();
+    // The handle is at `version` unless reloading after the commit failed (then the next
+    // boundary checkpoints).
+    if !(version + 1).is_multiple_of(interval) || table.version() != Some(version) {
+        return Duration::ZERO;
+    }
+    let cleanup = state.table_config().enable_expired_log_cleanup();
+    match deltalake::checkpoints::create_checkpoint(table, None).await {
+        Ok(()) => {
+            if cleanup && let Err(e) = deltalake::checkpoints::cleanup_metadata(table, None).await {
+                tracing::warn!(version, error = %e, "cleaning up expired log entries failed");
+            }
+        }
+        Err(e) => tracing::warn!(version, error = %e, "writing the checkpoint failed"),
+    }
+    started.elapsed()
 }
 
 /// The version the call's application transaction was recorded at, if it was.

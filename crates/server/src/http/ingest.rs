@@ -27,6 +27,7 @@ pub(super) struct IngestParams {
     format: Option<String>,
     primary_key: Option<String>,
     cursor_field: Option<String>,
+    delete_column: Option<String>,
 }
 
 fn target(user: &User, p: &IngestParams) -> ApiResult<TableName> {
@@ -160,6 +161,12 @@ fn upsert_mode(params: &IngestParams) -> ApiResult<IngestMode> {
     Ok(IngestMode::Upsert {
         keys,
         cursor: split_list(params.cursor_field.as_deref().unwrap_or("")),
+        delete_column: params
+            .delete_column
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string),
     })
 }
 

@@ -16,8 +16,8 @@ use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;
 use deltalite::write::{WriteOptions, WriteStats};
 use deltalite::{
-    AppTransaction, Created, DeltaLiteError, DeltaLiteTable, InitialData, OmittedColumns,
-    OnDuplicate, TableSpec, UpsertOptions,
+    AppTransaction, Created, DeltaLiteError, DeltaLiteTable, InitialData, Nullability,
+    OmittedColumns, OnDuplicate, TableSpec, UpsertOptions,
 };
 use sha2::{Digest, Sha256};
 use tempfile::NamedTempFile;
@@ -48,6 +48,8 @@ pub enum IngestMode {
         keys: Vec<String>,
         /// Cursor columns (may be empty).
         cursor: Vec<String>,
+        /// Delete marker column: its marked rows remove their key.
+        delete_column: Option<String>,
     },
     /// `/append`: JSON objects; creates the table and adds new columns as needed.
     AppendJson,
@@ -182,11 +184,19 @@ fn write_options(key: &Option<String>, op: &str) -> WriteOptions {
     }
 }
 
-fn upsert_options(keys: Vec<String>, cursor: Vec<String>, key: &Option<String>) -> UpsertOptions {
+fn upsert_options(
+    keys: Vec<String>,
+    cursor: Vec<String>,
+    delete_column: Option<String>,
+    key: &Option<String>,
+) -> UpsertOptions {
     let mut options = UpsertOptions::new(keys);
     options.cursor_fields = cursor;
+    options.delete_column = delete_column;
     options.on_duplicate = OnDuplicate::Last;
     options.omitted_columns = OmittedColumns::Keep;
+    // `NOT NULL` in the server's tables is a constraint the user declared in SQL.
+    options.nullability = Nullability::Refuse;
     options.app_transaction = app_txn(key);
     options.commit_metadata.insert(
         "deltalite.operation".to_string(),
@@ -258,12 +268,21 @@ async fn create(
         let location = storage.location(&req.name)?;
         let options = write_options(&req.idempotency_key, mode.operation());
         let created = match mode {
-            IngestMode::Upsert { keys, cursor } => {
+            IngestMode::Upsert {
+                keys,
+                cursor,
+                delete_column,
+            } => {
                 let schema = Arc::clone(&source.schema);
-                check_key_columns(&schema, keys, cursor)?;
+                check_key_columns(&schema, keys, cursor, delete_column)?;
                 let batches =
                     collect_source(source.batches, deltalite::Knobs::default().max_source_bytes)?;
-                let upsert = upsert_options(keys.clone(), cursor.clone(), &req.idempotency_key);
+                let upsert = upsert_options(
+                    keys.clone(),
+                    cursor.clone(),
+                    delete_column.clone(),
+                    &req.idempotency_key,
+                );
                 let data = InitialData::Upsert {
                     schema: &schema,
                     batches: &batches,
@@ -332,16 +351,20 @@ async fn into_existing(
             let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
             table.append(source.batches, &opts).await
         }
-        IngestMode::Upsert { keys, cursor } => {
+        IngestMode::Upsert {
+            keys,
+            cursor,
+            delete_column,
+        } => {
             let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
             let schema = Arc::clone(&source.schema);
-            check_key_columns(&schema, &keys, &cursor)?;
+            check_key_columns(&schema, &keys, &cursor, &delete_column)?;
             // The engine's memory bound is the source batch: decode it batch by batch
             // under the engine's `max_source_bytes` guard, so an oversized or malformed
             // file fails early.
             let batches =
                 collect_source(source.batches, deltalite::Knobs::default().max_source_bytes)?;
-            let options = upsert_options(keys, cursor, &req.idempotency_key);
+            let options = upsert_options(keys, cursor, delete_column, &req.idempotency_key);
             let stats = table
                 .upsert(&schema, &batches, &options)
                 .await
@@ -352,7 +375,7 @@ async fn into_existing(
             }
             return Ok(IngestSummary::committed(
                 stats.version,
-                (stats.rows_updated + stats.rows_inserted) as u64,
+                (stats.rows_updated + stats.rows_inserted + stats.rows_deleted) as u64,
                 false,
             ));
         }
@@ -374,8 +397,13 @@ async fn into_existing(
     Ok(IngestSummary::written(&stats, false))
 }
 
-fn check_key_columns(schema: &Schema, keys: &[String], cursor: &[String]) -> ApiResult<()> {
-    for key in keys.iter().chain(cursor) {
+fn check_key_columns(
+    schema: &Schema,
+    keys: &[String],
+    cursor: &[String],
+    delete_column: &Option<String>,
+) -> ApiResult<()> {
+    for key in keys.iter().chain(cursor).chain(delete_column) {
         if schema.index_of(key).is_err() {
             return Err(bad(format!("column {key:?} is not in the uploaded file")));
         }

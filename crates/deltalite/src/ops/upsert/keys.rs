@@ -7,8 +7,13 @@
 //!   exactly the contract's "strictly newer" rule, position by position.
 //! - Key lookups ([`KeyIndex`]): a key of one integer column is looked up by its value,
 //!   without encoding; the probe looks up every stored key, so this is its inner loop.
+//! - The empty tuple: when every key (or cursor) column is a partition column, nothing
+//!   varies within a partition and the tuple has no columns. Arrow's row format cannot
+//!   encode zero columns (it yields no rows at all), so that tuple has its own form
+//!   ([`Tuples::Unit`]): every row holds the same, non-NULL, empty tuple.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 
 use arrow::array::{Array, ArrayRef, AsArray, Int32Array, Int64Array};
 use arrow::compute::SortOptions;
@@ -20,11 +25,29 @@ use crate::error::{DeltaLiteError, Result};
 
 /// Encodes a fixed list of columns of a batch into comparable bytes.
 pub(crate) struct TupleEncoder {
-    converter: RowConverter,
+    /// `None` for the empty tuple (no columns).
+    converter: Option<RowConverter>,
     columns: Vec<usize>,
     /// Whether the tuple is one integer column, looked up by value (fixed by the
     /// schema, so the source's index and the stored keys always agree on the form).
     int_key: bool,
+}
+
+/// Encoded tuples of a batch's rows: byte strings that compare as the tuples do.
+pub(crate) enum Tuples {
+    Rows(Rows),
+    /// The empty tuple in every row (see the module documentation).
+    Unit,
+}
+
+impl Tuples {
+    /// The encoding of `row`'s tuple (empty for [`Tuples::Unit`]).
+    pub(crate) fn row(&self, row: usize) -> &[u8] {
+        match self {
+            Tuples::Rows(rows) => rows.row(row).data(),
+            Tuples::Unit => &[],
+        }
+    }
 }
 
 /// Key -> source row. Seeded per process (foldhash's `RandomState`), so crafted keys
@@ -36,6 +59,9 @@ pub(crate) enum KeyIndex {
         sorted: Vec<(i64, u32)>,
     },
     Encoded(HashMap<Box<[u8]>, u32, RandomState>),
+    /// The empty key: the one source row holding it, if any (deduplication leaves at most
+    /// one); it matches every stored row of the partition.
+    Unit(Option<u32>),
 }
 
 /// A batch's keys in the form [`KeyIndex::matches`] looks up.
@@ -43,19 +69,51 @@ pub(crate) enum LookupKeys {
     Int64(Int64Array),
     Int32(Int32Array),
     Encoded(Rows),
+    /// The empty key in every row.
+    Unit,
 }
 
 impl LookupKeys {
+    /// The probe cache's hash of `row`'s key (the same as [`KeyIndex::hashes`] makes of
+    /// an equal source key); `None` for the empty key, which the cache does not hold.
+    pub(crate) fn hash(&self, row: usize) -> Option<u64> {
+        let hasher = crate::runtime::probe_cache::key_hasher();
+        match self {
+            LookupKeys::Int64(_) | LookupKeys::Int32(_) => {
+                self.int(row).map(|k| hasher.hash_one(k))
+            }
+            LookupKeys::Encoded(rows) => Some(hasher.hash_one(rows.row(row).data())),
+            LookupKeys::Unit => None,
+        }
+    }
+
     fn int(&self, row: usize) -> Option<i64> {
         match self {
             LookupKeys::Int64(a) => Some(a.value(row)),
             LookupKeys::Int32(a) => Some(i64::from(a.value(row))),
-            LookupKeys::Encoded(_) => None,
+            LookupKeys::Encoded(_) | LookupKeys::Unit => None,
         }
     }
 }
 
 impl KeyIndex {
+    /// The probe cache's hashes of the indexed keys; `None` for the empty key.
+    pub(crate) fn hashes(&self) -> Option<HashSet<u64, RandomState>> {
+        let hasher = crate::runtime::probe_cache::key_hasher();
+        match self {
+            KeyIndex::Int { sorted, .. } => {
+                Some(sorted.iter().map(|(k, _)| hasher.hash_one(*k)).collect())
+            }
+            KeyIndex::Encoded(index) => Some(
+                index
+                    .keys()
+                    .map(|k| hasher.hash_one(k.as_ref() as &[u8]))
+                    .collect(),
+            ),
+            KeyIndex::Unit(_) => None,
+        }
+    }
+
     /// Call `found(row, source_row)` for every row of `keys` whose key the index holds,
     /// in ascending row order, skipping rows whose key is NULL (`null_key[row]`).
     ///
@@ -96,7 +154,16 @@ impl KeyIndex {
                 }
                 Ok(())
             }
-            (KeyIndex::Encoded(_), _) => Err(mismatch()),
+            (KeyIndex::Unit(source_row), LookupKeys::Unit) => {
+                let Some(source_row) = *source_row else {
+                    return Ok(());
+                };
+                for (row, _) in null_key.iter().enumerate().filter(|(_, null)| !**null) {
+                    found(row, source_row)?;
+                }
+                Ok(())
+            }
+            (KeyIndex::Encoded(_) | KeyIndex::Unit(_), _) => Err(mismatch()),
         }
     }
 }
@@ -142,6 +209,13 @@ impl TupleEncoder {
     /// Encoder over `columns` (indices into the data schema) of the given types.
     pub(crate) fn new(columns: Vec<usize>, types: Vec<DataType>) -> Result<Self> {
         let int_key = matches!(types.as_slice(), [DataType::Int64 | DataType::Int32]);
+        if types.is_empty() {
+            return Ok(Self {
+                converter: None,
+                columns,
+                int_key,
+            });
+        }
         let fields = types
             .into_iter()
             .map(|dt| {
@@ -155,7 +229,7 @@ impl TupleEncoder {
             })
             .collect();
         Ok(Self {
-            converter: RowConverter::new(fields)?,
+            converter: Some(RowConverter::new(fields)?),
             columns,
             int_key,
         })
@@ -167,9 +241,12 @@ impl TupleEncoder {
     }
 
     /// Encode the chosen columns of `columns` (a full row of the data schema).
-    pub(crate) fn encode(&self, columns: &[ArrayRef]) -> Result<Rows> {
+    pub(crate) fn encode(&self, columns: &[ArrayRef]) -> Result<Tuples> {
+        let Some(converter) = &self.converter else {
+            return Ok(Tuples::Unit);
+        };
         let picked: Vec<ArrayRef> = self.columns.iter().map(|&i| columns[i].clone()).collect();
-        Ok(self.converter.convert_columns(&picked)?)
+        Ok(Tuples::Rows(converter.convert_columns(&picked)?))
     }
 
     /// The chosen columns of `columns` in the form a [`KeyIndex`] looks up.
@@ -187,7 +264,10 @@ impl TupleEncoder {
                 column.data_type()
             )));
         }
-        Ok(LookupKeys::Encoded(self.encode(columns)?))
+        Ok(match self.encode(columns)? {
+            Tuples::Rows(rows) => LookupKeys::Encoded(rows),
+            Tuples::Unit => LookupKeys::Unit,
+        })
     }
 
     /// Index the rows of `columns` whose key has no NULL (`null_key[row]` false).
@@ -199,6 +279,8 @@ impl TupleEncoder {
             .filter(|(_, null)| !**null)
             .map(|(row, _)| row);
         Ok(match keys {
+            // Deduplication left at most one row holding the empty key: the last such.
+            LookupKeys::Unit => KeyIndex::Unit(rows.map(|row| row as u32).next_back()),
             LookupKeys::Encoded(encoded) => {
                 let mut index =
                     HashMap::with_capacity_and_hasher(null_key.len(), RandomState::default());
@@ -317,12 +399,43 @@ mod tests {
     }
 
     #[test]
+    fn the_empty_tuple_is_one_non_null_key_that_every_stored_row_holds() {
+        let enc = TupleEncoder::new(vec![], vec![]).unwrap();
+        let column: ArrayRef = Arc::new(Int64Array::from(vec![Some(1), None, Some(3)]));
+        let columns = [column];
+        // Three rows, one encoding: the empty byte string (arrow's row format has none).
+        let tuples = enc.encode(&columns).unwrap();
+        assert_eq!((tuples.row(0), tuples.row(2)), (&[][..], &[][..]));
+        assert_eq!(enc.any_null(&columns, 3), vec![false; 3]);
+        // The index holds the last source row with the key; it matches every stored row
+        // that is not marked NULL (a NULL partition value in the key).
+        let index = enc.index(&columns, &[false, false, true]).unwrap();
+        let keys = enc.lookup_keys(&columns).unwrap();
+        let mut found = Vec::new();
+        index
+            .matches(&keys, &[false, true, false], |row, source| {
+                found.push((row, source));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(found, vec![(0, 1), (2, 1)]);
+        let none = enc.index(&columns, &[true; 3]).unwrap();
+        let mut any = false;
+        none.matches(&keys, &[false; 3], |_, _| {
+            any = true;
+            Ok(())
+        })
+        .unwrap();
+        assert!(!any, "an index of NULL keys only matches nothing");
+    }
+
+    #[test]
     fn float_keys_compare_by_total_order() {
         let enc = TupleEncoder::new(vec![0], vec![DataType::Float64]).unwrap();
         let col: ArrayRef = Arc::new(Float64Array::from(vec![0.0, -0.0, f64::NAN, f64::NAN]));
         let rows = enc.encode(&[col]).unwrap();
-        assert_ne!(rows.row(0).as_ref(), rows.row(1).as_ref(), "-0.0 != 0.0");
-        assert_eq!(rows.row(2).as_ref(), rows.row(3).as_ref(), "NaN == NaN");
+        assert_ne!(rows.row(0), rows.row(1), "-0.0 != 0.0");
+        assert_eq!(rows.row(2), rows.row(3), "NaN == NaN");
     }
 
     #[test]

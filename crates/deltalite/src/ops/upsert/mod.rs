@@ -1,14 +1,17 @@
 //! The upsert: plan against a snapshot, write, commit once; re-plan on a conflicting race.
 //!
 //! Data flow of one attempt (see ARCHITECTURE.md):
-//! source → `source::prepare` (conform, split by partition, dedup, key index)
-//!        → per partition: `target::stats_may_match` → `probe::probe_file`
-//!        → `rewrite::rewrite_file` for files the source changes, inserts for the rest
+//! source → `relax::columns_to_relax` (non-nullable columns that must hold a NULL)
+//!        → `source::prepare` (conform, split by partition, dedup, key index)
+//!        → per partition: `target::stats_may_match` → the probe cache → `probe::probe_file`
+//!        → `rewrite::rewrite_group` for the files the source changes (in groups up to the
+//!          target size), inserts for the rest
 //!        → `commit::commit` (one Delta commit for every partition).
 
 mod keys;
 mod outcome;
 mod probe;
+mod relax;
 mod rewrite;
 mod source;
 mod target;
@@ -18,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::{RecordBatch, UInt32Array};
-use arrow::compute::take_record_batch;
+use arrow::compute::{concat_batches, take_record_batch};
 use arrow::datatypes::SchemaRef;
 use delta_kernel::table_properties::DataSkippingNumIndexedCols;
 use deltalake::DeltaTable;
@@ -35,11 +38,12 @@ use crate::io::writer::abort;
 use crate::io::writer::{WriterFactory, WriterSettings};
 use crate::ops::upsert::outcome::{Decider, Outcome, Outcomes};
 use crate::ops::upsert::probe::{ProbeResult, probe_file};
-use crate::ops::upsert::rewrite::{Replacement, RewriteContext, rewrite_file};
+use crate::ops::upsert::rewrite::{Candidate, RewriteContext, Rewritten, rewrite_group};
 use crate::ops::upsert::source::{Layout, SourcePartition, check_source_size, prepare};
 use crate::ops::upsert::target::stats_may_match;
 use crate::options::{Knobs, OmittedColumns, PruneStrategy, UpsertOptions};
 use crate::runtime::budget::CallBudget;
+use crate::runtime::probe_cache::{CacheKey, FileKeys, ProbeCache};
 use crate::schema::features::check_supported;
 use crate::stats::{PhaseTimings, UpsertStats};
 use crate::table::DeltaLiteTable;
@@ -56,7 +60,9 @@ impl DeltaLiteTable {
         batches: &[RecordBatch],
         options: &UpsertOptions,
     ) -> Result<UpsertStats> {
-        upsert(self.delta_table_mut(), schema, batches, options).await
+        let mut stats = upsert(self.delta_table_mut(), schema, batches, options).await?;
+        stats.timings.initial_open = self.take_initial_open();
+        Ok(stats)
     }
 }
 
@@ -100,11 +106,15 @@ async fn run(
             retries,
             replans,
             commit_time,
+            reload_time,
+            maintenance_time,
         } => {
             stats.version = version;
             stats.commit_retries = retries;
             stats.replans = replans;
             stats.timings.commit = commit_time;
+            stats.timings.reload = reload_time;
+            stats.timings.maintenance = maintenance_time;
             stats
         }
         // Every source row lost to the cursor rule or changed nothing: no commit.
@@ -142,11 +152,15 @@ impl txn::Attempt for UpsertAttempt<'_> {
     ) -> BoxFuture<'a, Result<(Staged, UpsertStats)>> {
         Box::pin(async move {
             let written = plan_and_write(table, self.schema, self.batches, self.options).await?;
-            let staged = Staged {
-                actions: written.actions,
-                operation: merge_operation(written.predicate, self.options),
-                read_set: written.read_set,
-            };
+            let mut staged = Staged::new(
+                written.actions,
+                merge_operation(written.predicate, self.options),
+                written.read_set,
+            );
+            // An empty batch still commits, with no actions: the commit records the call
+            // (its metadata), so a pipeline that checks for its batch's commit before
+            // redelivering finds it, as with PostHog's deltalite.
+            staged.commit_when_empty = written.stats.source_rows == 0;
             Ok((staged, written.stats))
         })
     }
@@ -202,6 +216,57 @@ struct Shared {
     budget: CallBudget,
     /// Compressed page bytes a rewrite fetches at a time.
     read_window_bytes: usize,
+    /// Output file size target: also the stored bytes one rewrite group reads.
+    target_file_size: u64,
+    /// The process's probe cache, when it is on (its bound is not zero).
+    cache: Option<&'static ProbeCache>,
+    /// The table's URL (the prefix of every cache key's location).
+    table_url: String,
+    /// The key columns and their types, as cache keys name them.
+    key_spec: String,
+}
+
+impl Shared {
+    /// The probe cache's key of `file`.
+    fn cache_key(&self, file: &TargetFile) -> CacheKey {
+        CacheKey {
+            location: format!("{}{}", self.table_url, file.path),
+            size: file.size,
+            keys: self.key_spec.clone(),
+        }
+    }
+
+    /// Fill the probe cache with the keys of a file this call wrote from the source's own
+    /// rows (its inserts, and with `isolate_source_rows` its replacements): their keys are
+    /// at hand, so a later probe of the file costs nothing. Only when `batch` went into
+    /// exactly one file (then row `i` of the batch is row `i` of the file).
+    fn remember_keys(&self, adds: &[Add], batch: &RecordBatch) -> Result<()> {
+        let (Some(cache), [add]) = (self.cache, adds) else {
+            return Ok(());
+        };
+        let rows = batch.num_rows();
+        if !self.knobs.use_probe_cache || !cache.admits(rows as u64) {
+            return Ok(());
+        }
+        let positions = arrow::array::Int64Array::from_iter_values(0..rows as i64);
+        let stored = self.decider.encode(batch.columns(), rows)?;
+        if let Some(keys) = stored.hashes(&positions) {
+            // The log's path as delta-rs turns it into a store path when the file is read
+            // back from the snapshot (`LogicalFileView::object_store_path`): the same
+            // percent-encoding, so the keys of later probes find this entry.
+            let path = object_store::path::Path::parse(&add.path)
+                .unwrap_or_else(|_| object_store::path::Path::from(add.path.as_str()));
+            cache.insert(
+                CacheKey {
+                    location: format!("{}{}", self.table_url, path),
+                    size: add.size.max(0) as u64,
+                    keys: self.key_spec.clone(),
+                },
+                FileKeys::new(keys),
+            );
+        }
+        Ok(())
+    }
 }
 
 #[derive(Default)]
@@ -213,9 +278,12 @@ struct PartitionResult {
     carried_over: usize,
     updated: usize,
     replaced: usize,
+    deleted: usize,
+    delete_markers: usize,
     inserted: usize,
     copied: usize,
     lost: usize,
+    probe_cached: usize,
     prune_time: Duration,
 }
 
@@ -227,9 +295,21 @@ async fn plan_and_write(
 ) -> Result<Written> {
     let state = table.snapshot()?;
     check_supported(state)?;
+    let files = active_files(state)?;
+    let relax_started = Instant::now();
+    let to_relax = relax::columns_to_relax(state, schema, batches, &files, options.nullability);
+    let relaxed = if to_relax.is_empty() {
+        None
+    } else {
+        Some(relax::relax(state, &to_relax)?)
+    };
+    let relax_time = relax_started.elapsed();
     let prepare_started = Instant::now();
     let layout = Layout::resolve(
-        state.snapshot().arrow_schema(),
+        relaxed.as_ref().map_or_else(
+            || state.snapshot().arrow_schema(),
+            |r| Arc::clone(&r.schema),
+        ),
         state.metadata().partition_columns().to_vec(),
         options,
     )?;
@@ -268,7 +348,7 @@ async fn plan_and_write(
         .iter()
         .map(|p| p.key.serialized.clone())
         .collect();
-    for file in active_files(state)? {
+    for file in files {
         if touched.contains(&file.partition) {
             check_file_supported(&file)?;
             by_partition
@@ -278,6 +358,15 @@ async fn plan_and_write(
         }
     }
 
+    let key_spec = layout
+        .key_columns
+        .iter()
+        .map(|&k| {
+            let field = layout.data_schema.field(k);
+            format!("{}:{}", field.name(), field.data_type())
+        })
+        .collect::<Vec<_>>()
+        .join(",");
     let shared = Arc::new(Shared {
         store: table.object_store(),
         decider,
@@ -292,6 +381,10 @@ async fn plan_and_write(
         writers,
         layout,
         read_window_bytes,
+        target_file_size,
+        cache: Some(ProbeCache::global()).filter(|c| c.stats().max_bytes > 0),
+        table_url: table.table_url().to_string(),
+        key_spec,
     });
     let write_started = Instant::now();
     let jobs: Vec<_> = source
@@ -334,7 +427,12 @@ async fn plan_and_write(
     let write_time = write_started.elapsed();
 
     let mut actions = Vec::new();
+    let columns_relaxed = relaxed.as_ref().map_or(0, |r| r.columns);
+    if let Some(relaxed) = relaxed {
+        actions.push(relaxed.action);
+    }
     let mut stats = UpsertStats {
+        columns_relaxed,
         partitions_touched,
         source_rows: source.source_rows,
         null_pk_rows: source.null_pk_rows,
@@ -347,9 +445,12 @@ async fn plan_and_write(
         stats.files_removed += r.removes.len();
         stats.files_carried_over += r.carried_over;
         stats.files_probed += r.probed;
+        stats.files_probe_cached += r.probe_cached;
         stats.pages_skipped += r.pages_skipped;
         stats.rows_updated += r.updated;
         stats.rows_replaced += r.replaced;
+        stats.rows_deleted += r.deleted;
+        stats.delete_markers += r.delete_markers;
         stats.rows_inserted += r.inserted;
         stats.rows_copied += r.copied;
         stats.rows_dropped_by_cursor += r.lost;
@@ -358,6 +459,7 @@ async fn plan_and_write(
         actions.extend(r.adds.into_iter().map(Action::Add));
     }
     stats.timings = PhaseTimings {
+        relax: relax_time,
         prepare: prepare_time,
         prune: prune_time,
         write: write_time.saturating_sub(prune_time),
@@ -392,7 +494,9 @@ fn writer_factory(
 ) -> (WriterFactory, usize) {
     let task_share =
         knobs.max_buffered_bytes / (knobs.max_parallel_files + knobs.max_parallel_partitions);
-    let row_group_bytes = task_share.clamp(MIB, 64 * MIB);
+    let row_group_bytes = knobs
+        .max_row_group_bytes
+        .unwrap_or_else(|| task_share.clamp(MIB, 64 * MIB));
     let read_window_bytes = (task_share / 4 * 3).clamp(64 * 1024, 16 * MIB);
     let bloom_columns = layout
         .key_columns
@@ -406,6 +510,7 @@ fn writer_factory(
             bloom_columns,
             target_file_size,
             row_group_bytes,
+            compression: deltalake::parquet::basic::Compression::SNAPPY,
             write_batch_size: knobs.read_batch_size,
             // Two parts in flight per writer keep uploads overlapped with encoding while
             // bounding part buffers to 2 x part size per open file.
@@ -454,13 +559,23 @@ pub(crate) async fn write_initial(
     let mut adds: Vec<Add> = Vec::new();
     let mut inserted = 0;
     for part in &source.partitions {
+        // Delete-marked rows of a new table have no key to remove: never written.
+        let batch = if part.deleted.iter().any(|d| *d) {
+            let keep: arrow::array::BooleanArray = part.deleted.iter().map(|d| Some(!*d)).collect();
+            arrow::compute::filter_record_batch(&part.batch, &keep)?
+        } else {
+            part.batch.clone()
+        };
+        if batch.num_rows() == 0 {
+            continue;
+        }
         let written = async {
             let mut writer = writers.partition_writer(&part.key)?;
-            if let Err(e) = writer.write(&part.batch).await {
+            if let Err(e) = writer.write(&batch).await {
                 abort(writer).await;
-                return Err(e.into());
+                return Err(e);
             }
-            Ok::<_, DeltaLiteError>(writer.close().await?)
+            writer.close().await
         }
         .await;
         match written {
@@ -470,7 +585,7 @@ pub(crate) async fn write_initial(
                 return Err(e);
             }
         }
-        inserted += part.batch.num_rows();
+        inserted += batch.num_rows();
     }
     let stats = UpsertStats {
         partitions_touched: source.partitions.len(),
@@ -501,20 +616,54 @@ async fn process_partition(
     let total_files = files.len();
     // Each file to rewrite with the rows the probe found it replaces (none decided yet
     // without a probe).
-    let to_rewrite: Vec<(TargetFile, Option<Vec<Replacement>>)> = match shared.knobs.prune_strategy
-    {
+    let to_rewrite: Vec<Candidate> = match shared.knobs.prune_strategy {
         PruneStrategy::None => files.into_iter().map(|file| (file, None)).collect(),
-        PruneStrategy::Probe => {
+        PruneStrategy::Stats => {
             let mut candidates = Vec::new();
             for file in files {
                 if stats_may_match(&file, &part, &shared.layout)? {
-                    candidates.push(file);
+                    candidates.push((file, None));
                 }
+            }
+            candidates
+        }
+        PruneStrategy::Probe => {
+            // With the probe cache, a file whose cached key hashes meet none of the
+            // source's is ruled out unread; any other file is probed as without it, and
+            // a probe that read every key of a file it did not know fills the cache.
+            let cache = shared.cache.filter(|_| shared.knobs.use_probe_cache);
+            let source_hashes = cache.and_then(|_| part.index.hashes());
+            let mut candidates = Vec::new();
+            for file in files {
+                if !stats_may_match(&file, &part, &shared.layout)? {
+                    continue;
+                }
+                let mut fill = None;
+                if let (Some(cache), Some(hashes)) = (cache, &source_hashes) {
+                    let key = shared.cache_key(&file);
+                    match cache.get(&key) {
+                        Some(keys) if !keys.any_of(hashes) => {
+                            result.probe_cached += 1;
+                            continue;
+                        }
+                        Some(_) => {}
+                        // Files of unknown size (no statistics) or too large for the
+                        // cache are probed as without it.
+                        None if file
+                            .num_records
+                            .is_some_and(|rows| cache.admits(rows as u64)) =>
+                        {
+                            fill = Some(key)
+                        }
+                        None => {}
+                    }
+                }
+                candidates.push((file, fill));
             }
             result.probed = candidates.len();
             let probe_concurrency = shared.knobs.probe_concurrency;
             let probed: Vec<(TargetFile, ProbeResult)> =
-                stream::iter(candidates.into_iter().map(|file| {
+                stream::iter(candidates.into_iter().map(|(file, fill)| {
                     let shared = Arc::clone(&shared);
                     let part = Arc::clone(&part);
                     let outcomes = Arc::clone(&outcomes);
@@ -528,11 +677,17 @@ async fn process_partition(
                                 &shared.layout,
                                 &shared.decider,
                                 shared.knobs.read_batch_size,
+                                fill.is_some(),
                             )
                             .await?;
                             // Recorded now: only the replacements wait for the rewrite.
                             for (row, outcome) in std::mem::take(&mut found.outcomes) {
                                 outcomes.record(row, outcome);
+                            }
+                            if let (Some(cache), Some(key), Some(keys)) =
+                                (shared.cache, fill, found.keys.take())
+                            {
+                                cache.insert(key, keys);
                             }
                             Ok::<_, DeltaLiteError>((file, found))
                         });
@@ -553,15 +708,19 @@ async fn process_partition(
     result.prune_time = prune_started.elapsed();
     result.carried_over = total_files - to_rewrite.len();
 
-    let rewritten: Vec<Result<(Vec<Add>, crate::ops::upsert::rewrite::RewriteCounts, Remove)>> =
-        stream::iter(to_rewrite.into_iter().map(|(file, replaced)| {
+    let isolate = shared.knobs.isolate_source_rows;
+    let groups = rewrite::groups(to_rewrite, shared.target_file_size);
+    let rewritten: Vec<Result<(Rewritten, Vec<Remove>)>> =
+        stream::iter(groups.into_iter().map(|group| {
             let shared = Arc::clone(&shared);
             let part = Arc::clone(&part);
             let outcomes = Arc::clone(&outcomes);
             async move {
                 let task = tokio::spawn(async move {
-                    let read_bytes = (file.size as usize).min(shared.read_window_bytes);
-                    let write_bytes = shared.writers.writer_bytes_for(rewrite_output(file.size));
+                    let largest = group.iter().map(|(f, _)| f.size).max().unwrap_or(0);
+                    let stored: u64 = group.iter().map(|(f, _)| f.size).sum();
+                    let read_bytes = (largest as usize).min(shared.read_window_bytes);
+                    let write_bytes = shared.writers.writer_bytes_for(rewrite_output(stored));
                     let _slot = shared.budget.file(read_bytes + write_bytes).await;
                     let ctx = RewriteContext {
                         store: &shared.store,
@@ -575,8 +734,9 @@ async fn process_partition(
                         read_window_bytes: shared.read_window_bytes,
                         writers: &shared.writers,
                     };
-                    let (adds, counts) = rewrite_file(&ctx, &file, replaced.as_deref()).await?;
-                    Ok::<_, DeltaLiteError>((adds, counts, file.remove))
+                    let rewritten = rewrite_group(&ctx, &group, isolate).await?;
+                    let removes = group.into_iter().map(|(file, _)| file.remove).collect();
+                    Ok::<_, DeltaLiteError>((rewritten, removes))
                 });
                 task.await
                     .map_err(|e| DeltaLiteError::Other(format!("rewrite task failed: {e}")))?
@@ -585,38 +745,53 @@ async fn process_partition(
         .buffer_unordered(shared.knobs.max_parallel_files)
         .collect()
         .await;
-    let rewritten = all_or_cleanup(&shared.store, rewritten, |r| &r.0).await?;
-    for (adds, counts, remove) in rewritten {
-        result.adds.extend(adds);
-        result.removes.push(remove);
-        result.copied += counts.copied;
-        result.replaced += counts.updated;
+    let rewritten = all_or_cleanup(&shared.store, rewritten, |r| &r.0.adds).await?;
+    let mut replacements = Vec::new();
+    for (rewritten, removes) in rewritten {
+        result.adds.extend(rewritten.adds);
+        result.removes.extend(removes);
+        result.copied += rewritten.counts.copied;
+        result.replaced += rewritten.counts.updated;
+        result.deleted += rewritten.counts.deleted;
+        replacements.extend(rewritten.replacements);
     }
 
     // Everything not matched is inserted; NULL keys always are.
     let mut inserts = Vec::new();
+    // A delete-marked row is never written: it removed its key or found none.
     for row in 0..part.batch.num_rows() {
-        match outcomes.get(row) {
-            Outcome::Pending => inserts.push(row as u32),
-            Outcome::Lost => result.lost += 1,
-            Outcome::Updated | Outcome::Unchanged => result.updated += 1,
+        match (outcomes.get(row), part.is_deleted(row)) {
+            (Outcome::Pending, false) => inserts.push(row as u32),
+            (Outcome::Lost, _) => result.lost += 1,
+            (Outcome::Updated | Outcome::Unchanged, false) => result.updated += 1,
+            (Outcome::Pending | Outcome::Updated | Outcome::Unchanged, true) => {
+                result.delete_markers += 1
+            }
         }
     }
     result.inserted = inserts.len();
+    // The source rows written apart from the copied ones: the inserts, and with
+    // `isolate_source_rows` the replacing rows too, in one writer.
     if !inserts.is_empty() {
-        let _slot = shared.budget.file(shared.writers.writer_bytes()).await;
         let batch = if inserts.len() == part.batch.num_rows() {
             part.batch.clone()
         } else {
             take_record_batch(&part.batch, &UInt32Array::from(inserts))?
         };
+        replacements.push(batch);
+    }
+    if let Some(first) = replacements.first() {
+        let _slot = shared.budget.file(shared.writers.writer_bytes()).await;
         let written = async {
+            let batch = concat_batches(&first.schema(), &replacements)?;
             let mut writer = shared.writers.partition_writer(&part.key)?;
             if let Err(e) = writer.write(&batch).await {
                 abort(writer).await;
-                return Err(e.into());
+                return Err(e);
             }
-            Ok::<_, DeltaLiteError>(writer.close().await?)
+            let adds = writer.close().await?;
+            shared.remember_keys(&adds, &batch)?;
+            Ok::<_, DeltaLiteError>(adds)
         }
         .await;
         match written {

@@ -3,11 +3,10 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use arrow::array::ArrayRef;
-use arrow::row::Rows;
+use arrow::array::{ArrayRef, Int64Array};
 
 use crate::error::Result;
-use crate::ops::upsert::keys::{LookupKeys, TupleEncoder};
+use crate::ops::upsert::keys::{LookupKeys, TupleEncoder, Tuples};
 use crate::ops::upsert::source::SourcePartition;
 
 /// What happened to a source row. Ordered so that the strongest outcome wins when a key
@@ -57,7 +56,20 @@ impl Outcomes {
 pub(crate) struct StoredKeys {
     keys: LookupKeys,
     null_key: Vec<bool>,
-    cursors: Option<Rows>,
+    cursors: Option<Tuples>,
+}
+
+impl StoredKeys {
+    /// `(hash, position)` of every row whose key has no NULL, for the probe cache;
+    /// `positions` are the rows' positions in the file. `None` for the empty key.
+    pub(crate) fn hashes(&self, positions: &Int64Array) -> Option<Vec<(u64, u32)>> {
+        let mut out = Vec::with_capacity(self.null_key.len());
+        for (row, _) in self.null_key.iter().enumerate().filter(|(_, null)| !**null) {
+            let position = u32::try_from(positions.value(row)).ok()?;
+            out.push((self.keys.hash(row)?, position));
+        }
+        Some(out)
+    }
 }
 
 /// Decides matches between stored rows and a partition's source rows.

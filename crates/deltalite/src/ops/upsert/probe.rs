@@ -22,6 +22,7 @@ use crate::ops::upsert::outcome::{Decider, Outcome};
 use crate::ops::upsert::rewrite::Replacement;
 use crate::ops::upsert::source::{Layout, SourcePartition};
 use crate::ops::upsert::target::{prunable, within_bounds};
+use crate::runtime::probe_cache::FileKeys;
 use crate::table::files::TargetFile;
 
 /// What probing one file found.
@@ -39,9 +40,13 @@ pub(crate) struct ProbeResult {
     pub row_groups_skipped: usize,
     /// Pages of the first key column skipped by the page index, in read row groups.
     pub pages_skipped: usize,
+    /// Every non-NULL key of the file with its position, when asked for and the probe
+    /// read all of them (no row group or page skipped): what the probe cache keeps.
+    pub keys: Option<FileKeys>,
 }
 
-/// Probe `file` for the keys of `part`.
+/// Probe `file` for the keys of `part`; with `collect_keys`, also return every key of the
+/// file (see [`ProbeResult::keys`]).
 pub(crate) async fn probe_file(
     store: Arc<dyn ObjectStore>,
     file: &TargetFile,
@@ -49,6 +54,7 @@ pub(crate) async fn probe_file(
     layout: &Layout,
     decider: &Decider,
     read_batch_size: usize,
+    collect_keys: bool,
 ) -> Result<ProbeResult> {
     let mut builder = open_with_row_numbers(store, file).await?;
     let wanted: Vec<usize> = layout
@@ -66,6 +72,7 @@ pub(crate) async fn probe_file(
     if !has_all_keys {
         // The key was added to the table after this file was written: every stored key
         // here has a NULL and never matches.
+        result.keys = collect_keys.then(FileKeys::default);
         return Ok(result);
     }
 
@@ -157,6 +164,13 @@ pub(crate) async fn probe_file(
     if let Some((_, skipped)) = &pages {
         result.pages_skipped = *skipped;
     }
+    // Keys are collected only from a read of every row: a skipped row group or page
+    // would leave keys out, and the cache must know all of a file's keys or none.
+    let mut keys: Option<Vec<(u64, u32)>> = (collect_keys
+        && selected.len() == row_group_count
+        && result.pages_skipped == 0
+        && row_numbers_are_positions(&metadata))
+    .then(Vec::new);
     let root_indices: Vec<usize> = roots.iter().map(|(_, r)| *r).collect();
     let mut stream = match pages {
         Some((selection, _)) => {
@@ -177,6 +191,12 @@ pub(crate) async fn probe_file(
         let columns = sparse_columns(&batch, &layout.data_schema, &wanted)?;
         let stored = decider.encode(&columns, batch.num_rows())?;
         let positions = row_numbers(&batch)?;
+        if let Some(all) = keys.as_mut() {
+            match stored.hashes(positions) {
+                Some(hashes) => all.extend(hashes),
+                None => keys = None,
+            }
+        }
         decider.for_each_match(part, &stored, |row, source_row, outcome| {
             if outcome == Outcome::Updated {
                 result.rewrite = true;
@@ -199,6 +219,7 @@ pub(crate) async fn probe_file(
         }
     }
     result.replaced = replaced;
+    result.keys = keys.map(FileKeys::new);
     Ok(result)
 }
 

@@ -26,6 +26,8 @@ use crate::table::files::TargetFile;
 pub(crate) struct RewriteCounts {
     pub updated: usize,
     pub copied: usize,
+    /// Stored rows removed by a delete-marked source row.
+    pub deleted: usize,
 }
 
 /// Everything a rewrite of one partition's files shares.
@@ -51,71 +53,131 @@ pub(crate) struct Replacement {
     pub source_row: u32,
 }
 
-/// Rewrite `file` into new files of the same partition. `known` holds the replacements the
-/// probe already decided (ascending by position); without it every stored row is decided
-/// here, as `PruneStrategy::None` has no probe.
-pub(crate) async fn rewrite_file(
+/// A file to rewrite and the stored rows the probe found it replaces (ascending by
+/// position; `None` without a probe: then every stored row is decided here, as
+/// `PruneStrategy::None` and `Stats` have no probe).
+pub(crate) type Candidate = (TargetFile, Option<Vec<Replacement>>);
+
+/// What the rewrite of a group of files produced.
+pub(crate) struct Rewritten {
+    pub adds: Vec<Add>,
+    pub counts: RewriteCounts,
+    /// The replacing rows, when the caller writes them (`isolate_source_rows`); empty
+    /// otherwise, as they went to the group's files after the copied rows.
+    pub replacements: Vec<RecordBatch>,
+}
+
+/// Rewrite `group` (files of one partition) into new files of that partition, through one
+/// writer: the files' kept rows in order, then the rows that replace the others (unless
+/// `isolate`, which hands them back). The files are read one after the other, so memory
+/// is one read window, one open row group and the replacing rows, as for one file; and a
+/// partition of many small files comes out as few files of about the target size.
+pub(crate) async fn rewrite_group(
     ctx: &RewriteContext<'_>,
-    file: &TargetFile,
-    known: Option<&[Replacement]>,
-) -> Result<(Vec<Add>, RewriteCounts)> {
-    let (stored_layout, mut stream) = stream_file_windowed(
-        Arc::clone(ctx.store),
-        file,
-        ctx.read_batch_size,
-        ctx.read_window_bytes,
-    )
-    .await?;
-    let mut writer = ctx
-        .writers
-        .partition_writer_like(&ctx.part.key, &stored_layout)?;
+    group: &[Candidate],
+    isolate: bool,
+) -> Result<Rewritten> {
+    let mut writer = None;
     let mut counts = RewriteCounts::default();
+    let mut replacements: Vec<RecordBatch> = Vec::new();
     let result: Result<()> = async {
-        // The stream yields every row of the file in order, so a running count is each
-        // batch's first position.
-        let mut start = 0u64;
-        let mut remaining = known;
-        let mut replacements: Vec<RecordBatch> = Vec::new();
-        while let Some(batch) = stream.try_next().await? {
-            let stored = crate::schema::conform::conform_stored(&batch, &ctx.layout.data_schema)?;
-            let end = start + stored.num_rows() as u64;
-            let split = match remaining.as_mut() {
-                Some(rest) => {
-                    split_batch(ctx, &stored, start, take_before(rest, end), &mut counts)?
-                }
-                None => {
-                    let decided = decide_batch(ctx, &stored, start)?;
-                    split_batch(ctx, &stored, start, &decided, &mut counts)?
-                }
+        for (file, known) in group {
+            let (stored_layout, mut stream) = stream_file_windowed(
+                Arc::clone(ctx.store),
+                file,
+                ctx.read_batch_size,
+                ctx.read_window_bytes,
+            )
+            .await?;
+            let writer = match &mut writer {
+                Some(w) => w,
+                // Encodings are learned from the group's first file (files of one
+                // partition usually come from the same writer).
+                None => writer.insert(
+                    ctx.writers
+                        .partition_writer_like(&ctx.part.key, &stored_layout)?,
+                ),
             };
-            for kept in &split.kept {
-                writer.write(kept).await?;
+            // The stream yields every row of the file in order, so a running count is
+            // each batch's first position.
+            let mut start = 0u64;
+            let mut remaining = known.as_deref();
+            while let Some(batch) = stream.try_next().await? {
+                let stored =
+                    crate::schema::conform::conform_stored(&batch, &ctx.layout.data_schema)?;
+                let end = start + stored.num_rows() as u64;
+                let split = match remaining.as_mut() {
+                    Some(rest) => {
+                        split_batch(ctx, &stored, start, take_before(rest, end), &mut counts)?
+                    }
+                    None => {
+                        let decided = decide_batch(ctx, &stored, start)?;
+                        split_batch(ctx, &stored, start, &decided, &mut counts)?
+                    }
+                };
+                for kept in &split.kept {
+                    writer.write(kept).await?;
+                }
+                replacements.extend(split.replacements);
+                start = end;
             }
-            replacements.extend(split.replacements);
-            start = end;
+            if let Some(&[first, ..]) = remaining {
+                // The probe saw a row this read did not: the two reads disagree on the file.
+                return Err(DeltaLiteError::Other(format!(
+                    "{}: the probe replaces row {} but the file has {start} rows",
+                    file.path, first.position
+                )));
+            }
         }
-        if let Some(&[first, ..]) = remaining {
-            // The probe saw a row this read did not: the two reads disagree on the file.
-            return Err(DeltaLiteError::Other(format!(
-                "{}: the probe replaces row {} but the file has {start} rows",
-                file.path, first.position
-            )));
-        }
-        if let Some(first) = replacements.first() {
+        if !isolate && let (Some(writer), Some(first)) = (writer.as_mut(), replacements.first()) {
             writer
                 .write(&concat_batches(&first.schema(), &replacements)?)
                 .await?;
+            replacements.clear();
         }
         Ok(())
     }
     .await;
-    match result {
-        Ok(()) => Ok((writer.close().await?, counts)),
-        Err(e) => {
+    match (result, writer) {
+        (Ok(()), Some(writer)) => Ok(Rewritten {
+            adds: writer.close().await?,
+            counts,
+            replacements,
+        }),
+        (Ok(()), None) => Ok(Rewritten {
+            adds: Vec::new(),
+            counts,
+            replacements,
+        }),
+        (Err(e), Some(writer)) => {
             abort(writer).await;
             Err(e)
         }
+        (Err(e), None) => Err(e),
     }
+}
+
+/// Groups of files rewritten through one writer each: consecutive files while their
+/// stored bytes stay within `target` (a file at or above it is a group of its own), so
+/// the output is about as many target-size files as the input holds, not one or more per
+/// input file. Groups run concurrently (`max_parallel_files`).
+pub(crate) fn groups(files: Vec<Candidate>, target: u64) -> Vec<Vec<Candidate>> {
+    let mut out: Vec<Vec<Candidate>> = Vec::new();
+    let mut bytes = 0u64;
+    for candidate in files {
+        let size = candidate.0.size;
+        match out.last_mut() {
+            Some(group) if !group.is_empty() && bytes.saturating_add(size) <= target => {
+                bytes += size;
+                group.push(candidate);
+            }
+            _ => {
+                bytes = size;
+                out.push(vec![candidate]);
+            }
+        }
+    }
+    out
 }
 
 /// Split off the leading replacements positioned before `end`.
@@ -170,7 +232,15 @@ fn split_batch(
 ) -> Result<Split> {
     let rows = stored.num_rows();
     let local = batch_rows(rows, start, replaced)?;
-    counts.updated += local.len();
+    // A stored row whose replacing source row is marked deleted is dropped: not kept,
+    // and nothing written in its place.
+    let (written, removed): (Vec<(u32, &Replacement)>, Vec<_>) = local
+        .iter()
+        .copied()
+        .zip(replaced)
+        .partition(|(_, r)| !ctx.part.is_deleted(r.source_row as usize));
+    counts.updated += written.len();
+    counts.deleted += removed.len();
     counts.copied += rows - local.len();
     if local.is_empty() {
         return Ok(Split {
@@ -181,8 +251,14 @@ fn split_batch(
     let kept = kept_ranges(rows, &local)
         .map(|(offset, len)| stored.slice(offset, len))
         .collect();
-    let stored_rows = UInt32Array::from(local);
-    let source_rows: UInt32Array = replaced.iter().map(|r| r.source_row).collect();
+    if written.is_empty() {
+        return Ok(Split {
+            kept,
+            replacements: None,
+        });
+    }
+    let stored_rows: UInt32Array = written.iter().map(|(row, _)| *row).collect();
+    let source_rows: UInt32Array = written.iter().map(|(_, r)| r.source_row).collect();
     let columns = stored
         .columns()
         .iter()

@@ -7,11 +7,9 @@ use std::collections::HashMap;
 use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::{concat_batches, take_record_batch};
 use arrow::datatypes::SchemaRef;
-use arrow::row::Rows;
 
 use crate::error::{DeltaLiteError, Result};
-use crate::ops::upsert::keys::KeyIndex;
-use crate::ops::upsert::keys::TupleEncoder;
+use crate::ops::upsert::keys::{KeyIndex, TupleEncoder, Tuples};
 use crate::options::{OmittedColumns, OnDuplicate, UpsertOptions};
 use crate::schema::conform::{conform_source, without_columns};
 use crate::schema::partition::PartitionKey;
@@ -26,10 +24,15 @@ pub(crate) struct Layout {
     pub partition_columns: Vec<String>,
     /// Key columns that are not partition columns, as indices into `data_schema`.
     pub key_columns: Vec<usize>,
+    /// Key columns that are partition columns, as indices into `partition_columns`: a
+    /// NULL partition value there makes every key of the partition NULL.
+    pub partition_key_columns: Vec<usize>,
     /// Cursor columns that are not partition columns, as indices into `data_schema`.
     pub cursor_columns: Vec<usize>,
     /// Whether a cursor was requested at all (even one made only of partition columns).
     pub has_cursor: bool,
+    /// The delete marker column, as an index into `data_schema`.
+    pub delete_column: Option<usize>,
 }
 
 impl Layout {
@@ -60,16 +63,21 @@ impl Layout {
                 "primary_keys must name at least one column",
             ));
         }
-        if let Some(expected) = &options.partition_key {
-            let mut expected = expected.clone();
+        // The table's metadata decides the partitioning. A hint on an unpartitioned table
+        // is dropped (identity is then the keys alone, over the whole table), as PostHog's
+        // deltalite does; a hint naming other columns than the table's is refused.
+        if let Some(hint) = &options.partition_key
+            && !partition_columns.is_empty()
+        {
+            let mut expected = hint.clone();
             let mut actual = partition_columns.clone();
             expected.sort();
             actual.sort();
             if expected != actual {
-                return Err(DeltaLiteError::schema(format!(
-                    "partition_key {:?} does not match the table's partition columns {:?}",
-                    options.partition_key.as_deref().unwrap_or_default(),
-                    partition_columns
+                return Err(DeltaLiteError::invalid(format!(
+                    "table is partitioned by {} but upsert was called with partition_key {}",
+                    quoted(&partition_columns),
+                    quoted(hint)
                 )));
             }
         }
@@ -90,16 +98,57 @@ impl Layout {
             }
             Ok(out)
         };
+        let delete_column = match &options.delete_column {
+            None => None,
+            Some(name) => {
+                if table_schema.index_of(name).is_err() {
+                    return Err(DeltaLiteError::schema(format!(
+                        "delete column {name:?} is not in the table"
+                    )));
+                }
+                if partition_columns.contains(name)
+                    || options.primary_keys.contains(name)
+                    || options.cursor_fields.contains(name)
+                {
+                    return Err(DeltaLiteError::invalid(format!(
+                        "delete column {name:?} must not be a partition, key or cursor column"
+                    )));
+                }
+                Some(data_schema.index_of(name)?)
+            }
+        };
         let key_columns = resolve(&options.primary_keys, "primary key")?;
         let cursor_columns = resolve(&options.cursor_fields, "cursor")?;
+        let partition_key_columns = partition_columns
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| options.primary_keys.contains(p))
+            .map(|(i, _)| i)
+            .collect();
         Ok(Self {
             table_schema,
             data_schema,
             partition_columns,
             key_columns,
+            partition_key_columns,
             cursor_columns,
             has_cursor: !options.cursor_fields.is_empty(),
+            delete_column,
         })
+    }
+}
+
+/// `'a'` for one name, `['a', 'b']` for several.
+fn quoted(names: &[String]) -> String {
+    match names {
+        [one] => format!("'{one}'"),
+        many => format!(
+            "[{}]",
+            many.iter()
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
@@ -112,9 +161,32 @@ pub(crate) struct SourcePartition {
     /// Rows whose key has a NULL: never matched, always inserted.
     pub null_key: Vec<bool>,
     /// Encoded cursor of each row, when a cursor is in use.
-    pub cursors: Option<Rows>,
+    pub cursors: Option<Tuples>,
     /// Key -> row of `batch`, over non-NULL keys.
     pub index: KeyIndex,
+    /// Rows marked in the delete column (all false without one): they remove their key
+    /// and are never written.
+    pub deleted: Vec<bool>,
+}
+
+impl SourcePartition {
+    pub(crate) fn is_deleted(&self, row: usize) -> bool {
+        self.deleted.get(row).copied().unwrap_or(false)
+    }
+}
+
+/// The delete marks of `column`: a boolean `true`, or any non-NULL value of another type.
+fn delete_marks(column: &ArrayRef) -> Vec<bool> {
+    use arrow::array::{Array, AsArray};
+    match column.data_type() {
+        arrow::datatypes::DataType::Boolean => {
+            let flags = column.as_boolean();
+            (0..flags.len())
+                .map(|i| flags.is_valid(i) && flags.value(i))
+                .collect()
+        }
+        _ => (0..column.len()).map(|i| column.is_valid(i)).collect(),
+    }
 }
 
 /// The whole prepared source.
@@ -146,6 +218,13 @@ pub(crate) fn prepare(
             )));
         }
     }
+    if let Some(name) = &options.delete_column
+        && schema.index_of(name).is_err()
+    {
+        return Err(DeltaLiteError::schema(format!(
+            "the batch must carry column {name:?} (delete column)"
+        )));
+    }
     let conformed = conform_source(&combined, &layout.table_schema)?;
     drop(combined);
     let full = conformed.batch;
@@ -172,11 +251,26 @@ pub(crate) fn prepare(
     let mut null_pk_rows = 0;
     let mut duplicates_resolved = 0;
     for (key, rows) in groups {
+        // A partition of no rows (the one group of an empty batch into an unpartitioned
+        // table) touches nothing.
+        if rows.is_empty() {
+            continue;
+        }
         let indices = UInt32Array::from(rows);
         let part_batch = take_record_batch(&data_full, &indices)?;
         let columns: Vec<ArrayRef> = part_batch.columns().to_vec();
         let keys = key_enc.encode(&columns)?;
-        let null_key = key_enc.any_null(&columns, part_batch.num_rows());
+        // A key column that is a partition column holds the partition's value in every row:
+        // a NULL there is a NULL in every key of the partition, and NULL keys never match.
+        let null_partition_key = layout
+            .partition_key_columns
+            .iter()
+            .any(|&i| key.serialized.get(i).is_some_and(Option::is_none));
+        let null_key = if null_partition_key {
+            vec![true; part_batch.num_rows()]
+        } else {
+            key_enc.any_null(&columns, part_batch.num_rows())
+        };
         let cursors = if layout.has_cursor {
             Some(cursor_enc.encode(&columns)?)
         } else {
@@ -190,9 +284,9 @@ pub(crate) fn prepare(
         let mut duplicates = 0usize;
         for (row, _) in null_key.iter().enumerate().filter(|(_, null)| !**null) {
             let k = keys.row(row);
-            match winner.get_mut(k.as_ref()) {
+            match winner.get_mut(k) {
                 None => {
-                    winner.insert(keys.row(row).data(), row as u32);
+                    winner.insert(k, row as u32);
                 }
                 Some(current) => {
                     duplicates += 1;
@@ -234,7 +328,11 @@ pub(crate) fn prepare(
         } else {
             let batch = take_record_batch(&part_batch, &UInt32Array::from(keep))?;
             let columns: Vec<ArrayRef> = batch.columns().to_vec();
-            let null_key = key_enc.any_null(&columns, batch.num_rows());
+            let null_key = if null_partition_key {
+                vec![true; batch.num_rows()]
+            } else {
+                key_enc.any_null(&columns, batch.num_rows())
+            };
             let cursors = match cursors {
                 Some(_) => Some(cursor_enc.encode(&columns)?),
                 None => None,
@@ -242,12 +340,17 @@ pub(crate) fn prepare(
             (batch, null_key, cursors)
         };
         let index = key_enc.index(batch.columns(), &null_key)?;
+        let deleted = match layout.delete_column {
+            Some(i) => delete_marks(batch.column(i)),
+            None => vec![false; batch.num_rows()],
+        };
         partitions.push(SourcePartition {
             key,
             batch,
             null_key,
             cursors,
             index,
+            deleted,
         });
     }
     Ok(PreparedSource {

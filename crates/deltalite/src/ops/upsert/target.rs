@@ -17,7 +17,8 @@ use crate::error::Result;
 use crate::ops::upsert::source::{Layout, SourcePartition};
 use crate::table::files::TargetFile;
 
-fn field_of<'a>(stats: &'a Option<Scalar>, name: &str) -> Option<&'a Scalar> {
+/// The value `stats` (a log statistics struct) holds for column `name`.
+pub(crate) fn field_of<'a>(stats: &'a Option<Scalar>, name: &str) -> Option<&'a Scalar> {
     match stats {
         Some(Scalar::Struct(data)) => data
             .fields()
