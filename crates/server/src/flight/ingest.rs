@@ -66,7 +66,11 @@ fn mode(cmd: &CommandStatementIngest, exists: bool) -> Result<IngestMode, Status
                 cmd.table
             )));
         }
-        return Ok(IngestMode::Upsert { keys, cursor });
+        return Ok(IngestMode::Upsert {
+            keys,
+            cursor,
+            delete_column: None,
+        });
     }
     if !cursor.is_empty() {
         return Err(bad("cursor_field needs primary_key"));
