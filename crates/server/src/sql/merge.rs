@@ -551,6 +551,11 @@ fn upsert_shape(
     }
     insert.sort();
     insert.dedup();
+    // Writing only key columns, a match changes nothing, so the engine leaves the stored
+    // rows unread and cannot count them; SQL counts every matched target row.
+    if insert.iter().all(|(t, _)| keys.iter().any(|(k, _)| k == t)) {
+        return Ok(None);
+    }
     Ok(Some(UpsertShape {
         keys,
         columns: insert,
