@@ -49,10 +49,10 @@ pub(crate) const PARTITIONED_BY: &str = "deltalite.partitioned_by";
 pub(crate) const SORTED_BY: &str = "deltalite.sorted_by";
 
 /// One significant token and its byte range in the text.
-struct Tok {
-    token: Token,
-    start: usize,
-    end: usize,
+pub(super) struct Tok {
+    pub(super) token: Token,
+    pub(super) start: usize,
+    pub(super) end: usize,
 }
 
 impl Tok {
@@ -82,7 +82,7 @@ pub(crate) fn to_generic(sql: &str) -> Cow<'_, str> {
 }
 
 /// The tokens of `sql` that are not whitespace or comments, with byte ranges.
-fn significant_tokens(sql: &str) -> Option<Vec<Tok>> {
+pub(super) fn significant_tokens(sql: &str) -> Option<Vec<Tok>> {
     let tokens = Tokenizer::new(&GenericDialect {}, sql)
         .tokenize_with_location()
         .ok()?;

@@ -47,8 +47,8 @@ use futures::{StreamExt, TryStreamExt};
 use super::dialect::{BY_NAME, BY_POSITION, DO_NOTHING, RAISE};
 use super::rewrite::{FILE, TARGET, Target, predicate_sql, quote};
 use super::{
-    Output, SqlSession, column_named, delta_err, engine_rows, name_parts, sql_err, sql_error,
-    take_failure,
+    Output, SqlSession, column_named, delta_err, engine_rows, keep_failure, name_parts, sql_err,
+    sql_error, take_failure,
 };
 use crate::catalog::TableName;
 use crate::error::ApiError;
@@ -1036,13 +1036,8 @@ impl MergePlanner<'_> {
             let counts = Arc::clone(&self.counts);
             let failure = Arc::clone(&self.failure);
             streams.push(rows.and_then(move |batch| {
-                let out = take_clauses(&batch, &clauses, &counts).map_err(|e| {
-                    let msg = e.to_string();
-                    if let Ok(mut f) = failure.lock() {
-                        *f = Some(e);
-                    }
-                    DeltaLiteError::Other(msg)
-                });
+                let out = take_clauses(&batch, &clauses, &counts)
+                    .map_err(|e| DeltaLiteError::Other(keep_failure(&failure, e)));
                 futures::future::ready(out)
             }));
         }
@@ -1188,16 +1183,9 @@ impl ReplacePlanner for MergePlanner<'_> {
         table: &'a DeltaTable,
     ) -> BoxFuture<'a, deltalite::Result<Replacement>> {
         Box::pin(async move {
-            match self.plan_merge(table).await {
-                Ok(plan) => Ok(plan),
-                Err(e) => {
-                    let msg = e.to_string();
-                    if let Ok(mut f) = self.failure.lock() {
-                        *f = Some(e);
-                    }
-                    Err(DeltaLiteError::Other(msg))
-                }
-            }
+            self.plan_merge(table)
+                .await
+                .map_err(|e| DeltaLiteError::Other(keep_failure(&self.failure, e)))
         })
     }
 }

@@ -615,15 +615,21 @@ pub(crate) fn engine_rows(
     use futures::{StreamExt, TryStreamExt};
     stream
         .map_err(move |e| {
-            let api = sql_error(e);
-            let msg = api.to_string();
-            match failure.lock() {
-                Ok(mut f) => *f = Some(api),
-                Err(p) => *p.into_inner() = Some(api),
-            }
+            let msg = keep_failure(&failure, sql_error(e));
             deltalite::DeltaLiteError::Delta(deltalite::deltalake::DeltaTableError::Generic(msg))
         })
         .boxed()
+}
+
+/// Record the SQL layer's own error for [`take_failure`]; its text, for the opaque error
+/// the engine carries back.
+pub(crate) fn keep_failure(failure: &Mutex<Option<ApiError>>, error: ApiError) -> String {
+    let msg = error.to_string();
+    match failure.lock() {
+        Ok(mut f) => *f = Some(error),
+        Err(p) => *p.into_inner() = Some(error),
+    }
+    msg
 }
 
 /// The SQL error an engine call failed on, if the SQL layer recorded one.

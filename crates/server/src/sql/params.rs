@@ -13,8 +13,7 @@
 use arrow::array::{Array, RecordBatch};
 use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
-use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::Token;
 
 use super::sql_err;
 use crate::error::ApiError;
@@ -63,23 +62,8 @@ pub fn parameters(sql: &str) -> Result<Vec<Parameter>, ApiError> {
 }
 
 fn slots(sql: &str) -> Result<Vec<Slot>, ApiError> {
-    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize_with_location() else {
+    let Some(tokens) = super::dialect::significant_tokens(sql) else {
         return Ok(Vec::new());
-    };
-    let line_starts: Vec<usize> = std::iter::once(0)
-        .chain(sql.match_indices('\n').map(|(i, _)| i + 1))
-        .collect();
-    let offset = |line: u64, column: u64| -> Option<usize> {
-        let start = *line_starts.get(usize::try_from(line).ok()?.checked_sub(1)?)?;
-        let chars = usize::try_from(column).ok()?.checked_sub(1)?;
-        let rest = sql.get(start..)?;
-        Some(
-            start
-                + rest
-                    .char_indices()
-                    .nth(chars)
-                    .map_or(rest.len(), |(i, _)| i),
-        )
     };
     let mut out = Vec::new();
     let (mut anonymous, mut numbered) = (0usize, false);
@@ -116,18 +100,10 @@ fn slots(sql: &str) -> Result<Vec<Slot>, ApiError> {
                 "Parser Error: a statement cannot mix ? with numbered parameters",
             ));
         }
-        let (Some(start), Some(end)) = (
-            offset(t.span.start.line, t.span.start.column),
-            offset(t.span.end.line, t.span.end.column),
-        ) else {
-            return Err(sql_err(format!(
-                "Parser Error: cannot locate parameter {text}"
-            )));
-        };
         out.push(Slot {
             parameter,
-            start,
-            end,
+            start: t.start,
+            end: t.end,
         });
     }
     Ok(out)

@@ -27,7 +27,8 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use super::{
-    Output, SqlSession, delta_err, engine_rows, name_parts, sql_err, table_missing, take_failure,
+    Output, SqlSession, delta_err, engine_rows, keep_failure, name_parts, sql_err, table_missing,
+    take_failure,
 };
 use crate::error::ApiError;
 
@@ -519,16 +520,9 @@ impl ReplacePlanner for WherePlanner<'_> {
         table: &'a DeltaTable,
     ) -> BoxFuture<'a, deltalite::Result<Replacement>> {
         Box::pin(async move {
-            match self.plan_files(table).await {
-                Ok(plan) => Ok(plan),
-                Err(e) => {
-                    let msg = e.to_string();
-                    if let Ok(mut f) = self.failure.lock() {
-                        *f = Some(e);
-                    }
-                    Err(DeltaLiteError::Other(msg))
-                }
-            }
+            self.plan_files(table)
+                .await
+                .map_err(|e| DeltaLiteError::Other(keep_failure(&self.failure, e)))
         })
     }
 }
