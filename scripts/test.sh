@@ -18,6 +18,8 @@ echo "== python tooling (.venv): S3 test server"
 
 echo "== docs: every file and symbol they name exists"
 python3 scripts/check-docs.py
+echo "== engine layering: no upward import, no import cycle"
+python3 scripts/check-layers.py
 
 echo "== rust: fmt, clippy"
 cargo fmt --all -- --check

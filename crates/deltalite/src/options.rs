@@ -2,7 +2,7 @@
 //! defaults read from the environment.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{DeltaLiteError, Result};
 
@@ -109,6 +109,10 @@ impl std::str::FromStr for PruneStrategy {
 /// One mebibyte: every byte-sized default and knob of the workspace counts in these.
 pub const MIB: usize = 1024 * 1024;
 
+/// How many times a commit that lost a race is rebased and tried again, unless a call
+/// says otherwise (the seed API's `commit_max_retries`).
+pub const DEFAULT_COMMIT_MAX_RETRIES: usize = 15;
+
 /// Output file size target of a table without `delta.targetFileSize` (Delta's default).
 pub const DEFAULT_TARGET_FILE_SIZE: u64 = 100 * MIB as u64;
 
@@ -163,7 +167,7 @@ pub struct Knobs {
 
 impl Default for Knobs {
     fn default() -> Self {
-        let env = crate::runtime::budget::EnvDefaults::get();
+        let env = EnvDefaults::get();
         Self {
             max_parallel_partitions: 2,
             max_parallel_files: 4,
@@ -175,7 +179,7 @@ impl Default for Knobs {
             max_source_bytes: env.max_source_bytes,
             multipart_threshold: env.multipart_threshold,
             multipart_part_size: env.multipart_part_size,
-            commit_max_retries: 15,
+            commit_max_retries: DEFAULT_COMMIT_MAX_RETRIES,
             max_row_group_bytes: None,
             isolate_source_rows: false,
             use_probe_cache: true,
@@ -282,5 +286,65 @@ impl UpsertOptions {
             primary_keys: primary_keys.into_iter().map(Into::into).collect(),
             ..Default::default()
         }
+    }
+}
+
+/// Defaults and global limits read once from the environment.
+#[derive(Debug, Clone)]
+pub struct EnvDefaults {
+    /// `DELTALITE_PROCESS_MAX_PARALLEL_PARTITIONS` (8).
+    pub process_max_parallel_partitions: usize,
+    /// `DELTALITE_PROCESS_MAX_PARALLEL_FILES` (16).
+    pub process_max_parallel_files: usize,
+    /// `DELTALITE_PROCESS_MAX_BUFFERED_BYTES` (256 MiB).
+    pub process_max_buffered_bytes: usize,
+    /// `DELTALITE_MAX_SOURCE_BYTES` (2 GiB): default of the per-call guard.
+    pub max_source_bytes: usize,
+    /// `DELTALITE_MULTIPART_THRESHOLD_BYTES` (64 MiB).
+    pub multipart_threshold: usize,
+    /// `DELTALITE_MULTIPART_PART_SIZE_BYTES` (16 MiB).
+    pub multipart_part_size: usize,
+    /// `DELTALITE_PROBE_CACHE_BYTES` (128 MiB): bound of the process's probe cache
+    /// (`runtime/probe_cache.rs`); `0` turns it off.
+    pub probe_cache_bytes: usize,
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(raw) => match raw.trim().parse::<usize>() {
+            Ok(value) => value,
+            Err(_) => {
+                tracing::warn!(%name, %raw, "ignoring unparsable environment value");
+                default
+            }
+        },
+        Err(_) => default,
+    }
+}
+
+impl EnvDefaults {
+    /// The values in force for this process (read on first use).
+    pub fn get() -> &'static EnvDefaults {
+        static DEFAULTS: OnceLock<EnvDefaults> = OnceLock::new();
+        DEFAULTS.get_or_init(|| EnvDefaults {
+            process_max_parallel_partitions: env_usize(
+                "DELTALITE_PROCESS_MAX_PARALLEL_PARTITIONS",
+                8,
+            )
+            .max(1),
+            process_max_parallel_files: env_usize("DELTALITE_PROCESS_MAX_PARALLEL_FILES", 16)
+                .max(1),
+            process_max_buffered_bytes: env_usize(
+                "DELTALITE_PROCESS_MAX_BUFFERED_BYTES",
+                256 * MIB,
+            )
+            // At least one of the KiB units the byte budget counts in.
+            .max(1024),
+            max_source_bytes: env_usize("DELTALITE_MAX_SOURCE_BYTES", 2048 * MIB),
+            multipart_threshold: env_usize("DELTALITE_MULTIPART_THRESHOLD_BYTES", 64 * MIB),
+            multipart_part_size: env_usize("DELTALITE_MULTIPART_PART_SIZE_BYTES", 16 * MIB)
+                .max(5 * MIB),
+            probe_cache_bytes: env_usize("DELTALITE_PROBE_CACHE_BYTES", 128 * MIB),
+        })
     }
 }

@@ -11,7 +11,7 @@ use common::*;
 use deltalite::UpsertOptions;
 use deltalite::arrow::array::{ArrayRef, Int64Array};
 use deltalite::arrow::datatypes::{DataType, Field, Schema};
-use deltalite::budget::EnvDefaults;
+use deltalite::options::EnvDefaults;
 use deltalite::write::WriteOptions;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -23,8 +23,8 @@ use indexmap::IndexMap;
 use crate::error::{DeltaLiteError, Result};
 use crate::io::upload::MultipartPolicy;
 use crate::ops::rearrange::{GroupRewrite, RearrangeSettings, Rearrangement};
+use crate::options::EnvDefaults;
 use crate::options::MIB;
-use crate::runtime::budget::EnvDefaults;
 use crate::schema::partition::normalize_raw;
 use crate::table::DeltaLiteTable;
 use crate::table::files::{TargetFile, active_files, check_file_supported};
@@ -71,7 +71,7 @@ impl Default for CompactOptions {
             read_batch_size: 8192,
             max_buffered_bytes: 64 * MIB,
             bloom_filter_columns: Vec::new(),
-            commit_max_retries: 15,
+            commit_max_retries: crate::options::DEFAULT_COMMIT_MAX_RETRIES,
             commit_metadata: HashMap::new(),
             partitions: None,
             min_partition_removable_files: 1,

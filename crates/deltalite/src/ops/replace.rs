@@ -104,7 +104,7 @@ impl ReplaceOptions {
         Self {
             kind,
             reads: ReplaceReads::default(),
-            commit_max_retries: 15,
+            commit_max_retries: crate::options::DEFAULT_COMMIT_MAX_RETRIES,
             target_file_size: None,
             commit_metadata: HashMap::new(),
             app_transaction: None,

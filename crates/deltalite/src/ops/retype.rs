@@ -16,7 +16,7 @@ use crate::error::{DeltaLiteError, Result};
 use crate::io::upload::MultipartPolicy;
 use crate::ops::compact::{CompactOptions, CompactStats};
 use crate::ops::rearrange::{RearrangeSettings, Rearrangement};
-use crate::runtime::budget::EnvDefaults;
+use crate::options::EnvDefaults;
 use crate::table::DeltaLiteTable;
 use crate::table::files::{active_files, check_file_supported};
 use crate::txn::{CommitSpec, ReadSet};

@@ -49,10 +49,10 @@ impl Default for WriteOptions {
     fn default() -> Self {
         Self {
             target_file_size: None,
-            commit_max_retries: 15,
+            commit_max_retries: crate::options::DEFAULT_COMMIT_MAX_RETRIES,
             commit_metadata: HashMap::new(),
             app_transaction: None,
-            multipart_part_size: crate::runtime::budget::EnvDefaults::get().multipart_part_size,
+            multipart_part_size: crate::options::EnvDefaults::get().multipart_part_size,
             new_columns: Vec::new(),
             partition_by: None,
         }

@@ -9,68 +9,10 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::options::MIB;
+use crate::options::EnvDefaults;
+
 /// Byte budgets count in KiB so that large budgets fit a semaphore's `u32` acquisitions.
 const BYTE_UNIT: usize = 1024;
-
-/// Defaults and global limits read once from the environment.
-#[derive(Debug, Clone)]
-pub struct EnvDefaults {
-    /// `DELTALITE_PROCESS_MAX_PARALLEL_PARTITIONS` (8).
-    pub process_max_parallel_partitions: usize,
-    /// `DELTALITE_PROCESS_MAX_PARALLEL_FILES` (16).
-    pub process_max_parallel_files: usize,
-    /// `DELTALITE_PROCESS_MAX_BUFFERED_BYTES` (256 MiB).
-    pub process_max_buffered_bytes: usize,
-    /// `DELTALITE_MAX_SOURCE_BYTES` (2 GiB): default of the per-call guard.
-    pub max_source_bytes: usize,
-    /// `DELTALITE_MULTIPART_THRESHOLD_BYTES` (64 MiB).
-    pub multipart_threshold: usize,
-    /// `DELTALITE_MULTIPART_PART_SIZE_BYTES` (16 MiB).
-    pub multipart_part_size: usize,
-    /// `DELTALITE_PROBE_CACHE_BYTES` (128 MiB): bound of the process's probe cache
-    /// (`runtime/probe_cache.rs`); `0` turns it off.
-    pub probe_cache_bytes: usize,
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(raw) => match raw.trim().parse::<usize>() {
-            Ok(value) => value,
-            Err(_) => {
-                tracing::warn!(%name, %raw, "ignoring unparsable environment value");
-                default
-            }
-        },
-        Err(_) => default,
-    }
-}
-
-impl EnvDefaults {
-    /// The values in force for this process (read on first use).
-    pub fn get() -> &'static EnvDefaults {
-        static DEFAULTS: OnceLock<EnvDefaults> = OnceLock::new();
-        DEFAULTS.get_or_init(|| EnvDefaults {
-            process_max_parallel_partitions: env_usize(
-                "DELTALITE_PROCESS_MAX_PARALLEL_PARTITIONS",
-                8,
-            )
-            .max(1),
-            process_max_parallel_files: env_usize("DELTALITE_PROCESS_MAX_PARALLEL_FILES", 16)
-                .max(1),
-            process_max_buffered_bytes: env_usize(
-                "DELTALITE_PROCESS_MAX_BUFFERED_BYTES",
-                256 * MIB,
-            )
-            .max(BYTE_UNIT),
-            max_source_bytes: env_usize("DELTALITE_MAX_SOURCE_BYTES", 2048 * MIB),
-            multipart_threshold: env_usize("DELTALITE_MULTIPART_THRESHOLD_BYTES", 64 * MIB),
-            multipart_part_size: env_usize("DELTALITE_MULTIPART_PART_SIZE_BYTES", 16 * MIB)
-                .max(5 * MIB),
-            probe_cache_bytes: env_usize("DELTALITE_PROBE_CACHE_BYTES", 128 * MIB),
-        })
-    }
-}
 
 /// A semaphore with a known capacity.
 #[derive(Debug, Clone)]
@@ -157,6 +99,7 @@ impl CallBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::MIB;
 
     #[tokio::test]
     async fn oversized_demands_are_clamped_instead_of_hanging() {

@@ -157,9 +157,7 @@ impl ProbeCache {
     /// The process's cache, sized by `DELTALITE_PROBE_CACHE_BYTES` (128 MiB).
     pub fn global() -> &'static ProbeCache {
         static CACHE: OnceLock<ProbeCache> = OnceLock::new();
-        CACHE.get_or_init(|| {
-            ProbeCache::new(crate::runtime::budget::EnvDefaults::get().probe_cache_bytes)
-        })
+        CACHE.get_or_init(|| ProbeCache::new(crate::options::EnvDefaults::get().probe_cache_bytes))
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

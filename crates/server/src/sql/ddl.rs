@@ -12,6 +12,7 @@ use datafusion::sql::sqlparser::ast::{
     ObjectName, ObjectType, SchemaName, SqlOption, Statement, Use, Value,
 };
 use deltalite::compact::CompactOptions;
+use deltalite::options::DEFAULT_COMMIT_MAX_RETRIES;
 use deltalite::write::WriteOptions;
 use deltalite::{Created, DeltaLiteTable, InitialData, MetadataChange, TableSpec};
 
@@ -290,7 +291,10 @@ impl SqlSession {
                         }
                         let value = (!value.is_empty()).then_some(value);
                         table
-                            .change_metadata(&[MetadataChange::Property { key, value }], 15)
+                            .change_metadata(
+                                &[MetadataChange::Property { key, value }],
+                                DEFAULT_COMMIT_MAX_RETRIES,
+                            )
                             .await
                             .map_err(delta_err)?;
                     }
@@ -392,7 +396,7 @@ impl SqlSession {
             }
         };
         table
-            .change_metadata(&[change], 15)
+            .change_metadata(&[change], DEFAULT_COMMIT_MAX_RETRIES)
             .await
             .map_err(delta_err)?;
         Ok(Self::ok_status())
@@ -515,7 +519,10 @@ impl SqlSession {
 /// Add nullable columns to a table in one metadata commit.
 pub async fn add_columns(table: &mut DeltaLiteTable, fields: &[Field]) -> Result<(), ApiError> {
     table
-        .change_metadata(&[MetadataChange::AddColumns(fields.to_vec())], 15)
+        .change_metadata(
+            &[MetadataChange::AddColumns(fields.to_vec())],
+            DEFAULT_COMMIT_MAX_RETRIES,
+        )
         .await
         .map_err(delta_err)?;
     Ok(())
