@@ -650,6 +650,12 @@ mod generated {
                     "{sql} ({}, csv {csv}) answered {status}: {text}",
                     user.0
                 );
+                // A panic caught mid-stream would still answer 200 with an error line.
+                prop_assert!(
+                    !text.to_lowercase().contains("panick"),
+                    "{sql} ({}, csv {csv}) reported a panic: {text}",
+                    user.0
+                );
                 Ok(())
             },
         );

@@ -317,6 +317,47 @@ fn transient_store_failures_answer_503_and_a_retry_writes_once() {
 }
 
 #[test]
+fn a_transient_failure_reading_a_tables_log_answers_503() {
+    let s = InProcess::start();
+    let r = s.post(
+        &format!("/upload?{T}&table=t&mode=create"),
+        "text/csv",
+        "id,v\n1,a\n",
+    );
+    assert_eq!(r.status().as_u16(), 200);
+    // Opening the table reads its commit entries: every such read fails.
+    let upsert = |s: &InProcess| {
+        s.post(
+            &format!("/upsert?{T}&table=t&primary_key=id"),
+            "text/csv",
+            "id,v\n1,A\n2,b\n",
+        )
+    };
+    s.store
+        .inject(Op::Get, Target::Commit, 1, usize::MAX, Fault::Fail);
+    assert_retryable(
+        upsert(&s),
+        "upsert, log reads failing",
+        "cannot open table lakehouse.main.t: ",
+    );
+    assert!(s.store.take_fired() > 0);
+    s.store
+        .inject(Op::Get, Target::Commit, 1, usize::MAX, Fault::Fail);
+    assert_retryable(
+        s.sql("SELECT count(*) FROM t"),
+        "query, log reads failing",
+        "cannot open table lakehouse.main.t: ",
+    );
+    assert!(s.store.take_fired() > 0);
+    assert_eq!(s.commits("t"), 1, "nothing committed");
+    assert_eq!(upsert(&s).status().as_u16(), 200, "the retry");
+    assert_eq!(
+        s.rows("SELECT id, v FROM t ORDER BY id"),
+        vec![vec![json!(1), json!("A")], vec![json!(2), json!("b")]]
+    );
+}
+
+#[test]
 fn a_lost_commit_response_is_recognised_as_the_requests_own() {
     let s = InProcess::start();
     let r = s.post(
