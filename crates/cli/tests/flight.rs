@@ -173,6 +173,28 @@ fn handshake_gives_a_fresh_token_per_session_and_refuses_everything_else() {
 }
 
 #[test]
+fn sessions_past_the_bound_close_the_least_recently_used() {
+    let s = Server::start_with(&["--flight-max-sessions", "2"]);
+    let mut first = Flight::login(&s, ALICE);
+    let mut second = Flight::login(&s, ALICE);
+    first.query("SELECT 1").expect("first");
+    second.query("SELECT 1").expect("second");
+    // `first` was used more recently than `second`: a third session closes `second`.
+    first.query("SELECT 2").expect("first again");
+    let mut third = Flight::login(&s, ALICE);
+    third.query("SELECT 1").expect("third");
+    let closed = second.query("SELECT 1").err().expect("evicted");
+    assert_eq!(closed.code(), Code::Unauthenticated);
+    assert!(
+        closed.message().contains("Session expired"),
+        "{}",
+        closed.message()
+    );
+    first.query("SELECT 3").expect("first survives");
+    assert_eq!(metric(&s, "deltalite_flight_sessions"), Some(2.0));
+}
+
+#[test]
 fn statements_stream_with_the_announced_schema_and_updates_count_rows() {
     let s = Server::start();
     let mut f = Flight::login(&s, ALICE);
@@ -842,6 +864,40 @@ fn duckdb_catalog_functions_answer_dbts_statements() {
 
 /// `ALTER TABLE … RENAME TO` and `TRUNCATE` (dbt's table materialization and re-seeding),
 /// with DuckDB's refusals, over both protocols' shared SQL layer.
+#[test]
+fn dbt_expression_forms_answer_as_duckdb_does() {
+    let s = Server::start();
+    let mut f = Flight::login(&s, ALICE);
+    // dbt's leading query comment and trailing `;`, md5, `::text`, a dollar-quoted
+    // string, now(): what its macros send, with DuckDB's answers.
+    let fetched = f
+        .query(
+            "/* {\"app\": \"dbt\", \"node_id\": \"model.p.m\"} */\n\
+             SELECT md5('abc') AS h, 42::text AS t, $tag$it's$tag$ AS d, \
+             now() <= now() AS n;",
+        )
+        .expect("query");
+    assert_eq!(
+        [
+            strings(&fetched.batches, "h"),
+            strings(&fetched.batches, "t"),
+            strings(&fetched.batches, "d"),
+            strings(&fetched.batches, "n"),
+        ],
+        [
+            ["900150983cd24fb0d6963f7d28e17f72"],
+            ["42"],
+            ["it's"],
+            ["true"]
+        ]
+    );
+    let t = fetched.batches[0].schema();
+    assert_eq!(
+        t.field_with_name("t").expect("t").data_type(),
+        &DataType::Utf8
+    );
+}
+
 #[test]
 fn rename_and_truncate() {
     let s = Server::start();
