@@ -9,7 +9,8 @@
 # Needs root (a Debian trixie chroot with CPython 3.13: the suite and PostHog's package
 # want >= 3.12, see scripts/lib/py313.sh) and the package index. Environment:
 #   DELTALITE_WHEEL   a built wheel to test (default: build one, debug, as test-python.sh)
-#   PY313_DIR         the chroot (default: $CARGO_TARGET_DIR/py313; built once)
+#   PY313_ROOT        the chroot (default /work/py313, the one the other client suites
+#                     use; built once). Mounts this script makes are undone on exit.
 # Prints the pass/fail/skip counts and fails unless the failures are exactly the
 # deliberate differences listed in scripts/lib/posthog_report.py and python/README.md.
 set -euo pipefail
@@ -54,7 +55,24 @@ echo "== CPython 3.13 root and the suite's pinned dependencies"
 export PY313_SHARE="$ROOT"
 # shellcheck source=lib/py313.sh
 source scripts/lib/py313.sh
-PY313_DIR="$(realpath -m "${PY313_DIR:-$CARGO_TARGET_DIR/py313}")"
+PY313_DIR="$(realpath -m "${PY313_ROOT:-/work/py313}")"
+# Which of the root's mount points are not mounted yet: those are ours to undo (a bind
+# of /dev or of the repository left behind would be deleted through by the next rm -rf).
+ours=()
+while read -r m; do
+    mountpoint -q "$m" 2>/dev/null || ours+=("$m")
+done < <(_py313_mounts "$PY313_DIR")
+RUN=""
+cleanup() {
+    local m
+    [ -z "$RUN" ] || rm -rf "$RUN"
+    for m in "${ours[@]}"; do
+        if mountpoint -q "$m" 2>/dev/null; then
+            umount -R "$m" || umount -l "$m"
+        fi
+    done
+}
+trap cleanup EXIT
 py313_root "$PY313_DIR"
 py313_venv "$PY313_DIR" "$VENV" requirements-posthog.txt
 py313_run "$PY313_DIR" "$VENV/bin/pip" install --quiet --disable-pip-version-check \
@@ -63,7 +81,6 @@ py313_run "$PY313_DIR" "$VENV/bin/pip" install --quiet --disable-pip-version-che
 # The suite, copied out of the sdist into a fresh directory inside the root (its tests
 # import their siblings harness/, bench/ and deltalite_planner.py; no Rust is needed).
 RUN="$(mktemp -d "$PY313_DIR/tmp/posthog-suite.XXXXXX")"
-trap 'rm -rf "$RUN"' EXIT
 tar -xzf "$SDIST" -C "$RUN" "deltalite-$SDIST_VERSION/deltalite/python"
 SUITE="/tmp/$(basename "$RUN")/deltalite-$SDIST_VERSION/deltalite/python"
 
