@@ -20,7 +20,7 @@ if [ -z "${DELTALITE_BIN:-}" ]; then
     export DELTALITE_BIN="$CARGO_TARGET_DIR/debug/deltalite"
 fi
 
-"$ROOT/.venv-dlt/bin/ruff" check dlt_altertable examples/dlt_journey.py bench/dlt_bench.py
-"$ROOT/.venv-dlt/bin/ruff" format --check dlt_altertable examples/dlt_journey.py bench/dlt_bench.py
+"$ROOT/.venv-dlt/bin/ruff" check dlt_altertable examples/dlt_journey.py bench/dlt_bench.py bench/dlt_merge_deletes.py
+"$ROOT/.venv-dlt/bin/ruff" format --check dlt_altertable examples/dlt_journey.py bench/dlt_bench.py bench/dlt_merge_deletes.py
 
 "$PY" -m pytest -q -p no:cacheprovider dlt_altertable/tests "$@"
