@@ -264,3 +264,18 @@ def test_later_statements_of_a_script_see_earlier_writes(client, schema):
         f"SELECT * FROM {schema}.s2"
     )
     assert out == [(2,)]
+
+
+def test_count_distinct_row_of_a_large_staging_table(client, schema):
+    """dlt's merge-key check over 300,000 staged rows: DataFusion's generic distinct
+    accumulator charged each struct value with its whole batch and exhausted the 1 GiB
+    query pool at 200,000 rows; the tuples are counted as bytes instead."""
+    client.query(
+        f"CREATE TABLE {schema}.big AS SELECT value AS id, value % 7 AS part "
+        "FROM unnest(range(300000)) AS r(value)"
+    )
+    _, rows = client.query(
+        f'SELECT count(*) AS n, count(DISTINCT row("id")) AS k, '
+        f"count(DISTINCT row(part, id % 2)) AS p FROM {schema}.big"
+    )
+    assert rows == [[300000, 300000, 14]]

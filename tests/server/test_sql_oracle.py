@@ -1073,3 +1073,30 @@ def test_merge_constant_condition(lake, clauses):
     check_write(
         lake, tables, f"MERGE INTO {{t}} AS d USING {{u}} AS s ON d.k = s.k {clauses}"
     )
+
+
+DISTINCT_TABLES = {
+    "t": [
+        [(1, 0, "a"), (1, 0, "a"), (1, 1, None), (None, 0, None), (None, 0, None)],
+        [(2, 5, "b"), (3, None, "c"), (1, 0, "a"), (None, None, None)],
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT count(*) AS n, count(DISTINCT row(k)) AS d FROM {t}",
+        "SELECT count(DISTINCT row(k, s)) AS d FROM {t}",
+        "SELECT count(DISTINCT (k, v)) AS d FROM {t}",
+        "SELECT v, count(DISTINCT row(k, s)) AS d FROM {t} GROUP BY v",
+        (
+            "SELECT CASE WHEN count(*) = count(DISTINCT row(k, v)) THEN 1 ELSE 0 END "
+            "AS unique_keys FROM {t}"
+        ),
+    ],
+)
+def test_count_distinct_row(lake, statement):
+    """`count(DISTINCT row(…))`, dlt's merge-key check: tuples with NULL fields count, and
+    equal ones once, as in DuckDB."""
+    check_query(lake, DISTINCT_TABLES, statement)

@@ -241,6 +241,7 @@ impl SqlSession {
         let ctx = SessionContext::new_with_config_rt(config, runtime);
         ctx.register_udf(udf::from_base64_udf());
         ctx.register_udf(udf::error_udf());
+        ctx.register_udf(udf::row_key_udf());
         for f in udf::make_timestamp_udfs() {
             ctx.register_udf(f);
         }

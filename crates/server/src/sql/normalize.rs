@@ -21,9 +21,10 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, JoinConstraint,
-    JoinOperator, ObjectName, Query, SelectItem, SetExpr, Statement, UnaryOperator, Value,
-    VisitMut, VisitorMut, visit_expressions_mut,
+    BinaryOperator, DuplicateTreatment, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArgumentList, FunctionArguments, Ident, JoinConstraint, JoinOperator, ObjectName,
+    Query, SelectItem, SetExpr, Statement, UnaryOperator, Value, VisitMut, VisitorMut,
+    visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -33,6 +34,7 @@ pub(super) fn statement(statement: &mut Statement) {
     let _ = visit_expressions_mut(statement, |e| {
         distinct_from_precedence(e);
         duckdb_function(e);
+        count_distinct_row(e);
         ControlFlow::<()>::Continue(())
     });
     let _ = statement.visit(&mut Subqueries);
@@ -102,6 +104,73 @@ fn duckdb_function(e: &mut Expr) {
         );
     }
     f.name = ObjectName::from(vec![Ident::new(renamed)]);
+}
+
+/// `count(DISTINCT row(a, …))` (also a tuple `(a, …)`), which dlt sends to
+/// check merge keys: counted over `__deltalite_row_key(a, …)`, the same tuples as bytes
+/// (see `sql/udf.rs::row_key_udf` for why).
+fn count_distinct_row(e: &mut Expr) {
+    let Expr::Function(f) = e else {
+        return;
+    };
+    if !plain_name(&f.name, "count") {
+        return;
+    }
+    let FunctionArguments::List(list) = &mut f.args else {
+        return;
+    };
+    if list.duplicate_treatment != Some(DuplicateTreatment::Distinct) {
+        return;
+    }
+    let [FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))] = list.args.as_mut_slice() else {
+        return;
+    };
+    let fields = match arg {
+        Expr::Function(row) if plain_name(&row.name, "row") => {
+            let FunctionArguments::List(inner) = &row.args else {
+                return;
+            };
+            if inner.duplicate_treatment.is_some()
+                || !inner.clauses.is_empty()
+                || !inner
+                    .args
+                    .iter()
+                    .all(|a| matches!(a, FunctionArg::Unnamed(FunctionArgExpr::Expr(_))))
+            {
+                return;
+            }
+            inner.args.clone()
+        }
+        Expr::Tuple(items) => items
+            .iter()
+            .map(|i| FunctionArg::Unnamed(FunctionArgExpr::Expr(i.clone())))
+            .collect(),
+        _ => return,
+    };
+    *arg = Expr::Function(Function {
+        name: ObjectName::from(vec![Ident::new(super::udf::ROW_KEY)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args: fields,
+            clauses: Vec::new(),
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: Vec::new(),
+    });
+}
+
+/// Whether `name` is the one unquoted identifier `want` (any case).
+fn plain_name(name: &ObjectName, want: &str) -> bool {
+    match name.0.as_slice() {
+        [part] => part
+            .as_ident()
+            .is_some_and(|i| i.quote_style.is_none() && i.value.eq_ignore_ascii_case(want)),
+        _ => false,
+    }
 }
 
 fn is_and_or(e: &Expr) -> bool {
@@ -359,6 +428,21 @@ mod tests {
         let mut statements = Parser::parse_sql(&GenericDialect {}, sql).expect("parses");
         super::statement(&mut statements[0]);
         statements[0].to_string()
+    }
+
+    #[test]
+    fn count_distinct_of_a_row_counts_its_bytes() {
+        assert_eq!(
+            normalized(r#"SELECT count(DISTINCT row("id", b)) AS k FROM t"#),
+            r#"SELECT count(DISTINCT __deltalite_row_key("id", b)) AS k FROM t"#
+        );
+        assert_eq!(
+            normalized("SELECT count(DISTINCT (a, b)), count(DISTINCT ROW(a)) FROM t"),
+            "SELECT count(DISTINCT __deltalite_row_key(a, b)), \
+             count(DISTINCT __deltalite_row_key(a)) FROM t"
+        );
+        let kept = r#"SELECT count(row(a)), count(DISTINCT a), count(DISTINCT "row"(a)) FROM t"#;
+        assert_eq!(normalized(kept), kept);
     }
 
     #[test]
