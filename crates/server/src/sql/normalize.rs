@@ -7,6 +7,9 @@
 //!   `(a IS [NOT] DISTINCT FROM b) AND c`, parenthesised so that the SQL text the write
 //!   paths print from the tree parses the same way again.
 //!
+//! - `count(DISTINCT row(a, …))` (dlt's merge-key check): counted over the tuples' Arrow
+//!   row encoding (`sql/udf.rs::row_key_udf`), which DataFusion's bytes accumulator
+//!   counts in bounded memory; its struct accumulator does not.
 //! - DuckDB function names DataFusion spells otherwise (`strftime`, `regexp_matches`,
 //!   `approx_count_distinct`, `dayofweek`, `dayofyear`, `epoch`): what ibis sends.
 //! - `x [NOT] IN (subquery)` and row values `(a, b) IN (subquery)` where their value is
