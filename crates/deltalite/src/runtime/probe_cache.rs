@@ -1,22 +1,23 @@
 //! The probe cache: a process-wide, bounded map from a data file to the hashes of the keys
-//! it holds, with each key's row position. Delta data files never change once written, so
-//! what a probe learned about a file stays true for as long as the file lives; a later
-//! upsert (through any handle of the process) that finds the file among its candidates
-//! can rule it out without reading it: when none of the source's key hashes is in the
-//! file's list, no source key is in the file.
+//! it holds. Delta data files never change once written, so what a probe learned about a
+//! file stays true for as long as the file lives; a later upsert (through any handle of the
+//! process) that finds the file among its candidates can rule it out without reading it:
+//! when none of the source's key hashes is in the file's list, no source key is in the file.
 //!
 //! The answer never depends on the cache: equal hashes are only candidates (an upsert
 //! then reads the file as if nothing were cached), and a missing or evicted entry means a
-//! read. Entries are complete or absent: they are filled by probes that read every key of
-//! a file (no row group or page skipped), and by the writer of an upsert's own rows (its
-//! inserts, in one file), whose keys it holds anyway. The positions are there for callers
-//! that need to know *where* a candidate key is (deletion vectors), and read only those
-//! rows to confirm.
+//! read. Entries are complete or absent. They are filled by probes that happened to read
+//! every key of a file (no row group or page skipped) and found no source key in it: a
+//! file the upsert is about to rewrite leaves the table with its commit, so its keys are
+//! not worth keeping, and collecting stops at its first match. The writer of an upsert's
+//! own rows (its inserts, in one file) fills an entry too, from keys it holds anyway. A
+//! file that an upsert rewrites loses its entry.
 //!
-//! Bounded by `max_bytes` (`DELTALITE_PROBE_CACHE_BYTES`, 128 MiB by default; `0` turns
-//! the cache off), least recently used entries evicted first. Entries are keyed by the
-//! file's full location, its size and the key columns' names and types (the hashes depend
-//! on the types the keys were read as).
+//! Each entry is the file's distinct key hashes, sorted: 8 bytes a key. Bounded by
+//! `max_bytes` (`DELTALITE_PROBE_CACHE_BYTES`, 128 MiB by default; `0` turns the cache
+//! off), least recently used entries evicted first. Entries are keyed by the file's full
+//! location, its size and the key columns' names and types (the hashes depend on the types
+//! the keys were read as).
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
@@ -34,37 +35,19 @@ pub struct CacheKey {
     pub keys: String,
 }
 
-/// The keys of one file: hashes of its non-NULL key tuples, ascending, each with the row
-/// position (in row-group order) that holds it.
+/// The keys of one file: the distinct hashes of its non-NULL key tuples, ascending.
 #[derive(Debug, Default)]
 pub struct FileKeys {
     hashes: Vec<u64>,
-    positions: Vec<u32>,
 }
 
 impl FileKeys {
-    /// Keys from `(hash, position)` pairs in any order.
-    pub fn new(mut pairs: Vec<(u64, u32)>) -> Self {
-        pairs.sort_unstable();
-        let (hashes, positions) = pairs.into_iter().unzip();
-        Self { hashes, positions }
-    }
-
-    /// Positions of the rows whose key hash is one of `wanted`, ascending. Empty means no
-    /// key of the file is a wanted key.
-    pub fn candidates(
-        &self,
-        wanted: &std::collections::HashSet<u64, impl BuildHasher>,
-    ) -> Vec<u32> {
-        let mut out: Vec<u32> = self
-            .hashes
-            .iter()
-            .zip(&self.positions)
-            .filter(|(h, _)| wanted.contains(h))
-            .map(|(_, p)| *p)
-            .collect();
-        out.sort_unstable();
-        out
+    /// Keys from hashes in any order, with repeats.
+    pub fn new(mut hashes: Vec<u64>) -> Self {
+        hashes.sort_unstable();
+        hashes.dedup();
+        hashes.shrink_to_fit();
+        Self { hashes }
     }
 
     /// Whether any key of the file hashes to one of `wanted`.
@@ -88,7 +71,7 @@ impl FileKeys {
     }
 
     fn bytes(&self) -> usize {
-        self.hashes.capacity() * 8 + self.positions.capacity() * 4
+        self.hashes.capacity() * 8
     }
 }
 
@@ -222,12 +205,21 @@ impl ProbeCache {
         self.evictions.fetch_add(evicted, Ordering::Relaxed);
     }
 
-    /// Whether the keys of a file of `rows` rows are worth reading in full to cache them:
-    /// an entry may take an eighth of the cache at most, so that one large file does not
+    /// Whether the keys of a file of `rows` rows are worth collecting to cache them: an
+    /// entry may take an eighth of the cache at most, so that one large file does not
     /// evict many small ones (and its transient list stays small).
     pub fn admits(&self, rows: u64) -> bool {
         let max = self.max_bytes.load(Ordering::Relaxed) as u64;
-        rows.saturating_mul(16) <= max / 8 && rows <= u64::from(u32::MAX)
+        rows.saturating_mul(8) <= max / 8
+    }
+
+    /// Drop the entry of `key`, if any: its file is leaving the table.
+    pub fn forget(&self, key: &CacheKey) {
+        let mut inner = self.lock();
+        if let Some(old) = inner.entries.remove(key) {
+            inner.order.remove(&old.tick);
+            inner.bytes -= old.bytes;
+        }
     }
 
     /// Change the bound (evicting down to it at once); `0` empties and disables the cache.
@@ -292,17 +284,17 @@ mod tests {
     }
 
     fn keys(n: u64) -> FileKeys {
-        FileKeys::new((0..n).map(|i| (i * 7, i as u32)).collect())
+        FileKeys::new((0..n).map(|i| i * 7).collect())
     }
 
     #[test]
-    fn candidates_are_the_positions_of_wanted_hashes_only() {
-        let file = FileKeys::new(vec![(30, 2), (10, 0), (20, 1), (10, 5)]);
+    fn a_file_is_a_candidate_only_when_a_wanted_hash_is_among_its_own() {
+        let file = FileKeys::new(vec![30, 10, 20, 10]);
+        assert_eq!(file.len(), 3, "repeats are kept once");
+        assert_eq!(file.bytes(), 3 * 8);
         let wanted: HashSet<u64> = [10, 99].into();
-        assert_eq!(file.candidates(&wanted), vec![0, 5]);
         assert!(file.any_of(&wanted));
         let none: HashSet<u64> = [11, 99].into();
-        assert!(file.candidates(&none).is_empty());
         assert!(!file.any_of(&none));
         // The binary-search path (few wanted, many stored) agrees.
         let many = keys(1000);
@@ -345,6 +337,15 @@ mod tests {
         cache.insert(key("a"), keys(5));
         assert_eq!(cache.stats().entries, 1, "re-inserting replaces");
         assert_eq!(cache.get(&key("a")).unwrap().len(), 5);
+        cache.insert(key("b"), keys(2));
+        cache.forget(&key("a"));
+        assert!(cache.get(&key("a")).is_none(), "forgotten");
+        assert!(cache.get(&key("b")).is_some(), "the others stay");
+        cache.forget(&key("a"));
+        assert_eq!(
+            cache.stats().bytes,
+            keys(2).bytes() + entry_overhead(&key("b"))
+        );
         cache.clear();
         assert_eq!((cache.stats().entries, cache.stats().bytes), (0, 0));
     }

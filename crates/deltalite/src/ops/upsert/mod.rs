@@ -239,7 +239,7 @@ impl Shared {
     /// Fill the probe cache with the keys of a file this call wrote from the source's own
     /// rows (its inserts, and with `isolate_source_rows` its replacements): their keys are
     /// at hand, so a later probe of the file costs nothing. Only when `batch` went into
-    /// exactly one file (then row `i` of the batch is row `i` of the file).
+    /// exactly one file (then the batch's keys are all of the file's).
     fn remember_keys(&self, adds: &[Add], batch: &RecordBatch) -> Result<()> {
         let (Some(cache), [add]) = (self.cache, adds) else {
             return Ok(());
@@ -248,9 +248,9 @@ impl Shared {
         if !self.knobs.use_probe_cache || !cache.admits(rows as u64) {
             return Ok(());
         }
-        let positions = arrow::array::Int64Array::from_iter_values(0..rows as i64);
         let stored = self.decider.encode(batch.columns(), rows)?;
-        if let Some(keys) = stored.hashes(&positions) {
+        let mut keys = Vec::new();
+        if stored.extend_hashes(&mut keys).is_some() {
             // The log's path as delta-rs turns it into a store path when the file is read
             // back from the snapshot (`LogicalFileView::object_store_path`): the same
             // percent-encoding, so the keys of later probes find this entry.
@@ -699,6 +699,12 @@ async fn process_partition(
                 .try_collect()
                 .await?;
             result.pages_skipped = probed.iter().map(|(_, found)| found.pages_skipped).sum();
+            if let Some(cache) = cache {
+                // A rewritten file leaves the table: an entry it had is dead weight.
+                for (file, _) in probed.iter().filter(|(_, found)| found.rewrite) {
+                    cache.forget(&shared.cache_key(file));
+                }
+            }
             probed
                 .into_iter()
                 .filter_map(|(file, found)| found.rewrite.then_some((file, found.replaced)))

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use arrow::array::{ArrayRef, Int64Array};
+use arrow::array::ArrayRef;
 
 use crate::error::Result;
 use crate::ops::upsert::keys::{LookupKeys, TupleEncoder, Tuples};
@@ -60,15 +60,14 @@ pub(crate) struct StoredKeys {
 }
 
 impl StoredKeys {
-    /// `(hash, position)` of every row whose key has no NULL, for the probe cache;
-    /// `positions` are the rows' positions in the file. `None` for the empty key.
-    pub(crate) fn hashes(&self, positions: &Int64Array) -> Option<Vec<(u64, u32)>> {
-        let mut out = Vec::with_capacity(self.null_key.len());
+    /// Add the hash of every row whose key has no NULL to `out`, for the probe cache;
+    /// `None` for the empty key, which the cache does not hold.
+    pub(crate) fn extend_hashes(&self, out: &mut Vec<u64>) -> Option<()> {
+        out.reserve(self.null_key.len());
         for (row, _) in self.null_key.iter().enumerate().filter(|(_, null)| !**null) {
-            let position = u32::try_from(positions.value(row)).ok()?;
-            out.push((self.keys.hash(row)?, position));
+            out.push(self.keys.hash(row)?);
         }
-        Some(out)
+        Some(())
     }
 }
 

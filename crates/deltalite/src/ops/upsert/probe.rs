@@ -40,8 +40,9 @@ pub(crate) struct ProbeResult {
     pub row_groups_skipped: usize,
     /// Pages of the first key column skipped by the page index, in read row groups.
     pub pages_skipped: usize,
-    /// Every non-NULL key of the file with its position, when asked for and the probe
-    /// read all of them (no row group or page skipped): what the probe cache keeps.
+    /// The hashes of every non-NULL key of the file, when asked for, the probe read all
+    /// of them (no row group or page skipped) and the file stays (no rewrite): what the
+    /// probe cache keeps.
     pub keys: Option<FileKeys>,
 }
 
@@ -166,11 +167,9 @@ pub(crate) async fn probe_file(
     }
     // Keys are collected only from a read of every row: a skipped row group or page
     // would leave keys out, and the cache must know all of a file's keys or none.
-    let mut keys: Option<Vec<(u64, u32)>> = (collect_keys
-        && selected.len() == row_group_count
-        && result.pages_skipped == 0
-        && row_numbers_are_positions(&metadata))
-    .then(Vec::new);
+    let mut keys: Option<Vec<u64>> =
+        (collect_keys && selected.len() == row_group_count && result.pages_skipped == 0)
+            .then(Vec::new);
     let root_indices: Vec<usize> = roots.iter().map(|(_, r)| *r).collect();
     let mut stream = match pages {
         Some((selection, _)) => {
@@ -192,9 +191,8 @@ pub(crate) async fn probe_file(
         let stored = decider.encode(&columns, batch.num_rows())?;
         let positions = row_numbers(&batch)?;
         if let Some(all) = keys.as_mut() {
-            match stored.hashes(positions) {
-                Some(hashes) => all.extend(hashes),
-                None => keys = None,
+            if stored.extend_hashes(all).is_none() {
+                keys = None;
             }
         }
         decider.for_each_match(part, &stored, |row, source_row, outcome| {
@@ -210,6 +208,11 @@ pub(crate) async fn probe_file(
             result.outcomes.push((source_row, outcome));
             Ok(())
         })?;
+        if result.rewrite {
+            // The file leaves the table with this upsert's commit: its keys are not
+            // worth keeping (nor the memory to collect them).
+            keys = None;
+        }
     }
     if let Some(replaced) = replaced.as_mut() {
         // Read in file order already; the rewrite walks the list in step with its own
