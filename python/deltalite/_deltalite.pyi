@@ -9,7 +9,7 @@ class _ArrowSchema(Protocol):
 
 __version__: str
 
-def knob_defaults() -> dict[str, int | bool | None]:
+def knob_defaults() -> dict[str, int | bool | str | None]:
     """The engine's default upsert knobs (the ones `DeltaLiteTable.upsert` shows)."""
 
 def probe_cache_stats() -> dict[str, int]:
@@ -218,25 +218,30 @@ class DeltaLiteTable:
         delete_column: str | None = None,
         on_duplicate: Literal["error", "last"] = "error",
         omitted_columns: Literal["null", "keep"] = "null",
-        max_parallel_partitions: int = 2,
-        max_parallel_files: int = 4,
-        max_buffered_bytes: int = 64 * 1024 * 1024,
-        prune_strategy: Literal["probe", "stats", "none"] = "probe",
-        skip_unmatched_files: bool = True,
-        probe_concurrency: int = 8,
-        read_batch_size: int = 8192,
+        max_parallel_partitions: int | None = None,
+        max_parallel_files: int | None = None,
+        max_buffered_bytes: int | None = None,
+        prune_strategy: Literal["probe", "stats", "none"] | None = None,
+        skip_unmatched_files: bool | None = None,
+        probe_concurrency: int | None = None,
+        read_batch_size: int | None = None,
         target_file_size: int | None = None,
         max_source_bytes: int | None = None,
         multipart_threshold: int | None = None,
         multipart_part_size: int | None = None,
-        commit_max_retries: int = 15,
+        commit_max_retries: int | None = None,
         commit_metadata: Mapping[str, Any] | None = None,
         max_row_group_bytes: int | None = None,
-        isolate_source_rows: bool = False,
-        use_probe_cache: bool = True,
+        isolate_source_rows: bool | None = None,
+        use_probe_cache: bool | None = None,
     ) -> UpsertStats:
         """Insert-or-replace `data` by key in one atomic commit.
 
+        A knob left at `None` takes the engine's default, which `knob_defaults()` lists
+        (`max_parallel_partitions` 2, `max_parallel_files` 4, `max_buffered_bytes` 64 MiB,
+        `prune_strategy` "probe", `probe_concurrency` 8, `read_batch_size` 8192,
+        `commit_max_retries` 15, `use_probe_cache` True; byte guards from the process
+        environment). `skip_unmatched_files=False` is `prune_strategy="none"`.
         `prune_strategy`: "probe" (log statistics, then an exact read of the key
         columns), "stats" (log statistics only; surviving files are rewritten) or "none"
         (every file of a touched partition is rewritten). `max_row_group_bytes` closes

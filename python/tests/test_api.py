@@ -57,42 +57,92 @@ def test_upsert_signature_defaults():
     sig = inspect.signature(DeltaLiteTable.upsert)
     defaults = {k: p.default for k, p in sig.parameters.items()}
     assert defaults["partition_key"] is None
-    assert defaults["max_parallel_partitions"] == 2
-    assert defaults["max_parallel_files"] == 4
-    assert defaults["max_buffered_bytes"] == 64 * 1024 * 1024
-    assert defaults["prune_strategy"] == "probe"
-    assert defaults["skip_unmatched_files"] is True
-    assert defaults["probe_concurrency"] == 8
-    assert defaults["read_batch_size"] == 8192
-    assert defaults["target_file_size"] is None
-    assert defaults["commit_max_retries"] == 15
-    assert defaults["commit_metadata"] is None
     assert defaults["cursor_field"] is None
+    assert defaults["commit_metadata"] is None
     assert defaults["on_duplicate"] == "error"
     assert defaults["omitted_columns"] == "null"
-    # None means the process default (2 GiB / 64 MiB / 16 MiB unless overridden by env).
-    for name in ["max_source_bytes", "multipart_threshold", "multipart_part_size"]:
-        assert name in defaults
-    # The signature shows the engine's own defaults: one source of defaults.
-    engine = knob_defaults()
-    for name in [
+    # Every knob is None in the signature: the engine is the one source of its default.
+    knobs = [
         "max_parallel_partitions",
         "max_parallel_files",
         "max_buffered_bytes",
+        "prune_strategy",
+        "skip_unmatched_files",
         "probe_concurrency",
         "read_batch_size",
+        "target_file_size",
+        "max_source_bytes",
+        "multipart_threshold",
+        "multipart_part_size",
         "commit_max_retries",
         "max_row_group_bytes",
         "isolate_source_rows",
         "use_probe_cache",
-    ]:
-        assert defaults[name] == engine[name], name
-    # PostHog's deltalite 0.1.15 knobs, with its defaults.
-    assert (
-        defaults["max_row_group_bytes"],
-        defaults["isolate_source_rows"],
-        defaults["use_probe_cache"],
-    ) == (None, False, True)
+    ]
+    for name in knobs:
+        assert defaults[name] is None, name
+    # The engine's defaults: the seed API's, and PostHog's deltalite 0.1.15 knobs with its.
+    engine = knob_defaults()
+    assert {
+        k: engine[k]
+        for k in [
+            "max_parallel_partitions",
+            "max_parallel_files",
+            "max_buffered_bytes",
+            "prune_strategy",
+            "probe_concurrency",
+            "read_batch_size",
+            "commit_max_retries",
+            "max_row_group_bytes",
+            "isolate_source_rows",
+            "use_probe_cache",
+        ]
+    } == {
+        "max_parallel_partitions": 2,
+        "max_parallel_files": 4,
+        "max_buffered_bytes": 64 * 1024 * 1024,
+        "prune_strategy": "probe",
+        "probe_concurrency": 8,
+        "read_batch_size": 8192,
+        "commit_max_retries": 15,
+        "max_row_group_bytes": None,
+        "isolate_source_rows": False,
+        "use_probe_cache": True,
+    }
+    # The byte guards come from the process environment (2 GiB / 64 MiB / 16 MiB unless set).
+    for name in ["max_source_bytes", "multipart_threshold", "multipart_part_size"]:
+        assert isinstance(engine[name], int) and engine[name] > 0, name
+
+
+def test_knobs_left_as_none_are_the_engines_and_bad_ones_are_refused(tmp_path):
+    uri = str(tmp_path / "t")
+    batch = pa.table({"id": [1, 2], "v": ["a", "b"]})
+    t = DeltaLiteTable.create(uri, batch.schema)
+    t.upsert(batch, "id")
+    # Spelling every knob as None is the same call as leaving them out.
+    explicit = t.upsert(
+        pa.table({"id": [2, 3], "v": ["B", "c"]}),
+        "id",
+        **{
+            k: None
+            for k in [
+                "max_parallel_partitions",
+                "prune_strategy",
+                "commit_max_retries",
+                "use_probe_cache",
+                "skip_unmatched_files",
+                "read_batch_size",
+            ]
+        },
+    )
+    assert (explicit.rows_updated, explicit.rows_inserted) == (1, 1)
+    assert rows_of(read_delta(uri)) == [(1, "a"), (2, "B"), (3, "c")]
+    # Validation is the engine's, whichever face calls it.
+    with pytest.raises(ValueError, match="max_parallel_files must be positive"):
+        t.upsert(batch, "id", max_parallel_files=0)
+    with pytest.raises(ValueError, match="prune_strategy"):
+        t.upsert(batch, "id", prune_strategy="sometimes")
+    assert rows_of(read_delta(uri)) == [(1, "a"), (2, "B"), (3, "c")]
 
 
 def test_open_upsert_and_inspect(table_path):

@@ -27,6 +27,7 @@ fn knob_defaults(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
     out.set_item("max_parallel_partitions", knobs.max_parallel_partitions)?;
     out.set_item("max_parallel_files", knobs.max_parallel_files)?;
     out.set_item("max_buffered_bytes", knobs.max_buffered_bytes)?;
+    out.set_item("prune_strategy", knobs.prune_strategy.as_str())?;
     out.set_item("probe_concurrency", knobs.probe_concurrency)?;
     out.set_item("read_batch_size", knobs.read_batch_size)?;
     out.set_item("commit_max_retries", knobs.commit_max_retries)?;

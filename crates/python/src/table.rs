@@ -164,22 +164,22 @@ impl PyDeltaLiteTable {
         delete_column=None,
         on_duplicate="error",
         omitted_columns="null",
-        max_parallel_partitions=2,
-        max_parallel_files=4,
-        max_buffered_bytes=67_108_864,
-        prune_strategy="probe",
-        skip_unmatched_files=true,
-        probe_concurrency=8,
-        read_batch_size=8192,
+        max_parallel_partitions=None,
+        max_parallel_files=None,
+        max_buffered_bytes=None,
+        prune_strategy=None,
+        skip_unmatched_files=None,
+        probe_concurrency=None,
+        read_batch_size=None,
         target_file_size=None,
         max_source_bytes=None,
         multipart_threshold=None,
         multipart_part_size=None,
-        commit_max_retries=15,
+        commit_max_retries=None,
         commit_metadata=None,
         max_row_group_bytes=None,
-        isolate_source_rows=false,
-        use_probe_cache=true,
+        isolate_source_rows=None,
+        use_probe_cache=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn upsert(
@@ -192,46 +192,50 @@ impl PyDeltaLiteTable {
         delete_column: Option<String>,
         on_duplicate: &str,
         omitted_columns: &str,
-        max_parallel_partitions: usize,
-        max_parallel_files: usize,
-        max_buffered_bytes: usize,
-        prune_strategy: &str,
-        skip_unmatched_files: bool,
-        probe_concurrency: usize,
-        read_batch_size: usize,
+        max_parallel_partitions: Option<usize>,
+        max_parallel_files: Option<usize>,
+        max_buffered_bytes: Option<usize>,
+        prune_strategy: Option<&str>,
+        skip_unmatched_files: Option<bool>,
+        probe_concurrency: Option<usize>,
+        read_batch_size: Option<usize>,
         target_file_size: Option<u64>,
         max_source_bytes: Option<usize>,
         multipart_threshold: Option<usize>,
         multipart_part_size: Option<usize>,
-        commit_max_retries: usize,
+        commit_max_retries: Option<usize>,
         commit_metadata: Option<&Bound<'_, PyDict>>,
         max_row_group_bytes: Option<usize>,
-        isolate_source_rows: bool,
-        use_probe_cache: bool,
+        isolate_source_rows: Option<bool>,
+        use_probe_cache: Option<bool>,
     ) -> PyResult<PyUpsertStats> {
-        // The signature shows the seed API's defaults; `knob_defaults()` exposes the
-        // engine's, and the test suite holds the two equal (one source: the engine).
+        // `None` is the engine's default (`Knobs::default()`, shown by `knob_defaults()`):
+        // the binding writes no default of its own.
         let defaults = Knobs::default();
-        let mut prune: PruneStrategy = parse(prune_strategy)?;
-        if !skip_unmatched_files {
+        let mut prune = match prune_strategy {
+            Some(name) => parse(name)?,
+            None => defaults.prune_strategy,
+        };
+        if skip_unmatched_files == Some(false) {
             // The seed's toggle: False means "read every file of a touched partition".
             prune = PruneStrategy::None;
         }
         let knobs = Knobs {
-            max_parallel_partitions,
-            max_parallel_files,
-            max_buffered_bytes,
+            max_parallel_partitions: max_parallel_partitions
+                .unwrap_or(defaults.max_parallel_partitions),
+            max_parallel_files: max_parallel_files.unwrap_or(defaults.max_parallel_files),
+            max_buffered_bytes: max_buffered_bytes.unwrap_or(defaults.max_buffered_bytes),
             prune_strategy: prune,
-            probe_concurrency,
-            read_batch_size,
+            probe_concurrency: probe_concurrency.unwrap_or(defaults.probe_concurrency),
+            read_batch_size: read_batch_size.unwrap_or(defaults.read_batch_size),
             target_file_size: target_file_size.or(defaults.target_file_size),
             max_source_bytes: max_source_bytes.unwrap_or(defaults.max_source_bytes),
             multipart_threshold: multipart_threshold.unwrap_or(defaults.multipart_threshold),
             multipart_part_size: multipart_part_size.unwrap_or(defaults.multipart_part_size),
-            commit_max_retries,
+            commit_max_retries: commit_max_retries.unwrap_or(defaults.commit_max_retries),
             max_row_group_bytes: max_row_group_bytes.or(defaults.max_row_group_bytes),
-            isolate_source_rows,
-            use_probe_cache,
+            isolate_source_rows: isolate_source_rows.unwrap_or(defaults.isolate_source_rows),
+            use_probe_cache: use_probe_cache.unwrap_or(defaults.use_probe_cache),
         };
         knobs.validate().map_err(to_py)?;
         let options = UpsertOptions {
