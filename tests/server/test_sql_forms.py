@@ -279,3 +279,32 @@ def test_count_distinct_row_of_a_large_staging_table(client, schema):
         f"count(DISTINCT row(part, id % 2)) AS p FROM {schema}.big"
     )
     assert rows == [[300000, 300000, 14]]
+
+
+def test_unaliased_subqueries_in_one_select_list_are_named_after_their_text(
+    client, schema
+):
+    """DataFusion names every scalar subquery `(<subquery>)` and refused two in one list;
+    DuckDB names each after its text, and so do we (an alias still wins)."""
+    client.query(
+        f"CREATE TABLE {schema}.t AS SELECT * FROM (VALUES (1), (2), (3)) AS v(id)"
+    )
+    columns, rows = client.query(
+        f"SELECT (SELECT count(*) FROM {schema}.t), (SELECT max(id) FROM {schema}.t), "
+        f"EXISTS (SELECT 1 FROM {schema}.t WHERE id = 9), "
+        f"(SELECT min(id) FROM {schema}.t) AS low"
+    )
+    assert columns == [
+        f"(SELECT count(*) FROM {schema}.t)",
+        f"(SELECT max(id) FROM {schema}.t)",
+        f"EXISTS (SELECT 1 FROM {schema}.t WHERE id = 9)",
+        "low",
+    ]
+    assert rows == [[3, 3, False, 1]]
+    # DuckDB answers the same values.
+    duck = duckdb.connect()
+    duck.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1), (2), (3)) AS v(id)")
+    assert duck.execute(
+        "SELECT (SELECT count(*) FROM t), (SELECT max(id) FROM t), "
+        "EXISTS (SELECT 1 FROM t WHERE id = 9), (SELECT min(id) FROM t) AS low"
+    ).fetchall() == [(3, 3, False, 1)]

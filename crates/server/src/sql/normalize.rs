@@ -20,6 +20,8 @@
 //!   dlt sends): DataFusion plans `EXISTS` only in filters. A plain subquery becomes the
 //!   scalar `(SELECT count(*) > 0 FROM … WHERE …)`, which it decorrelates; any other
 //!   (set operations, grouping, limits) is counted from a derived table.
+//! - An unaliased subquery in a select list is named after its text, as DuckDB names it
+//!   (DataFusion names them all `(<subquery>)`, so two in one list collided).
 
 use std::ops::ControlFlow;
 
@@ -222,6 +224,7 @@ fn rewrite_body(body: &mut SetExpr) {
     match body {
         SetExpr::Select(select) => {
             for item in select.projection.iter_mut() {
+                name_subquery(item);
                 if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item
                 {
                     valued(e);
@@ -248,6 +251,25 @@ fn rewrite_body(body: &mut SetExpr) {
         SetExpr::Query(q) => rewrite_body(q.body.as_mut()),
         _ => {}
     }
+}
+
+/// An unaliased subquery in a select list (`(SELECT …)`, `EXISTS (…)`, `k IN (…)`) named
+/// after its text, as DuckDB names it: DataFusion names every scalar subquery
+/// `(<subquery>)`, so two of them in one list collided ("Projections require unique
+/// expression names"). Named before the rewrites below change the text.
+fn name_subquery(item: &mut SelectItem) {
+    let SelectItem::UnnamedExpr(e) = item else {
+        return;
+    };
+    if !matches!(
+        unnested(e),
+        Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. }
+    ) {
+        return;
+    }
+    let alias = Ident::with_quote('"', e.to_string());
+    let expr = std::mem::replace(e, Expr::Value(Value::Null.into()));
+    *item = SelectItem::ExprWithAlias { expr, alias };
 }
 
 fn join_constraint(op: &mut JoinOperator) -> Option<&mut JoinConstraint> {
