@@ -151,7 +151,7 @@ def side(a: argparse.Namespace, name: str, work: Path) -> dict:
         data=work / f"lake_{name}",
         users=((USER, PASSWORD),),
         log=work / f"server_{name}.log",
-        args=["--log", "warn"],
+        args=["--log", a.server_log],
     )
     peak = [0.0]
 
@@ -220,6 +220,11 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--changes", type=int, default=100_000)
     ap.add_argument("--root", type=Path, default=Path("/work/py313"))
+    ap.add_argument(
+        "--server-log",
+        default="warn",
+        help="the servers' --log filter; deltalite_server=debug logs each statement's time",
+    )
     ap.add_argument("--ours-python", default=str(REPO / ".venv-dlt" / "bin" / "python"))
     ap.add_argument("--work", type=Path, default=Path("/tmp/deltalite-dlt-bench"))
     ap.add_argument(

@@ -230,6 +230,18 @@ impl QueryLog {
         let Some(entry) = self.entries.get_mut(query_id) else {
             return;
         };
+        // The slow-statement trail an operator turns on with `--log deltalite_server=debug`
+        // (statements may hold data: never at the default level).
+        tracing::debug!(
+            query_id,
+            interface = ?entry.interface,
+            user = %entry.user,
+            ms = duration_ms,
+            rows,
+            error = error.as_deref(),
+            statement = %truncate_chars(&entry.query, 300),
+            "query finished"
+        );
         let before = entry.bytes(query_id);
         entry.running = false;
         entry.end_time = Some(end_time);
