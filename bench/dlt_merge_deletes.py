@@ -221,6 +221,9 @@ def main() -> int:
     ap.add_argument("--changes", type=int, default=100_000)
     ap.add_argument("--root", type=Path, default=Path("/work/py313"))
     ap.add_argument(
+        "--keep-work", action="store_true", help="leave --work (servers' logs and data) behind"
+    )
+    ap.add_argument(
         "--server-log",
         default="warn",
         help="the servers' --log filter; deltalite_server=debug logs each statement's time",
@@ -264,7 +267,8 @@ def main() -> int:
     finally:
         for m in reversed(ours):
             subprocess.run(["umount", "-R", str(m)], check=False)
-        shutil.rmtree(a.work, ignore_errors=True)
+        if not a.keep_work:
+            shutil.rmtree(a.work, ignore_errors=True)
     same = True
     if {"ours", "real"} <= set(results):
         same = results["ours"]["tables"] == results["real"]["tables"]

@@ -1049,6 +1049,29 @@ def test_not_in_subquery_with_a_null_operand(lake, statement):
 
 
 @pytest.mark.parametrize(
+    "u",
+    [
+        pytest.param([[(0, 1, "x"), (None, 2, "y")]], id="a NULL in the set"),
+        pytest.param([[]], id="an empty set"),
+        pytest.param([[(1, 1, "x"), (5, 2, "y")]], id="no NULL"),
+    ],
+)
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "DELETE FROM {t} WHERE k NOT IN (SELECT k FROM {u})",
+        "UPDATE {t} SET v = 9 WHERE NOT (k IN (SELECT k FROM {u})) AND v = 1",
+    ],
+)
+def test_not_in_subquery_with_null_or_empty_sets(lake, u, statement):
+    """The single-column `NOT IN` rewrite (an equality anti join plus two counts, in place
+    of a disjunction only a nested loop could plan): a NULL in the set makes every
+    non-matching row NULL (kept), an empty set makes every row TRUE, NULL operand too."""
+    tables = {"t": [[(None, 1, "a"), (1, 1, "b"), (2, 1, "c"), (3, 2, "d")]], "u": u}
+    check_write(lake, tables, statement)
+
+
+@pytest.mark.parametrize(
     "clauses",
     [
         "WHEN NOT MATCHED AND FALSE THEN INSERT VALUES (s.k, s.v, s.s)",

@@ -333,6 +333,11 @@ impl SqlSession {
         let mut last = None;
         for (i, statement) in statements.into_iter().enumerate() {
             self.forget_tables();
+            // Scripts (dlt sends its merge as one) log each statement's time at debug
+            // level: the query log times only the whole request.
+            let started = std::time::Instant::now();
+            let text = (count > 1 && tracing::enabled!(tracing::Level::DEBUG))
+                .then(|| statement.to_string());
             let out = self.execute(statement).await?;
             if i + 1 == count {
                 last = Some(out);
@@ -342,6 +347,11 @@ impl SqlSession {
                     .try_for_each(|_| async { Ok(()) })
                     .await
                     .map_err(sql_error)?;
+            }
+            if let Some(text) = text {
+                let ms = started.elapsed().as_millis() as u64;
+                let text: String = text.chars().take(300).collect();
+                tracing::debug!(index = i, ms, statement = %text, "script statement finished");
             }
         }
         last.ok_or_else(|| sql_err("Parser Error: no statement to execute"))
