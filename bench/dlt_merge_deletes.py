@@ -203,10 +203,12 @@ def side(a: argparse.Namespace, name: str, work: Path) -> dict:
                 "SELECT count(*), sum(version), count(*) FILTER (WHERE deleted) "
                 "FROM lakehouse.bench.events",
             )[0],
-            "events__tags": query(
+            # 0.2.2 names nested tables with dlt's `direct` naming convention
+            # (`events▶tags`); ours keeps dlt's default `snake_case` (`events__tags`).
+            "tags": query(
                 server.base,
                 "SELECT count(*), sum(v), count(DISTINCT _dlt_parent_id) "
-                "FROM lakehouse.bench.events__tags",
+                f'FROM lakehouse.bench."{"events__tags" if name == "ours" else "events▶tags"}"',
             )[0],
         }
         return out
@@ -221,7 +223,9 @@ def main() -> int:
     ap.add_argument("--changes", type=int, default=100_000)
     ap.add_argument("--root", type=Path, default=Path("/work/py313"))
     ap.add_argument(
-        "--keep-work", action="store_true", help="leave --work (servers' logs and data) behind"
+        "--keep-work",
+        action="store_true",
+        help="leave --work (servers' logs and data) behind",
     )
     ap.add_argument(
         "--server-log",
