@@ -190,10 +190,10 @@ pub(crate) async fn probe_file(
         let columns = sparse_columns(&batch, &layout.data_schema, &wanted)?;
         let stored = decider.encode(&columns, batch.num_rows())?;
         let positions = row_numbers(&batch)?;
-        if let Some(all) = keys.as_mut() {
-            if stored.extend_hashes(all).is_none() {
-                keys = None;
-            }
+        if let Some(all) = keys.as_mut()
+            && stored.extend_hashes(all).is_none()
+        {
+            keys = None;
         }
         decider.for_each_match(part, &stored, |row, source_row, outcome| {
             if outcome == Outcome::Updated {
