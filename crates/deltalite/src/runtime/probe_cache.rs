@@ -109,6 +109,16 @@ struct Inner {
     tick: u64,
 }
 
+impl Inner {
+    /// Drop `key`'s entry, if any, from the map, the use order and the byte count.
+    fn remove(&mut self, key: &CacheKey) {
+        if let Some(old) = self.entries.remove(key) {
+            self.order.remove(&old.tick);
+            self.bytes -= old.bytes;
+        }
+    }
+}
+
 /// The cache (see the module documentation).
 pub struct ProbeCache {
     inner: Mutex<Inner>,
@@ -186,10 +196,7 @@ impl ProbeCache {
         let mut inner = self.lock();
         inner.tick += 1;
         let tick = inner.tick;
-        if let Some(old) = inner.entries.remove(&key) {
-            inner.order.remove(&old.tick);
-            inner.bytes -= old.bytes;
-        }
+        inner.remove(&key);
         inner.order.insert(tick, key.clone());
         inner.entries.insert(
             key,
@@ -215,11 +222,7 @@ impl ProbeCache {
 
     /// Drop the entry of `key`, if any: its file is leaving the table.
     pub fn forget(&self, key: &CacheKey) {
-        let mut inner = self.lock();
-        if let Some(old) = inner.entries.remove(key) {
-            inner.order.remove(&old.tick);
-            inner.bytes -= old.bytes;
-        }
+        self.lock().remove(key);
     }
 
     /// Change the bound (evicting down to it at once); `0` empties and disables the cache.
