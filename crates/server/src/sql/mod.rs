@@ -350,7 +350,7 @@ impl SqlSession {
             }
             if let Some(text) = text {
                 let ms = started.elapsed().as_millis() as u64;
-                let text: String = text.chars().take(300).collect();
+                let text = crate::registry::truncate_chars(&text, 300);
                 tracing::debug!(index = i, ms, statement = %text, "script statement finished");
             }
         }
