@@ -39,7 +39,8 @@ class ServerProcess:
     `storage_options` become `--storage-option` flags; `args` are appended as they are.
     The Flight SQL endpoint gets an ephemeral port too unless `args` sets
     `--flight-listen` itself (`--flight-listen=` turns it off); `flight` is then
-    `grpc://HOST:PORT` (None when off) and `flight_addr` its (host, port).
+    `grpc://HOST:PORT` (None when off) and `flight_addr` its (host, port). Background
+    maintenance is off unless `args` sets `--maintenance` (or another `--maintenance-*`).
     The process gets the caller's environment without `DELTALITE_*` variables (so the
     caller's settings cannot leak in), plus `env`.
     """
@@ -90,6 +91,10 @@ class ServerProcess:
         ]
         if not any(a.startswith("--flight-listen") for a in args or []):
             command += ["--flight-listen", "127.0.0.1:0"]
+        # Background maintenance off unless asked for: its compaction commits would land
+        # between a test's writes and its checks of versions and files.
+        if not any(a.startswith("--maintenance") for a in args or []):
+            command += ["--maintenance", "off"]
         command += list(args or [])
         environ = {
             k: v for k, v in os.environ.items() if not k.startswith("DELTALITE_")

@@ -125,6 +125,36 @@ struct ServeArgs {
     #[arg(long, env = "DELTALITE_QUERY_FOOTER_CACHE_MB", default_value_t = deltalite_server::config::DEFAULT_QUERY_FOOTER_CACHE_BYTES / deltalite::MIB)]
     query_footer_cache_mb: usize,
 
+    /// Background maintenance of every table: compaction of partitions with many small
+    /// files and vacuum of files no version within the retention reads. `off` leaves
+    /// tables as written (run OPTIMIZE / VACUUM yourself); a table opts out with
+    /// `ALTER TABLE t SET TBLPROPERTIES ('deltalite.maintenance' = 'off')`.
+    #[arg(long, env = "DELTALITE_MAINTENANCE", default_value = "on", value_parser = ["on", "off"])]
+    maintenance: String,
+
+    /// Seconds between two maintenance passes over every table.
+    #[arg(long, env = "DELTALITE_MAINTENANCE_INTERVAL_SECS", default_value_t = deltalite_server::config::DEFAULT_MAINTENANCE_INTERVAL.as_secs())]
+    maintenance_interval_secs: u64,
+
+    /// A partition is compacted once it holds this many files below the table's target
+    /// file size.
+    #[arg(long, env = "DELTALITE_MAINTENANCE_MIN_SMALL_FILES", default_value_t = deltalite_server::config::DEFAULT_MAINTENANCE_MIN_SMALL_FILES)]
+    maintenance_min_small_files: usize,
+
+    /// Shortest time, in seconds, between two vacuums of one table (each lists the
+    /// table's folder). Files are deleted only once older than the table's
+    /// delta.deletedFileRetentionDuration (7 days unless set).
+    #[arg(long, env = "DELTALITE_MAINTENANCE_VACUUM_INTERVAL_SECS", default_value_t = deltalite_server::config::DEFAULT_MAINTENANCE_VACUUM_INTERVAL.as_secs())]
+    maintenance_vacuum_interval_secs: u64,
+
+    /// Tables maintained at the same time.
+    #[arg(long, env = "DELTALITE_MAINTENANCE_TABLES", default_value_t = 1)]
+    maintenance_tables: usize,
+
+    /// Memory, in MiB, a compaction's output buffers may hold.
+    #[arg(long, env = "DELTALITE_MAINTENANCE_MEMORY_MB", default_value_t = deltalite_server::config::DEFAULT_MAINTENANCE_MEMORY_BYTES / deltalite::MIB)]
+    maintenance_memory_mb: usize,
+
     /// Log filter (tracing's EnvFilter syntax), e.g. info or deltalite_server=debug.
     #[arg(long, env = "DELTALITE_LOG", default_value = "info")]
     log: String,
@@ -183,6 +213,17 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     config.flight_session_idle_timeout = Duration::from_secs(args.flight_session_idle_secs.max(1));
     config.flight_max_sessions = args.flight_max_sessions.max(1);
+    config.maintenance = deltalite_server::config::MaintenanceConfig {
+        enabled: args.maintenance == "on",
+        interval: Duration::from_secs(args.maintenance_interval_secs.max(1)),
+        min_small_files: args.maintenance_min_small_files.max(2),
+        vacuum_interval: Duration::from_secs(args.maintenance_vacuum_interval_secs),
+        max_tables: args.maintenance_tables.max(1),
+        memory_bytes: args
+            .maintenance_memory_mb
+            .max(1)
+            .saturating_mul(deltalite::MIB),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // DataFusion plans and evaluates expressions recursively; SQL nesting is capped

@@ -35,6 +35,48 @@ pub const DEFAULT_FLIGHT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30
 /// Default of [`ServerConfig::flight_max_sessions`].
 pub const DEFAULT_FLIGHT_MAX_SESSIONS: usize = 1000;
 
+/// Default of [`MaintenanceConfig::interval`].
+pub const DEFAULT_MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Default of [`MaintenanceConfig::min_small_files`].
+pub const DEFAULT_MAINTENANCE_MIN_SMALL_FILES: usize = 16;
+
+/// Default of [`MaintenanceConfig::vacuum_interval`].
+pub const DEFAULT_MAINTENANCE_VACUUM_INTERVAL: Duration = Duration::from_secs(6 * 3600);
+
+/// Default of [`MaintenanceConfig::memory_bytes`].
+pub const DEFAULT_MAINTENANCE_MEMORY_BYTES: usize = 64 * deltalite::MIB;
+
+/// The background maintainer's settings (`maintainer.rs`).
+#[derive(Debug, Clone)]
+pub struct MaintenanceConfig {
+    /// Whether it runs at all.
+    pub enabled: bool,
+    /// Time between the starts of two passes over every table.
+    pub interval: Duration,
+    /// A partition with at least this many files below the target size is compacted.
+    pub min_small_files: usize,
+    /// Shortest time between two vacuums of one table.
+    pub vacuum_interval: Duration,
+    /// Tables maintained at once.
+    pub max_tables: usize,
+    /// Bytes a compaction's open output row groups may hold.
+    pub memory_bytes: usize,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            interval: DEFAULT_MAINTENANCE_INTERVAL,
+            min_small_files: DEFAULT_MAINTENANCE_MIN_SMALL_FILES,
+            vacuum_interval: DEFAULT_MAINTENANCE_VACUUM_INTERVAL,
+            max_tables: 1,
+            memory_bytes: DEFAULT_MAINTENANCE_MEMORY_BYTES,
+        }
+    }
+}
+
 /// One configured user and the catalogs it may see.
 #[derive(Debug, Clone)]
 pub struct UserConfig {
@@ -96,6 +138,8 @@ pub struct ServerConfig {
     /// Most Flight SQL sessions held at once; a handshake beyond it closes the least
     /// recently used session.
     pub flight_max_sessions: usize,
+    /// The background maintainer (compaction, vacuum).
+    pub maintenance: MaintenanceConfig,
 }
 
 impl ServerConfig {
@@ -184,6 +228,7 @@ impl ServerConfig {
             flight_listen: None,
             flight_session_idle_timeout: DEFAULT_FLIGHT_SESSION_IDLE_TIMEOUT,
             flight_max_sessions: DEFAULT_FLIGHT_MAX_SESSIONS,
+            maintenance: MaintenanceConfig::default(),
         })
     }
 }

@@ -15,6 +15,7 @@
 //! - [`output`]: query results as NDJSON, CSV, JSONL and Parquet bodies.
 //! - [`http`]: the axum router, middleware and handlers.
 //! - [`flight`]: the Arrow Flight SQL endpoint (tonic), on the same SQL layer.
+//! - [`maintainer`]: the background maintainer (compaction, vacuum) of every table.
 //! - [`state`]: what both faces share (storage, users, query runtime, query log).
 //! - [`registry`]: the bounded query log (with cancellation handles) and task list.
 //! - [`metrics`]: Prometheus exposition.
@@ -27,6 +28,7 @@ pub mod error;
 pub mod flight;
 pub mod http;
 pub mod ingest;
+pub mod maintainer;
 pub mod metrics;
 pub mod output;
 pub mod registry;
@@ -132,6 +134,12 @@ pub async fn serve_on(
             stop.cancel();
         });
     }
+    let maintainer = maintainer::spawn(
+        std::sync::Arc::clone(&state.storage),
+        config.catalogs.clone(),
+        config.maintenance.clone(),
+        stop.clone(),
+    );
     let flight = flight_listener.map(|l| {
         tokio::spawn(flight::serve(
             std::sync::Arc::clone(&state),
@@ -145,6 +153,11 @@ pub async fn serve_on(
             Ok(served) => served?,
             Err(e) => tracing::error!(error = %e, "the flight endpoint's task failed"),
         }
+    }
+    if let Some(maintainer) = maintainer
+        && let Err(e) = maintainer.await
+    {
+        tracing::error!(error = %e, "the maintainer's task failed");
     }
     tracing::info!("server stopped");
     Ok(())

@@ -59,6 +59,11 @@ impl Server {
         if !extra.iter().any(|a| a.starts_with("--flight-listen")) {
             cmd.args(["--flight-listen", "127.0.0.1:0"]);
         }
+        // Background maintenance off unless the test asks for it: its commits would land
+        // between a test's writes and its checks of versions and files.
+        if !extra.iter().any(|a| a.starts_with("--maintenance")) {
+            cmd.args(["--maintenance", "off"]);
+        }
         cmd.arg("--data")
             .arg(data)
             .args([

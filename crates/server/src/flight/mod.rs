@@ -687,7 +687,7 @@ impl FlightSqlService for FlightSql {
         let session = self.session(&request)?;
         let transaction = session.transaction(cmd.transaction_id.as_deref())?;
         // Syntax and the statement guard answer now, as a database's PREPARE does.
-        SqlSession::parse(&cmd.query).map_err(status)?;
+        SqlSession::parse_script(&cmd.query).map_err(status)?;
         let parameters = crate::sql::params::parameters(&cmd.query).map_err(status)?;
         let parameter_schema = if parameters.is_empty() {
             bytes::Bytes::new()

@@ -282,7 +282,23 @@ impl SqlSession {
                 }
                 AlterTableOperation::SetTblProperties { table_properties } => {
                     for property in table_properties {
-                        let (key, value) = layout_property(property)?;
+                        let (key, value) = table_property(property)?;
+                        if let Some(checked) =
+                            super::maintenance::maintenance_property(&key, &value)
+                        {
+                            let key = checked?.to_string();
+                            table
+                                .change_metadata(
+                                    &[MetadataChange::Property {
+                                        key,
+                                        value: Some(value),
+                                    }],
+                                    DEFAULT_COMMIT_MAX_RETRIES,
+                                )
+                                .await
+                                .map_err(delta_err)?;
+                            continue;
+                        }
                         let columns: Vec<String> =
                             schema.fields().iter().map(|f| f.name().clone()).collect();
                         let value = layout::render(&layout::parse_keys(&value, &columns)?);
@@ -539,16 +555,21 @@ async fn change_column_type(table: &mut DeltaLiteTable, wanted: Field) -> Result
     Ok(())
 }
 
-/// A `SET TBLPROPERTIES` entry the server accepts: only the layout properties
-/// `dialect.rs` writes for `SET PARTITIONED BY` / `SET SORTED BY`; other Delta properties
-/// could switch on features the engine does not honour.
-fn layout_property(option: &SqlOption) -> Result<(String, String), ApiError> {
+/// A `SET TBLPROPERTIES` entry the server accepts: the layout properties `dialect.rs`
+/// writes for `SET PARTITIONED BY` / `SET SORTED BY`, and the maintenance ones
+/// (`sql/maintenance.rs`); other Delta properties could switch on features the engine
+/// does not honour.
+fn table_property(option: &SqlOption) -> Result<(String, String), ApiError> {
     if let SqlOption::KeyValue { key, value } = option
-        && (key.value == PARTITIONED_BY || key.value == SORTED_BY)
         && let Expr::Value(v) = value
-        && let Value::SingleQuotedString(text) = &v.value
+        && let Value::SingleQuotedString(text) | Value::Number(text, _) = &v.value
     {
-        return Ok((key.value.clone(), text.clone()));
+        if key.value == PARTITIONED_BY || key.value == SORTED_BY {
+            return Ok((key.value.clone(), text.clone()));
+        }
+        if super::maintenance::maintenance_property(&key.value, text).is_some() {
+            return Ok((key.value.clone(), text.clone()));
+        }
     }
     Err(sql_err(format!(
         "Not implemented Error: ALTER TABLE SET TBLPROPERTIES ({option}) is not supported"

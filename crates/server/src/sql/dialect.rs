@@ -24,6 +24,7 @@
 //! | `current_catalog()`                      | `"current_catalog"()`                               |
 //! | `ALTER VIEW v RENAME TO w`               | `ALTER TABLE v RENAME TO w` (views answer it too)   |
 //! | `duckdb_tables()` (and `duckdb_databases`, `_schemas`, `_views`, `_columns`) | `information_schema.duckdb_tables` (`sql/duckdb_catalog.rs`) |
+//! | `FROM t VERSION AS OF 3` / `TIMESTAMP AS OF '…'`, `t AT (VERSION => 3)` / `AT (TIMESTAMP => '…')` | `FROM "t\u{1}v3" AS t` (`sql/time_travel.rs`) |
 //!
 //! The splice works on sqlparser's own tokens, so text inside strings, quoted names and
 //! comments is never touched; SQL it cannot tokenize is passed on as it is, for the parser
@@ -32,8 +33,10 @@
 use std::borrow::Cow;
 
 use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::keywords::{Keyword, RESERVED_FOR_TABLE_ALIAS};
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+
+use super::time_travel::{self, AsOf};
 
 /// Placeholder column: the clause takes the source's columns by name.
 pub(crate) const BY_NAME: &str = "__deltalite_by_name";
@@ -122,6 +125,7 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
         return;
     };
     edit_anywhere(tokens, edits);
+    edit_time_travel(tokens, edits);
     if first.is(Keyword::MERGE) {
         edit_merge(tokens, edits);
     } else if first.is(Keyword::INSERT) {
@@ -196,6 +200,92 @@ fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
             }
             _ => {}
         }
+    }
+}
+
+/// A time-travel clause starting at `tokens[i]`: its state and the index after it.
+fn as_of_clause(tokens: &[Tok], i: usize) -> Option<(AsOf, usize)> {
+    let tok = |k: usize| tokens.get(k).map(|t| &t.token);
+    let value = |k: usize, version: bool| -> Option<AsOf> {
+        match (tok(k)?, version) {
+            (Token::Number(n, _), true) => n.parse().ok().map(AsOf::Version),
+            (Token::SingleQuotedString(s), false) => Some(AsOf::Timestamp(s.clone())),
+            _ => None,
+        }
+    };
+    let at = tokens.get(i)?;
+    // Databricks: `VERSION AS OF n`, `TIMESTAMP AS OF 'text'`.
+    let version = at.is(Keyword::VERSION);
+    if (version || at.is(Keyword::TIMESTAMP))
+        && tokens.get(i + 1)?.is(Keyword::AS)
+        && tokens.get(i + 2)?.is(Keyword::OF)
+    {
+        return Some((value(i + 3, version)?, i + 4));
+    }
+    // DuckDB: `AT (VERSION => n)`, `AT (TIMESTAMP => 'text')`.
+    if at.is(Keyword::AT) && tok(i + 1)? == &Token::LParen {
+        let version = tokens.get(i + 2)?.is(Keyword::VERSION);
+        if (version || tokens.get(i + 2)?.is(Keyword::TIMESTAMP))
+            && tok(i + 3)? == &Token::RArrow
+            && tok(i + 5)? == &Token::RParen
+        {
+            return Some((value(i + 4, version)?, i + 6));
+        }
+    }
+    None
+}
+
+/// `FROM t VERSION AS OF 3` (or any of [`as_of_clause`]'s forms, after a table name in a
+/// `FROM` list, a `JOIN`, or a write's target): the table's last name part marked with the state
+/// (`sql/time_travel.rs`), aliased to its own name unless the clause is followed by an
+/// alias, so `t.column` still resolves.
+fn edit_time_travel(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
+    for i in 1..tokens.len() {
+        let Some((as_of, after)) = as_of_clause(tokens, i) else {
+            continue;
+        };
+        let last = i - 1;
+        let Token::Word(name) = &tokens[last].token else {
+            continue;
+        };
+        let mut first = last;
+        while first >= 2
+            && tokens[first - 1].token == Token::Period
+            && matches!(tokens[first - 2].token, Token::Word(_))
+        {
+            first -= 2;
+        }
+        let in_from = first
+            .checked_sub(1)
+            .and_then(|p| tokens.get(p))
+            // INTO / UPDATE: a write naming an old version, which name resolution refuses
+            // with its own message.
+            .is_some_and(|p| {
+                p.is(Keyword::FROM)
+                    || p.is(Keyword::JOIN)
+                    || p.is(Keyword::INTO)
+                    || p.is(Keyword::UPDATE)
+                    || p.token == Token::Comma
+            });
+        if !in_from {
+            continue;
+        }
+        let table = match name.quote_style {
+            Some(_) => name.value.clone(),
+            None => name.value.to_lowercase(),
+        };
+        let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+        let aliased = tokens.get(after).is_some_and(|t| {
+            t.is(Keyword::AS)
+                || matches!(&t.token, Token::Word(w) if w.quote_style.is_some()
+                    || !RESERVED_FOR_TABLE_ALIAS.contains(&w.keyword))
+        });
+        let mut text = quote(&time_travel::mark(&table, &as_of));
+        if !aliased {
+            text.push_str(" AS ");
+            text.push_str(&quote(&table));
+        }
+        edits.push((tokens[last].start, tokens[after - 1].end, text));
     }
 }
 
@@ -418,6 +508,33 @@ mod tests {
         DFParser::parse_sql_with_dialect(&out, &GenericDialect {})
             .unwrap_or_else(|e| panic!("{out:?} does not parse: {e}"));
         out
+    }
+
+    #[test]
+    fn time_travel_clauses_mark_the_table_name() {
+        assert_eq!(
+            generic("SELECT t.a FROM t VERSION AS OF 3 WHERE t.a > 1"),
+            "SELECT t.a FROM \"t\u{1}v3\" AS \"t\" WHERE t.a > 1"
+        );
+        assert_eq!(
+            generic(
+                "select * from c.s.\"Ev\" timestamp as of '2026-01-01' e join x at (version => 0) on true"
+            ),
+            "select * from c.s.\"Ev\u{1}t2026-01-01\" e join \"x\u{1}v0\" AS \"x\" on true"
+        );
+        assert_eq!(
+            generic("SELECT * FROM a, B AT (TIMESTAMP => '2026-01-01 00:00:00') AS b2"),
+            "SELECT * FROM a, \"b\u{1}t2026-01-01 00:00:00\" AS b2"
+        );
+        // Not after a table name in a FROM list: left alone.
+        assert_eq!(
+            to_generic("SELECT version AS of FROM t"),
+            "SELECT version AS of FROM t"
+        );
+        assert_eq!(
+            to_generic("RESTORE TABLE t TO VERSION AS OF 3"),
+            "RESTORE TABLE t TO VERSION AS OF 3"
+        );
     }
 
     #[test]

@@ -30,6 +30,22 @@ pub const MAX_SET_OPERATIONS: usize = 1000;
 /// Refuse statements nested deeper than [`MAX_EXPR_DEPTH`] / [`MAX_SET_OPERATIONS`]. The walk
 /// stops at the limit, so it never recurses deeper than that itself.
 pub(super) fn check_depth(statement: &DFStatement) -> Result<(), ApiError> {
+    check_nesting(Node::Statement(statement))
+}
+
+/// [`check_depth`] for an expression standing alone (`OPTIMIZE … WHERE`'s).
+pub(super) fn check_expr_depth(
+    expr: &datafusion::sql::sqlparser::ast::Expr,
+) -> Result<(), ApiError> {
+    check_nesting(Node::Expr(expr))
+}
+
+enum Node<'a> {
+    Statement(&'a DFStatement),
+    Expr(&'a datafusion::sql::sqlparser::ast::Expr),
+}
+
+fn check_nesting(node: Node<'_>) -> Result<(), ApiError> {
     use datafusion::sql::sqlparser::ast::{self as sql, Visit};
     use std::ops::ControlFlow;
 
@@ -79,12 +95,15 @@ pub(super) fn check_depth(statement: &DFStatement) -> Result<(), ApiError> {
         current: 0,
         too_deep: None,
     };
-    match statement {
-        DFStatement::Statement(s) => {
+    match node {
+        Node::Statement(DFStatement::Statement(s)) => {
             let _ = s.visit(&mut depth);
         }
-        DFStatement::Explain(e) => return check_depth(&e.statement),
-        _ => {}
+        Node::Statement(DFStatement::Explain(e)) => return check_depth(&e.statement),
+        Node::Statement(_) => {}
+        Node::Expr(e) => {
+            let _ = e.visit(&mut depth);
+        }
     }
     match depth.too_deep {
         Some(what) => Err(sql_err(format!(

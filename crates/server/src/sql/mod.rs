@@ -12,6 +12,7 @@ mod duckdb_catalog;
 mod guard;
 mod info_schema;
 mod layout;
+pub mod maintenance;
 mod merge;
 mod normalize;
 pub mod params;
@@ -22,6 +23,7 @@ mod scan;
 pub mod stores;
 pub mod targets;
 mod temp;
+pub mod time_travel;
 mod udf;
 mod views;
 
@@ -45,6 +47,25 @@ use futures::TryStreamExt;
 use crate::auth::User;
 use crate::catalog::{Storage, validate_name};
 use crate::error::ApiError;
+
+/// One statement of a request.
+#[derive(Debug)]
+pub enum Parsed {
+    /// SQL that DataFusion's parser reads.
+    Sql(DFStatement),
+    /// One of Delta's table statements (`OPTIMIZE`, `VACUUM`, `DESCRIBE HISTORY`,
+    /// `RESTORE`).
+    Delta(maintenance::DeltaStatement),
+}
+
+impl std::fmt::Display for Parsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Parsed::Sql(s) => s.fmt(f),
+            Parsed::Delta(d) => d.fmt(f),
+        }
+    }
+}
 
 /// The result of the last statement of a request.
 pub enum Output {
@@ -300,14 +321,54 @@ impl SqlSession {
         }
     }
 
-    /// Parse a request's statements (one or more, `;`-separated).
-    pub fn parse(sql: &str) -> Result<Vec<DFStatement>, ApiError> {
+    /// Parse SQL the server writes itself: statements DataFusion's parser reads, none of
+    /// Delta's table statements.
+    pub(crate) fn parse(sql: &str) -> Result<Vec<DFStatement>, ApiError> {
+        Self::parse_script(sql)?
+            .into_iter()
+            .map(|p| match p {
+                Parsed::Sql(s) => Ok(s),
+                Parsed::Delta(d) => Err(sql_err(format!("Parser Error: {d} cannot be used here"))),
+            })
+            .collect()
+    }
+
+    /// Parse a request's statements (one or more, `;`-separated). Delta's table
+    /// statements (`sql/maintenance.rs`) are parsed on their own; a script without one
+    /// goes to DataFusion's parser whole.
+    pub fn parse_script(sql: &str) -> Result<Vec<Parsed>, ApiError> {
         let sql = dialect::to_generic(sql);
-        let statements = DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})
-            .map_err(|e| sql_err(format!("Parser Error: {e}")))?;
-        if statements.is_empty() {
+        let tokens = dialect::significant_tokens(&sql).unwrap_or_default();
+        let pieces: Vec<&[dialect::Tok]> = tokens
+            .split(|t| t.token == datafusion::sql::sqlparser::tokenizer::Token::SemiColon)
+            .filter(|p| !p.is_empty())
+            .collect();
+        let mut parsed = Vec::new();
+        if !pieces.iter().any(|p| maintenance::starts_one(p)) {
+            parsed.extend(Self::parse_sql(&sql)?.into_iter().map(Parsed::Sql));
+        } else {
+            for piece in pieces {
+                let (Some(first), Some(last)) = (piece.first(), piece.last()) else {
+                    continue;
+                };
+                let text = &sql[first.start..last.end];
+                if maintenance::starts_one(piece) {
+                    parsed.push(Parsed::Delta(maintenance::parse_one(text)?));
+                } else {
+                    parsed.extend(Self::parse_sql(text)?.into_iter().map(Parsed::Sql));
+                }
+            }
+        }
+        if parsed.is_empty() {
             return Err(sql_err("Parser Error: no statement to execute"));
         }
+        Ok(parsed)
+    }
+
+    /// DataFusion's parser, then the depth guard, normalization and the statement guard.
+    fn parse_sql(sql: &str) -> Result<Vec<DFStatement>, ApiError> {
+        let statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})
+            .map_err(|e| sql_err(format!("Parser Error: {e}")))?;
         let mut statements: Vec<DFStatement> = statements.into_iter().collect();
         for s in statements.iter_mut() {
             // Depth first: the other passes recurse.
@@ -328,7 +389,7 @@ impl SqlSession {
 
     /// Run every statement; the result is the last one's.
     pub async fn run(&mut self, sql: &str) -> Result<Output, ApiError> {
-        let statements = Self::parse(sql)?;
+        let statements = Self::parse_script(sql)?;
         let count = statements.len();
         let mut last = None;
         for (i, statement) in statements.into_iter().enumerate() {
@@ -338,7 +399,10 @@ impl SqlSession {
             let started = std::time::Instant::now();
             let text = (count > 1 && tracing::enabled!(tracing::Level::DEBUG))
                 .then(|| statement.to_string());
-            let out = self.execute(statement).await?;
+            let out = match statement {
+                Parsed::Sql(statement) => self.execute(statement).await?,
+                Parsed::Delta(statement) => self.delta_statement(&statement).await?,
+            };
             if i + 1 == count {
                 last = Some(out);
             } else if let Output::Stream(stream) = out {
@@ -359,8 +423,11 @@ impl SqlSession {
 
     /// Plan (but do not run) every statement; used by `/validate`.
     pub async fn validate(&mut self, sql: &str) -> Result<(), ApiError> {
-        for statement in Self::parse(sql)? {
+        for statement in Self::parse_script(sql)? {
             self.forget_tables();
+            let Parsed::Sql(statement) = statement else {
+                continue;
+            };
             if let DFStatement::Statement(s) = &statement
                 && matches!(s.as_ref(), Statement::Query(_))
             {
@@ -375,9 +442,13 @@ impl SqlSession {
     /// the statement's); DML answers its row count, other statements their status.
     /// `None` when only running can tell (several statements, `DESCRIBE`).
     pub async fn result_schema(&mut self, sql: &str) -> Result<Option<SchemaRef>, ApiError> {
-        let mut statements = Self::parse(sql)?;
+        let mut statements = Self::parse_script(sql)?;
         let (Some(statement), true) = (statements.pop(), statements.is_empty()) else {
             return Ok(None);
+        };
+        let statement = match statement {
+            Parsed::Sql(s) => s,
+            Parsed::Delta(d) => return Ok(Some(d.result_schema())),
         };
         self.forget_tables();
         match &statement {

@@ -9,12 +9,20 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::ObjectName;
 
+use super::time_travel;
 use super::{Output, SqlSession, delta_err, name_parts, sql_err, sql_error, table_missing};
 use crate::catalog::{TableName, validate_name};
 use crate::error::ApiError;
 
 impl SqlSession {
     pub(super) fn resolve(&self, parts: &[String]) -> Result<TableName, ApiError> {
+        // Names a statement writes or drops; reads of a marked name are resolved in
+        // `register_references`.
+        if let Some((table, as_of)) = parts.last().and_then(|t| time_travel::unmark(t)) {
+            return Err(sql_err(format!(
+                "Binder Error: {table} {as_of} can only be read: writes go to the table's latest version"
+            )));
+        }
         if let [t] = parts
             && let Some((c, s)) = self.temp_table(t)
         {
@@ -82,10 +90,17 @@ impl SqlSession {
             {
                 continue;
             }
+            // A name marked by a time-travel clause (`sql/time_travel.rs`) reads its base
+            // table as of that state, under the marked name.
+            let as_of = time_travel::unmark(r.table()).map(|(base, a)| (base.to_string(), a));
+            let base = as_of
+                .as_ref()
+                .map_or(r.table(), |(b, _)| b.as_str())
+                .to_string();
             // A bare name of a temporary table: registered where DataFusion looks for
             // the bare name (the default schema), read from the temporary catalog.
             let temp = match &r {
-                TableReference::Bare { table } => self.temp_table(table),
+                TableReference::Bare { .. } => self.temp_table(&base),
                 _ => None,
             };
             let (c, s, t) = match &r {
@@ -106,19 +121,31 @@ impl SqlSession {
             if provider.table_exist(&t) {
                 continue;
             }
+            let not_delta = |what: &str| {
+                sql_err(format!(
+                    "Binder Error: {} reads Delta tables; {base} is {what}",
+                    as_of.as_ref().map_or(String::new(), |(_, a)| a.to_string())
+                ))
+            };
             if s == "information_schema" {
+                if as_of.is_some() {
+                    return Err(not_delta("a catalog view"));
+                }
                 let table = self.information_schema(&t).await?;
                 provider.register_table(t, table).map_err(sql_error)?;
                 continue;
             }
             let name = match &temp {
-                Some((tc, ts)) => TableName::new(tc, ts, &t)?,
-                None => TableName::new(&c, &s, &t)?,
+                Some((tc, ts)) => TableName::new(tc, ts, &base)?,
+                None => TableName::new(&c, &s, &base)?,
             };
             let opened = self.storage.open_table(&name).await?;
             if opened.is_none()
                 && let Some(view) = self.view_table(&name).await?
             {
+                if as_of.is_some() {
+                    return Err(not_delta("a view"));
+                }
                 let provider = self.schema_provider(&c, &s)?;
                 provider.register_table(t, view).map_err(sql_error)?;
                 continue;
@@ -134,9 +161,12 @@ impl SqlSession {
                         "Catalog Error: SET schema: No catalog + schema named \"{s}\" found."
                     )));
                 }
-                return Err(table_missing(&t));
+                return Err(table_missing(&base));
             };
-            let delta = table.delta_table();
+            let delta = match &as_of {
+                Some((_, a)) => &time_travel::load(table.delta_table(), &base, a).await?,
+                None => table.delta_table(),
+            };
             let table_provider =
                 super::scan::DeltaScan::wrap(delta.table_provider().await.map_err(delta_err)?);
             // The session's registry learns this table's folder, and nothing more.

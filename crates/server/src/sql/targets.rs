@@ -7,7 +7,8 @@ use datafusion::sql::sqlparser::ast::{
     TableObject,
 };
 
-use super::{SqlSession, name_parts, sql_err};
+use super::maintenance::DeltaStatement;
+use super::{Parsed, SqlSession, name_parts, sql_err};
 use crate::catalog::TableName;
 use crate::error::ApiError;
 
@@ -39,11 +40,25 @@ impl SqlSession {
     /// are refused: a transaction could not take them back.
     pub fn writes(&self, sql: &str) -> Result<Vec<Write>, ApiError> {
         let mut out = Vec::new();
-        for statement in Self::parse(sql)? {
+        for statement in Self::parse_script(sql)? {
+            let table = |name| -> Result<TableName, ApiError> { self.resolve(&name_parts(name)?) };
+            let statement = match statement {
+                Parsed::Sql(s) => s,
+                Parsed::Delta(d @ DeltaStatement::Vacuum { .. }) => {
+                    return Err(sql_err(format!(
+                        "TransactionContext Error: {d} deletes files for good and cannot be rolled back; run it outside the transaction"
+                    )));
+                }
+                Parsed::Delta(d) => {
+                    if d.writes() {
+                        out.push(Write::Table(table(d.table())?));
+                    }
+                    continue;
+                }
+            };
             let DFStatement::Statement(s) = &statement else {
                 continue;
             };
-            let table = |name| -> Result<TableName, ApiError> { self.resolve(&name_parts(name)?) };
             match s.as_ref() {
                 Statement::Insert(insert) => {
                     if let TableObject::TableName(name) = &insert.table {
