@@ -390,6 +390,13 @@ def main() -> None:
         help="compact both tables out of band every S seconds (0: never)",
     )
     ap.add_argument(
+        "--compact-via",
+        choices=["python", "sql"],
+        default="python",
+        help="how --compact-every compacts: the `deltalite` module in this process, or "
+        "`OPTIMIZE` statements through the server's /query",
+    )
+    ap.add_argument(
         "--tombstone-retention",
         default=None,
         help="set delta.deletedFileRetentionDuration on both tables (e.g. 'interval 2 "
@@ -509,15 +516,27 @@ def main() -> None:
         def compact() -> None:
             # Out of band, as an operator's maintenance job would: a second writer process
             # (here the `deltalite` module in this process) racing the server's commits.
-            import deltalite
-
             while not stop.wait(a.compact_every):
                 for name in ("events", "kv"):
                     try:
-                        t = deltalite.DeltaLiteTable.open(str(tables_dir / name))
-                        st = t.compact(primary_keys="k" if name == "kv" else None)
+                        if a.compact_via == "sql":
+                            (removed, *_rest) = check_query(
+                                requests.post(
+                                    f"{server.base}/query",
+                                    json={"statement": f"OPTIMIZE {name}"},
+                                    auth=AUTH,
+                                    timeout=600,
+                                ),
+                                f"OPTIMIZE {name}",
+                            )[0]
+                        else:
+                            import deltalite
+
+                            t = deltalite.DeltaLiteTable.open(str(tables_dir / name))
+                            st = t.compact(primary_keys="k" if name == "kv" else None)
+                            removed = st.files_removed
                         compactions[name] += 1
-                        compactions[f"{name} files removed"] += st.files_removed
+                        compactions[f"{name} files removed"] += removed
                     except Exception as e:  # noqa: BLE001 (a lost race is reported, not fatal)
                         compactions[f"{name} failed"] += 1
                         print(f"compaction of {name} failed: {e}", flush=True)
@@ -600,7 +619,7 @@ def main() -> None:
         print(f"clients       {a.clients}, {wall:.0f} s, key space {a.keys}")
         print(
             f"workload      mix {a.mix}, prefill {a.prefill} writes, "
-            f"compaction {f'every {a.compact_every:.0f} s' if a.compact_every else 'none'}, "
+            f"compaction {f'every {a.compact_every:.0f} s ({a.compact_via})' if a.compact_every else 'none'}, "
             f"tombstone retention {a.tombstone_retention or 'default (1 week)'}"
         )
         print(f"requests      {total} ({total / wall:.1f}/s)")
@@ -638,6 +657,15 @@ def main() -> None:
         print(f"table state   {table_state(watchers)}")
         if a.compact_every:
             print(f"compactions   {dict(sorted(compactions.items()))}")
+        maintenance = [
+            line
+            for line in http.get(
+                f"{server.base}/metrics", auth=AUTH, timeout=60
+            ).text.splitlines()
+            if line.startswith("deltalite_maintenance_")
+        ]
+        if maintenance:
+            print(f"maintainer    {'; '.join(maintenance)}")
         print(f"verification  {'ok' if not mismatches else 'FAILED'}")
         for m in mismatches:
             print(f"  {m}")

@@ -1,3 +1,4 @@
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
@@ -188,26 +189,44 @@ class CompactStats(Mapping[str, int | bool]):
 
 class DeltaLiteTable:
     @classmethod
-    def open(cls, uri: str, storage_options: Mapping[str, str] | None = None) -> DeltaLiteTable: ...
+    def open(
+        cls,
+        uri: str | os.PathLike[str],
+        storage_options: Mapping[str, str] | None = None,
+        *,
+        version: int | None = None,
+    ) -> DeltaLiteTable:
+        """Open an existing Delta table (a path, `pathlib.Path` or object-store URI);
+        `version` loads that version instead of the latest (reads see it; a write through
+        the handle still commits on top of the latest). A missing table raises
+        `TableNotFoundError`, a version newer than the latest `ValueError`."""
     @classmethod
-    def is_deltatable(cls, uri: str, storage_options: Mapping[str, str] | None = None) -> bool:
+    def is_deltatable(
+        cls, uri: str | os.PathLike[str], storage_options: Mapping[str, str] | None = None
+    ) -> bool:
         """Whether a Delta table is at `uri` and loads; a storage failure raises."""
     @classmethod
-    def table_exists(cls, uri: str, storage_options: Mapping[str, str] | None = None) -> bool:
+    def table_exists(
+        cls, uri: str | os.PathLike[str], storage_options: Mapping[str, str] | None = None
+    ) -> bool:
         """Whether `uri` holds a Delta log, without loading it (`deltalake`'s
         `DeltaTable.is_deltatable`): a table whose log cannot be read still exists. A
         storage failure raises a `DeltaLiteError` rather than answering False."""
     @classmethod
     def create(
         cls,
-        uri: str,
+        uri: str | os.PathLike[str],
         schema: _ArrowSchema,
         partition_by: str | Sequence[str] | None = None,
         storage_options: Mapping[str, str] | None = None,
         configuration: Mapping[str, str] | None = None,
-    ) -> DeltaLiteTable: ...
+    ) -> DeltaLiteTable:
+        """Create an empty table with `schema` (a pyarrow schema or anything exporting
+        `__arrow_c_schema__`), partitioned by `partition_by`, with table properties
+        `configuration`; an existing table at `uri` raises."""
     @property
-    def uri(self) -> str: ...
+    def uri(self) -> str:
+        """The URI the table was opened with (a path given as `pathlib.Path`, as text)."""
     def upsert(
         self,
         data: _ArrowStream,
@@ -259,7 +278,9 @@ class DeltaLiteTable:
         target_file_size: int | None = None,
         commit_max_retries: int | None = None,  # None: the engine default (15)
         commit_metadata: Mapping[str, Any] | None = None,
-    ) -> WriteStats: ...
+    ) -> WriteStats:
+        """Add `data`'s rows to the table in one commit (`WRITE` in append mode); columns
+        conform to the table's schema as in `upsert`."""
     def overwrite(
         self,
         data: _ArrowStream,
@@ -267,7 +288,9 @@ class DeltaLiteTable:
         target_file_size: int | None = None,
         commit_max_retries: int | None = None,  # None: the engine default (15)
         commit_metadata: Mapping[str, Any] | None = None,
-    ) -> WriteStats: ...
+    ) -> WriteStats:
+        """Replace every row of the table with `data`'s, in one commit (the old files are
+        removed, not deleted: older versions still read them until a vacuum)."""
     def compact(
         self,
         target_file_size: int | None = None,
@@ -301,11 +324,29 @@ class DeltaLiteTable:
         back, the others removed; nothing rewritten). Fails without committing if a file of
         that version is gone. Returns `numRemovedFile`, `numRestoredFile` and `version`;
         the handle moves to that version."""
-    def version(self) -> int: ...
-    def reload(self) -> None: ...
-    def schema_arrow(self) -> Any: ...
-    def partition_columns(self) -> list[str]: ...
-    def file_uris(self) -> list[str]: ...
+    def vacuum(
+        self,
+        retention_hours: float | None = None,
+        dry_run: bool = True,
+        enforce_retention_duration: bool = True,
+    ) -> list[str]:
+        """Delete the files no version within the retention reads: files removed from
+        the table longer ago than `retention_hours`, and leftovers of writes that never
+        committed. `retention_hours` defaults to the table's
+        `delta.deletedFileRetentionDuration` (7 days unless set); a shorter one raises
+        `ValueError` unless `enforce_retention_duration=False`. With `dry_run` (the
+        default, as in deltalake) nothing is deleted. Returns the paths, relative to the
+        table root, sorted."""
+    def version(self) -> int:
+        """Version of the loaded snapshot."""
+    def reload(self) -> None:
+        """Load the latest version (commits other writers made since)."""
+    def schema_arrow(self) -> Any:
+        """The table's schema as a `pyarrow.Schema`."""
+    def partition_columns(self) -> list[str]:
+        """Partition column names, in table order."""
+    def file_uris(self) -> list[str]:
+        """Full URIs of the active data files of the loaded version."""
     def files(self) -> list[dict[str, Any]]:
         """Active files of the loaded version: `path` (relative to the table root), `size`
         (bytes), `modification_time` (epoch ms), `partition_values` (`{}` unpartitioned)."""

@@ -258,3 +258,54 @@ async fn many_concurrent_writers_end_in_a_serial_order() {
         );
     }
 }
+
+/// Compaction without named bloom columns keeps the ones its input had: the upsert keys',
+/// so the probes of later upserts can still rule files out without reading their keys.
+#[tokio::test]
+async fn a_compaction_keeps_the_key_columns_bloom_filters() {
+    use deltalite::deltalake::parquet::file::reader::{FileReader, SerializedFileReader};
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let mut table = three_files_in_one_partition(&uri).await;
+    let stats = table
+        .compact(&deltalite::compact::CompactOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (stats.files_removed, stats.files_added),
+        (3, 1),
+        "{stats:?}"
+    );
+    let files = table.files().unwrap();
+    let [file] = files.as_slice() else {
+        panic!("one file after compaction: {files:?}");
+    };
+    let reader = SerializedFileReader::new(
+        std::fs::File::open(dir.path().join("t").join(&file.path)).unwrap(),
+    )
+    .unwrap();
+    let group = reader.metadata().row_group(0);
+    let blooms: Vec<(String, bool)> = group
+        .columns()
+        .iter()
+        .map(|c| (c.column_path().string(), c.bloom_filter_offset().is_some()))
+        .collect();
+    assert_eq!(
+        blooms,
+        vec![
+            ("id".to_string(), true),
+            ("day".to_string(), false),
+            ("val".to_string(), false)
+        ]
+    );
+    assert_eq!(
+        rows(&uri).await,
+        vec![
+            vec!["1", "d", "one"],
+            vec!["2", "d", "one"],
+            vec!["3", "d", "two"],
+            vec!["4", "d", "two"],
+            vec!["5", "d", "three"],
+        ]
+    );
+}

@@ -20,6 +20,28 @@ pub(crate) fn str_or_list(value: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<
         .map_err(|_| PyTypeError::new_err(format!("{name} must be a str or a list of str")))
 }
 
+/// A table URI: a `str`, or a `pathlib.Path` (anything `os.fspath` takes).
+pub(crate) fn uri_arg(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = value.cast::<PyString>() {
+        return Ok(s.to_str()?.to_string());
+    }
+    let path = value
+        .py()
+        .import("os")?
+        .call_method1("fspath", (value,))
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "uri must be a str or a path, not {}",
+                value
+                    .get_type()
+                    .name()
+                    .map_or_else(|_| "?".to_string(), |n| n.to_string())
+            ))
+        })?;
+    path.extract::<String>()
+        .map_err(|_| PyTypeError::new_err("uri must be a str path, not bytes"))
+}
+
 /// Commit metadata as JSON values, converted by Python's own `json` module so that every
 /// JSON-able value is accepted (and anything else is stringified rather than refused).
 pub(crate) fn metadata_json(

@@ -11,7 +11,7 @@ use deltalite::{Knobs, OmittedColumns, OnDuplicate, PruneStrategy, UpsertOptions
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
-use crate::args::{metadata_json, parse, str_or_list, write_options};
+use crate::args::{metadata_json, parse, str_or_list, uri_arg, write_options};
 use crate::errors::{DeltaLiteError, invalid_argument, to_py};
 use crate::runtime::block_on;
 use crate::source::Source;
@@ -64,18 +64,28 @@ fn lock(
 
 #[pymethods]
 impl PyDeltaLiteTable {
-    /// Open an existing Delta table.
+    /// Open an existing Delta table (at `version` when given: reads see that state).
     #[classmethod]
-    #[pyo3(signature = (uri, storage_options=None))]
+    #[pyo3(signature = (uri, storage_options=None, *, version=None))]
     fn open(
         _cls: &Bound<'_, PyType>,
         py: Python<'_>,
-        uri: String,
+        uri: &Bound<'_, PyAny>,
         storage_options: Option<HashMap<String, String>>,
+        version: Option<u64>,
     ) -> PyResult<Self> {
+        let uri = uri_arg(uri)?;
         let options = storage_options.unwrap_or_default();
-        let table =
-            py.detach(|| block_on(deltalite::DeltaLiteTable::open(&uri, options))?.map_err(to_py))?;
+        let table = py.detach(|| {
+            block_on(async {
+                let mut table = deltalite::DeltaLiteTable::open(&uri, options).await?;
+                if let Some(v) = version {
+                    table.load_version(v).await?;
+                }
+                Ok::<_, deltalite::DeltaLiteError>(table)
+            })?
+            .map_err(to_py)
+        })?;
         Ok(Self::new(&uri, table))
     }
 
@@ -85,9 +95,10 @@ impl PyDeltaLiteTable {
     fn is_deltatable(
         _cls: &Bound<'_, PyType>,
         py: Python<'_>,
-        uri: String,
+        uri: &Bound<'_, PyAny>,
         storage_options: Option<HashMap<String, String>>,
     ) -> PyResult<bool> {
+        let uri = uri_arg(uri)?;
         let options = storage_options.unwrap_or_default();
         py.detach(|| {
             block_on(deltalite::DeltaLiteTable::is_deltatable(&uri, options))?.map_err(to_py)
@@ -102,9 +113,10 @@ impl PyDeltaLiteTable {
     fn table_exists(
         _cls: &Bound<'_, PyType>,
         py: Python<'_>,
-        uri: String,
+        uri: &Bound<'_, PyAny>,
         storage_options: Option<HashMap<String, String>>,
     ) -> PyResult<bool> {
+        let uri = uri_arg(uri)?;
         let options = storage_options.unwrap_or_default();
         py.detach(|| {
             block_on(deltalite::DeltaLiteTable::table_exists(&uri, options))?.map_err(to_py)
@@ -118,12 +130,13 @@ impl PyDeltaLiteTable {
     fn create(
         _cls: &Bound<'_, PyType>,
         py: Python<'_>,
-        uri: String,
+        uri: &Bound<'_, PyAny>,
         schema: &Bound<'_, PyAny>,
         partition_by: Option<&Bound<'_, PyAny>>,
         storage_options: Option<HashMap<String, String>>,
         configuration: Option<HashMap<String, String>>,
     ) -> PyResult<Self> {
+        let uri = uri_arg(uri)?;
         let schema = Schema::from_pyarrow_bound(schema)?;
         let partition_by = match partition_by {
             Some(value) if !value.is_none() => str_or_list(value, "partition_by")?,
@@ -466,6 +479,44 @@ impl PyDeltaLiteTable {
         out.set_item("numRestoredFile", stats.files_restored)?;
         out.set_item("version", stats.version)?;
         Ok(out)
+    }
+
+    /// Delete files no version within the retention reads: files removed from the table
+    /// longer ago than `retention_hours`, and files of writes that never committed.
+    /// `retention_hours` defaults to the table's `delta.deletedFileRetentionDuration` (7
+    /// days unless set); shorter raises `ValueError` unless `enforce_retention_duration`
+    /// is False. `dry_run` (the default, as deltalake's) only lists them. Returns the
+    /// paths (relative to the table root), sorted.
+    #[pyo3(signature = (retention_hours=None, dry_run=true, enforce_retention_duration=true))]
+    fn vacuum(
+        &self,
+        py: Python<'_>,
+        retention_hours: Option<f64>,
+        dry_run: bool,
+        enforce_retention_duration: bool,
+    ) -> PyResult<Vec<String>> {
+        if let Some(h) = retention_hours
+            && !(h.is_finite() && h >= 0.0)
+        {
+            return Err(invalid_argument(format!(
+                "retention_hours must be a non-negative number, not {h}"
+            )));
+        }
+        self.with_table(py, move |table| {
+            let minimum = table.deleted_file_retention().map_err(to_py)?;
+            let retention = retention_hours
+                .map_or(minimum, |h| std::time::Duration::from_secs_f64(h * 3600.0));
+            if enforce_retention_duration && retention < minimum {
+                return Err(invalid_argument(format!(
+                    "retention_hours {} is below the table's delta.deletedFileRetentionDuration ({} hours): files younger than that may still be read by older versions or by writes in flight; pass enforce_retention_duration=False if you mean it",
+                    retention_hours.unwrap_or_default(),
+                    minimum.as_secs_f64() / 3600.0
+                )));
+            }
+            let mut deleted = block_on(table.vacuum(retention, dry_run))?.map_err(to_py)?;
+            deleted.sort();
+            Ok(deleted)
+        })
     }
 
     /// The latest `limit` commit infos (all when `None`), newest first.

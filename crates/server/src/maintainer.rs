@@ -227,11 +227,8 @@ pub async fn maintain_table(
     }
     if vacuum {
         let retention = table
-            .delta_table()
-            .snapshot()
-            .map_err(|e| ApiError::Internal(e.to_string()))?
-            .table_config()
-            .deleted_file_retention_duration();
+            .deleted_file_retention()
+            .map_err(|e| ApiError::from_engine("retention", e))?;
         match table.vacuum(retention, false).await {
             Ok(deleted) => {
                 report.files_vacuumed = deleted.len();

@@ -154,6 +154,33 @@ pub struct CompactStats {
     pub commit_time: Duration,
 }
 
+/// The top-level columns the first file of `bins` has bloom filters for: without columns
+/// named by the caller, a compaction keeps the filters its input had (the upsert keys',
+/// so later probes stay cheap). Best effort: a footer that cannot be read means none.
+async fn inherited_bloom_columns(
+    store: deltalake::logstore::ObjectStoreRef,
+    bins: &[Vec<TargetFile>],
+) -> Vec<String> {
+    let Some(file) = bins.iter().flatten().next() else {
+        return Vec::new();
+    };
+    let Ok(builder) = crate::io::read::open(store, file).await else {
+        return Vec::new();
+    };
+    let Some(group) = builder.metadata().row_groups().first() else {
+        return Vec::new();
+    };
+    group
+        .columns()
+        .iter()
+        .filter(|c| c.bloom_filter_offset().is_some())
+        .filter_map(|c| match c.column_path().parts() {
+            [name] => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// One partition's bins, in planning order.
 struct PartitionPlan {
     bins: Vec<Vec<TargetFile>>,
@@ -332,6 +359,11 @@ impl DeltaLiteTable {
         let table = self.delta_table();
         let state = table.snapshot()?;
         let defaults = EnvDefaults::get();
+        let bloom_filter_columns = if options.bloom_filter_columns.is_empty() {
+            inherited_bloom_columns(table.object_store(), &bins).await
+        } else {
+            options.bloom_filter_columns.clone()
+        };
         let mut rearrangement = Rearrangement::new(
             table.object_store(),
             state,
@@ -341,7 +373,7 @@ impl DeltaLiteTable {
                 read_batch_size: options.read_batch_size,
                 // The bins in flight share the row-group budget.
                 max_buffered_bytes: options.max_buffered_bytes / options.max_parallel_bins,
-                bloom_filter_columns: options.bloom_filter_columns.clone(),
+                bloom_filter_columns,
                 // What delta-rs's optimize writes (its file names say `.zstd.`).
                 compression: Compression::ZSTD(ZstdLevel::try_new(4).map_err(|e| {
                     DeltaLiteError::Other(format!("ZSTD level 4 is not valid: {e}"))

@@ -367,6 +367,36 @@ impl DeltaLiteTable {
 }
 
 impl DeltaLiteTable {
+    /// Move the handle to `version` (older or newer than the loaded one): reads see that
+    /// state; a write through the handle commits on top of the latest version as any
+    /// stale handle's does.
+    pub async fn load_version(&mut self, version: u64) -> Result<()> {
+        let latest = self
+            .table
+            .log_store()
+            .get_latest_version(self.version())
+            .await?;
+        if version > latest {
+            return Err(DeltaLiteError::invalid(format!(
+                "version {version} does not exist: the latest is {latest}"
+            )));
+        }
+        self.table.load_version(version).await?;
+        Ok(())
+    }
+
+    /// How long files removed from the table are kept for readers of older versions and
+    /// writes in flight (`delta.deletedFileRetentionDuration`, 7 days unless set): the
+    /// shortest retention a vacuum that enforces it accepts.
+    pub fn deleted_file_retention(&self) -> Result<std::time::Duration> {
+        use deltalake::table::config::TablePropertiesExt as _;
+        Ok(self
+            .table
+            .snapshot()?
+            .table_config()
+            .deleted_file_retention_duration())
+    }
+
     /// Delete files under the table that the log does not reference (leftovers of calls
     /// that crashed or failed before their commit) and tombstoned files, when older than
     /// `retention`. Keep `retention` above the longest write in flight: a younger file may

@@ -25,7 +25,6 @@ use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::Token;
 use deltalite::compact::CompactOptions;
-use deltalite::deltalake::table::config::TablePropertiesExt as _;
 use deltalite::options::DEFAULT_COMMIT_MAX_RETRIES;
 
 use super::dialect::Tok;
@@ -469,12 +468,7 @@ impl SqlSession {
         dry_run: bool,
     ) -> Result<Output, ApiError> {
         let mut table = self.open_named(name).await?;
-        let minimum = table
-            .delta_table()
-            .snapshot()
-            .map_err(delta_err)?
-            .table_config()
-            .deleted_file_retention_duration();
+        let minimum = table.deleted_file_retention().map_err(delta_err)?;
         let retention = match retain_hours {
             None => minimum,
             Some(h) if !(h.is_finite() && h >= 0.0) => {
