@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The SIGKILL loop at length: the engine's crash test (crates/deltalite/tests/crash.rs)
-# with many iterations. Each iteration starts a writer process that upserts, appends and
-# overwrites in a loop, kills it (SIGKILL) after a random 0.2-1.5 s, then checks that the
+# with many iterations. Each iteration starts a writer process that upserts, appends,
+# overwrites, compacts, checkpoints and vacuums in a loop, kills it (SIGKILL) after a random 0.2-1.5 s, then checks that the
 # table opens at a committed version holding exactly that version's content (replayed
 # from the log) and that vacuum removes the orphans and never a live file. CI runs the
 # same test with 6 iterations.

@@ -1,5 +1,5 @@
-//! Crashes: a writer process is SIGKILLed at random moments during upserts, appends and
-//! overwrites. After each kill the table opens at a committed version holding exactly
+//! Crashes: a writer process is SIGKILLed at random moments during upserts, appends,
+//! overwrites, compactions, checkpoints and vacuums. After each kill the table opens at a committed version holding exactly
 //! that version's content, and vacuum removes the dead writer's orphans, never a live file.
 
 mod common;
@@ -65,7 +65,24 @@ async fn crash_child_writer() {
                 ("crash_round".to_string(), serde_json::json!(round)),
             ])
         };
-        match round % 3 {
+        match round % 6 {
+            // Maintenance between the writes: compaction (no data change), an explicit
+            // checkpoint, and a vacuum of everything unreferenced (this is the only writer).
+            3 => {
+                let o = deltalite::compact::CompactOptions {
+                    commit_metadata: meta("compact"),
+                    ..Default::default()
+                };
+                t.compact(&o).await.unwrap();
+            }
+            4 => {
+                deltalite::deltalake::checkpoints::create_checkpoint(t.delta_table(), None)
+                    .await
+                    .unwrap();
+            }
+            5 => {
+                t.vacuum(Duration::ZERO, false).await.unwrap();
+            }
             0 => {
                 let w = WriteOptions {
                     commit_metadata: meta("overwrite"),
@@ -104,6 +121,7 @@ async fn replay(t: &DeltaLiteTable) -> Vec<Vec<String>> {
             match op {
                 "overwrite" => *values = vec![round],
                 "append" => values.push(round),
+                "compact" => {}
                 // Every stored row of a matched key is replaced.
                 _ => values.iter_mut().for_each(|v| *v = round),
             }
@@ -195,8 +213,19 @@ async fn crashes_leave_a_committed_version() {
         survived += 1;
     }
     assert_eq!(survived, iterations);
+    let mut ops: std::collections::BTreeMap<String, usize> = Default::default();
+    let t = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+    for commit in t.history(None).await.unwrap() {
+        let op = commit["crash_op"].as_str().unwrap_or("other").to_string();
+        *ops.entry(op).or_default() += 1;
+    }
     eprintln!(
-        "{survived} kills survived, {orphans_removed} orphaned or tombstoned data files vacuumed"
+        "{survived} kills survived, {orphans_removed} orphaned or tombstoned data files vacuumed, commits {ops:?}"
+    );
+    // The kills landed among every kind of call, maintenance included.
+    assert!(
+        ops.contains_key("compact") && ops.contains_key("upsert"),
+        "{ops:?}"
     );
     // Re-running a call after the crashes gives the right final state.
     let mut t = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
