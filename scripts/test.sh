@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Everything CI runs, from a fresh clone: formatting, lints, and every test suite.
 # Needs Rust (cargo), Python 3.11 and root (PostHog's suite runs on CPython 3.13 in a
-# Debian chroot, scripts/lib/py313.sh); installs the rest (Python packages into .venv and
-# .venv-dlt) and starts the services the tests need (a local S3 server).
+# Debian chroot, scripts/lib/py313.sh; tmux comes from Debian); installs the rest
+# (Python packages into .venv and .venv-dlt) and starts the services the tests need (a
+# local S3 server).
 #
 # One `cargo test --workspace` builds everything with one feature set, so the server
 # binary it produces is reused by the Python and dlt suites instead of rebuilding.
@@ -24,6 +25,12 @@ python3 scripts/check-layers.py
 echo "== rust: fmt, clippy"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+
+echo "== tmux, for the CLI's terminal test (crates/cli/tests/table_commands.rs)"
+if ! command -v tmux >/dev/null 2>&1; then
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q tmux >/dev/null
+fi
 
 echo "== local S3 server (moto) for the S3 tests"
 # shellcheck source=lib/moto.sh

@@ -1,7 +1,10 @@
 //! `deltalite`: command line of the deltalite lakehouse.
 //!
 //! `deltalite serve` runs the lakehouse HTTP API (Altertable-compatible) over Delta tables,
-//! and its Arrow Flight SQL endpoint.
+//! and its Arrow Flight SQL endpoint; the table commands (`tables.rs`: `info`, `history`,
+//! `compact`, `vacuum`, `restore`, `checkpoint`) look after one table directly.
+
+mod tables;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -11,7 +14,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use deltalite_server::ServerConfig;
 
-/// deltalite: bounded-memory upserts into Delta Lake tables, and a lakehouse HTTP server.
+/// deltalite: bounded-memory upserts into Delta Lake tables, a lakehouse server, and the
+/// commands that look after a table (exit status: 0 ok, 1 failure, 2 usage).
 #[derive(Debug, Parser)]
 #[command(name = "deltalite", version, about, long_about = None)]
 struct Cli {
@@ -27,7 +31,9 @@ enum Command {
     /// Every flag has an environment twin (shown in brackets). Example:
     ///
     ///   deltalite serve --data ./lakehouse --users alice:secret --catalogs lakehouse
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
+    #[command(flatten)]
+    Table(tables::TableCommand),
 }
 
 #[derive(Debug, Args)]
@@ -165,7 +171,25 @@ fn main() -> anyhow::Result<()> {
     deltalite::alloc::tune_malloc(deltalite::alloc::Workload::Service);
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
+        Command::Table(command) => {
+            tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(
+                    std::env::var("DELTALITE_LOG").unwrap_or_else(|_| "warn".to_string()),
+                ))
+                .with_writer(std::io::stderr)
+                .init();
+            let done = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?
+                .block_on(tables::run(command));
+            // The causes in one line each, no backtrace: this is for a person to read.
+            if let Err(e) = done {
+                eprintln!("error: {e:#}");
+                std::process::exit(1);
+            }
+            Ok(())
+        }
     }
 }
 

@@ -400,7 +400,7 @@ impl DeltaLiteTable {
     /// Delete files under the table that the log does not reference (leftovers of calls
     /// that crashed or failed before their commit) and tombstoned files, when older than
     /// `retention`. Keep `retention` above the longest write in flight: a younger file may
-    /// belong to a call that has not committed yet. Returns the deleted paths.
+    /// belong to a call that has not committed yet. Returns the deleted paths, sorted.
     pub async fn vacuum(
         &mut self,
         retention: std::time::Duration,
@@ -418,6 +418,10 @@ impl DeltaLiteTable {
             .with_dry_run(dry_run)
             .await?;
         self.table = table;
-        Ok(metrics.files_deleted)
+        // delta-rs lists a file both as a tombstone and as found under the table.
+        let mut deleted = metrics.files_deleted;
+        deleted.sort();
+        deleted.dedup();
+        Ok(deleted)
     }
 }

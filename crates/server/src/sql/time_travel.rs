@@ -172,7 +172,7 @@ fn delta_err_named(name: &str, what: &str, e: deltalite::deltalake::DeltaTableEr
 
 /// A timestamp as clients write it: RFC 3339 with an offset, or a date and time (or a
 /// date alone) taken as UTC, as DuckDB reads a `TIMESTAMP` literal.
-pub(crate) fn parse_timestamp(text: &str) -> Result<DateTime<Utc>, ApiError> {
+pub fn parse_timestamp(text: &str) -> Result<DateTime<Utc>, ApiError> {
     let t = text.trim();
     if let Ok(at) = DateTime::parse_from_rfc3339(t) {
         return Ok(at.with_timezone(&Utc));
