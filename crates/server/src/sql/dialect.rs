@@ -89,35 +89,58 @@ pub(super) fn significant_tokens(sql: &str) -> Option<Vec<Tok>> {
     let tokens = Tokenizer::new(&GenericDialect {}, sql)
         .tokenize_with_location()
         .ok()?;
-    // Byte offset of each line's start, for the tokenizer's (line, column) locations,
-    // whose columns count characters.
-    let line_starts: Vec<usize> = std::iter::once(0)
-        .chain(sql.match_indices('\n').map(|(i, _)| i + 1))
-        .collect();
-    let offset = |line: u64, column: u64| -> Option<usize> {
-        let start = *line_starts.get(usize::try_from(line).ok()?.checked_sub(1)?)?;
-        let chars = usize::try_from(column).ok()?.checked_sub(1)?;
-        let rest = sql.get(start..)?;
-        Some(
-            start
-                + rest
-                    .char_indices()
-                    .nth(chars)
-                    .map_or(rest.len(), |(i, _)| i),
-        )
+    // The tokenizer's locations are (line, column), columns counting characters; they
+    // only grow, so one cursor walks the text once (a long one-line statement would
+    // otherwise cost a scan from the line's start per token).
+    let mut cursor = Cursor {
+        text: sql,
+        byte: 0,
+        line: 1,
+        column: 1,
     };
     let mut out = Vec::new();
     for t in tokens {
         if matches!(t.token, Token::Whitespace(_) | Token::EOF) {
             continue;
         }
+        let start = cursor.seek(t.span.start.line, t.span.start.column)?;
+        let end = cursor.seek(t.span.end.line, t.span.end.column)?;
         out.push(Tok {
-            start: offset(t.span.start.line, t.span.start.column)?,
-            end: offset(t.span.end.line, t.span.end.column)?,
+            start,
+            end,
             token: t.token,
         });
     }
     Some(out)
+}
+
+/// A position in a text, moved forward to (line, column) locations in order.
+struct Cursor<'a> {
+    text: &'a str,
+    byte: usize,
+    line: u64,
+    column: u64,
+}
+
+impl Cursor<'_> {
+    /// The byte offset of (line, column); `None` if it lies behind the cursor or
+    /// outside the text.
+    fn seek(&mut self, line: u64, column: u64) -> Option<usize> {
+        if (line, column) < (self.line, self.column) {
+            return None;
+        }
+        while (self.line, self.column) < (line, column) {
+            let c = self.text.get(self.byte..)?.chars().next()?;
+            self.byte += c.len_utf8();
+            if c == '\n' {
+                self.line += 1;
+                self.column = 1;
+            } else {
+                self.column += 1;
+            }
+        }
+        Some(self.byte)
+    }
 }
 
 fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
