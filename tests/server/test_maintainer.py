@@ -108,7 +108,15 @@ def test_small_files_are_compacted_and_opted_out_tables_are_not(server, client):
     for i in range(3):
         client.query(f"INSERT INTO few VALUES ('x', {i})")
     before = rows(server, "busy")
-    wait_for(lambda: files_per_partition(server, "busy") == {"p=x": 1, "p=y": 1})
+    # Passes may land between the inserts too: what holds is that no partition keeps
+    # the threshold's worth of small files.
+    wait_for(
+        lambda: (
+            maintainer_commits(client, "busy")
+            and max(files_per_partition(server, "busy").values()) < 4
+        )
+    )
+    assert set(files_per_partition(server, "busy")) == {"p=x", "p=y"}
     assert rows(server, "busy") == before
     commits = maintainer_commits(client, "busy")
     assert commits and {c["operation"] for c in commits} == {"OPTIMIZE"}
@@ -150,9 +158,16 @@ def test_vacuum_removes_unread_files_after_the_retention_only(server, client):
     wait_for(lambda: not (path_of(server, "sweep") / "part-orphan.parquet").exists())
     # The compacted-away files are younger than the hour: still there.
     wait_for(lambda: maintainer_commits(client, "sweep"))
-    live = set(deltalake.DeltaTable(path_of(server, "sweep")).file_uris())
-    on_disk = {str(p) for p in path_of(server, "sweep").glob("*.parquet")}
-    assert len(live) == 1 and len(on_disk) == 6, on_disk
+    # Every file a commit added is still there: the ones compaction removed are younger
+    # than the hour.
+    added = set()
+    for commit in sorted((path_of(server, "sweep") / "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "add" in action:
+                added.add(action["add"]["path"])
+    on_disk = {p.name for p in path_of(server, "sweep").glob("*.parquet")}
+    assert on_disk == added and len(added) > 5, (on_disk, added)
     assert (path_of(server, "keep") / "part-orphan.parquet").exists()
     assert rows(server, "sweep") == [(i,) for i in range(5)]
     assert metric(metrics(server), "deltalite_maintenance_files_vacuumed_total") >= 1
