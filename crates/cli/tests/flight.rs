@@ -1540,3 +1540,61 @@ fn flight_can_be_turned_off() {
     assert!(s.flight.is_none());
     assert!(s.healthy());
 }
+
+/// Delta's table statements over Flight SQL: `DESCRIBE HISTORY` and time travel answer
+/// rows like any query; in a transaction `OPTIMIZE` is rolled back like a write and
+/// `VACUUM`, which deletes files for good, is refused.
+#[test]
+fn delta_table_statements_over_flight_and_in_transactions() {
+    use arrow_flight::sql::EndTransaction;
+    let s = Server::start();
+    s.rows("CREATE TABLE t (id INT); INSERT INTO t VALUES (1); INSERT INTO t VALUES (2)");
+    let mut f = Flight::login(&s, ALICE);
+    let mut query = |f: &mut Flight, sql: &str| {
+        let info = ok(f
+            .rt
+            .block_on(f.client.execute(sql.into(), None))
+            .map_err(status_of));
+        ok(f.fetch(info)).batches
+    };
+    assert_eq!(
+        int64s(&query(&mut f, "DESCRIBE HISTORY t"), "version"),
+        [2, 1, 0]
+    );
+    assert_eq!(
+        int64s(&query(&mut f, "SELECT id FROM t VERSION AS OF 1"), "id"),
+        [1]
+    );
+    let txn = ok(f
+        .rt
+        .block_on(f.client.begin_transaction())
+        .map_err(status_of));
+    let run = |f: &mut Flight, sql: &str| {
+        f.rt.block_on(f.client.execute_update(sql.into(), Some(txn.clone())))
+            .map_err(status_of)
+    };
+    let e = run(&mut f, "VACUUM t").expect_err("vacuum in a transaction");
+    assert_eq!(
+        e.message(),
+        "TransactionContext Error: VACUUM t deletes files for good and cannot be rolled back; run it outside the transaction"
+    );
+    ok(run(&mut f, "OPTIMIZE t"));
+    assert_eq!(
+        strings(&query(&mut f, "DESCRIBE HISTORY t LIMIT 1"), "operation"),
+        ["OPTIMIZE"]
+    );
+    ok(f.rt
+        .block_on(
+            f.client
+                .end_transaction(txn.clone(), EndTransaction::Rollback),
+        )
+        .map_err(status_of));
+    assert_eq!(
+        strings(&query(&mut f, "DESCRIBE HISTORY t LIMIT 1"), "operation"),
+        ["RESTORE"]
+    );
+    assert_eq!(
+        int64s(&query(&mut f, "SELECT id FROM t ORDER BY id"), "id"),
+        [1, 2]
+    );
+}
