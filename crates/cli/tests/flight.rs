@@ -1550,7 +1550,7 @@ fn delta_table_statements_over_flight_and_in_transactions() {
     let s = Server::start();
     s.rows("CREATE TABLE t (id INT); INSERT INTO t VALUES (1); INSERT INTO t VALUES (2)");
     let mut f = Flight::login(&s, ALICE);
-    let mut query = |f: &mut Flight, sql: &str| {
+    let query = |f: &mut Flight, sql: &str| {
         let info = ok(f
             .rt
             .block_on(f.client.execute(sql.into(), None))
