@@ -193,6 +193,20 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// `--storage-option KEY=VALUE` flags as the object store takes them (`serve` and the
+/// table commands).
+fn storage_options(flags: &[String]) -> anyhow::Result<HashMap<String, String>> {
+    flags
+        .iter()
+        .map(|opt| {
+            let (k, v) = opt.split_once('=').ok_or_else(|| {
+                anyhow::anyhow!("storage option {opt:?} must look like KEY=VALUE")
+            })?;
+            Ok((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
@@ -207,14 +221,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         args.grants.as_deref(),
         &args.catalogs,
     )?;
-    let mut options = HashMap::new();
-    for opt in &args.storage_options {
-        let (k, v) = opt
-            .split_once('=')
-            .ok_or_else(|| anyhow::anyhow!("storage option {opt:?} must look like KEY=VALUE"))?;
-        options.insert(k.trim().to_string(), v.trim().to_string());
-    }
-    config.storage_options = options;
+    config.storage_options = storage_options(&args.storage_options)?;
     config.max_body_bytes = args.max_body_bytes;
     config.query_timeout = Duration::from_secs(args.query_timeout_secs.max(1));
     config.query_memory_bytes = args.query_memory_mb.max(1).saturating_mul(deltalite::MIB);

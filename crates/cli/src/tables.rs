@@ -117,13 +117,7 @@ impl TableCommand {
 /// Run one table command; its output goes to stdout, the spinner to stderr.
 pub async fn run(command: TableCommand) -> anyhow::Result<()> {
     let args = command.args();
-    let mut options = HashMap::new();
-    for opt in &args.storage_options {
-        let (k, v) = opt
-            .split_once('=')
-            .with_context(|| format!("storage option {opt:?} must look like KEY=VALUE"))?;
-        options.insert(k.trim().to_string(), v.trim().to_string());
-    }
+    let options = crate::storage_options(&args.storage_options)?;
     let json_out = args.json;
     let uri = args.table.clone();
     let mut table = DeltaLiteTable::open(&uri, options)
