@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
                 "-q",
                 "-p",
                 "no:cacheprovider",
-                str(REPO / "tests" / "clients" / "test_lakehouse_sdk.py"),
+                str(REPO / "tests" / "clients"),
                 *pytest_args,
             ]
             status = subprocess.run(command, check=False, cwd=REPO).returncode

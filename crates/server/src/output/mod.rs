@@ -53,7 +53,9 @@ impl OutFormat {
     /// The response's `Content-Type`.
     pub fn content_type(self) -> &'static str {
         match self {
-            Self::Ndjson | Self::Jsonl => "application/x-ndjson",
+            // `requests` guesses the charset of an `application/*` body without one, and
+            // the real dlt client reads `.text`: a guess of cp1252 turns `▶` into `â–¶`.
+            Self::Ndjson | Self::Jsonl => "application/x-ndjson; charset=utf-8",
             Self::Csv => "text/csv; charset=utf-8",
             Self::Parquet => "application/parquet",
         }
