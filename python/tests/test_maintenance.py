@@ -68,7 +68,7 @@ def test_vacuum_keeps_the_retention_and_deletes_only_unread_files(tmp_path):
     with pytest.raises(ValueError) as e:
         t.vacuum(retention_hours=1)
     assert str(e.value) == (
-        "retention_hours 1 is below the table's delta.deletedFileRetentionDuration (168 "
+        "a retention of 1 hours is below the table's delta.deletedFileRetentionDuration (168 "
         "hours): files younger than that may still be read by older versions or by writes "
         "in flight; pass enforce_retention_duration=False if you mean it"
     )

@@ -238,9 +238,9 @@ def test_vacuum_keeps_the_retention_and_deletes_only_unread_files(server, alice)
     old = time.time() - 3600
     os.utime(orphan, (old, old))
     assert error(alice, "VACUUM vac RETAIN 1 HOURS") == (
-        "Invalid Input Error: VACUUM vac RETAIN 1 HOURS is below the table's "
-        "delta.deletedFileRetentionDuration (168 hours): files younger than that may still be "
-        "read by time travel or by writes in flight. Lower the property first "
+        "Invalid Input Error: VACUUM vac RETAIN 1 HOURS: a retention of 1 hours is below the "
+        "table's delta.deletedFileRetentionDuration (168 hours): files younger than that may "
+        "still be read by older versions or by writes in flight. Lower the property first "
         "(ALTER TABLE … SET TBLPROPERTIES) if you mean it"
     )
     # Within the default retention nothing is old enough.

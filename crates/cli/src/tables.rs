@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 #[derive(Debug, Args)]
 pub struct TableArgs {
     /// The table: a local directory or an object-store URI (s3://bucket/path).
-    table: String,
+    pub(crate) table: String,
 
     /// Object-store option KEY=VALUE (AWS_REGION=…, AWS_ENDPOINT_URL=…); repeatable.
     #[arg(
@@ -24,11 +24,11 @@ pub struct TableArgs {
         value_delimiter = ',',
         hide_env_values = true
     )]
-    storage_options: Vec<String>,
+    pub(crate) storage_options: Vec<String>,
 
     /// Print one JSON document instead of the human summary.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -123,121 +123,132 @@ pub async fn run(command: TableCommand) -> anyhow::Result<()> {
     let mut table = DeltaLiteTable::open(&uri, options)
         .await
         .with_context(|| format!("cannot open the Delta table at {uri}"))?;
-    let report = match &command {
-        TableCommand::Info(_) => info(&table)?,
-        TableCommand::History { limit, .. } => json!(table.history(*limit).await?),
-        TableCommand::Compact {
-            target_file_size,
-            partitions,
-            min_removable_files,
-            bloom_filter_columns,
-            dry_run,
-            ..
-        } => {
-            let options = CompactOptions {
-                target_file_size: *target_file_size,
-                partitions: (!partitions.is_empty())
-                    .then(|| partitions.iter().cloned().map(Some).collect()),
-                min_partition_removable_files: *min_removable_files,
-                bloom_filter_columns: bloom_filter_columns.clone(),
-                dry_run: *dry_run,
-                ..CompactOptions::default()
-            };
-            let what = if *dry_run {
-                "planning the compaction of"
-            } else {
-                "compacting"
-            };
-            let stats =
-                with_spinner(json_out, &format!("{what} {uri}"), table.compact(&options)).await?;
-            json!({
-                "version": stats.version,
-                "dry_run": stats.dry_run,
-                "files_considered": stats.files_considered,
-                "files_removed": stats.files_removed,
-                "files_added": stats.files_added,
-                "bytes_removed": stats.bytes_removed,
-                "bytes_added": stats.bytes_added,
-                "partitions_compacted": stats.partitions_compacted,
-                "rows_rewritten": stats.rows_rewritten,
-                "commits": stats.commits,
-            })
-        }
-        TableCommand::Vacuum {
-            retain_hours,
-            force,
-            dry_run,
-            ..
-        } => {
-            let minimum = table.deleted_file_retention()?;
-            let retention = match retain_hours {
-                None => minimum,
-                Some(h) if !(h.is_finite() && *h >= 0.0) => {
-                    bail!("--retain-hours {h} is not a number of hours")
-                }
-                Some(h) => Duration::from_secs_f64(h * 3600.0),
-            };
-            if retention < minimum && !force {
-                bail!(
-                    "--retain-hours {} is below the table's delta.deletedFileRetentionDuration ({} hours): readers of older versions and writes in flight may still need those files; add --force if you mean it",
-                    retain_hours.unwrap_or_default(),
-                    minimum.as_secs_f64() / 3600.0
-                );
+    let report =
+        match &command {
+            TableCommand::Info(_) => info(&table)?,
+            TableCommand::History { limit, .. } => json!(table.history(*limit).await?),
+            TableCommand::Compact {
+                target_file_size,
+                partitions,
+                min_removable_files,
+                bloom_filter_columns,
+                dry_run,
+                ..
+            } => {
+                let options = CompactOptions {
+                    target_file_size: *target_file_size,
+                    partitions: (!partitions.is_empty())
+                        .then(|| partitions.iter().cloned().map(Some).collect()),
+                    min_partition_removable_files: *min_removable_files,
+                    bloom_filter_columns: bloom_filter_columns.clone(),
+                    dry_run: *dry_run,
+                    ..CompactOptions::default()
+                };
+                let what = if *dry_run {
+                    "planning the compaction of"
+                } else {
+                    "compacting"
+                };
+                let stats =
+                    with_spinner(json_out, &format!("{what} {uri}"), table.compact(&options))
+                        .await?;
+                json!({
+                    "version": stats.version,
+                    "dry_run": stats.dry_run,
+                    "files_considered": stats.files_considered,
+                    "files_removed": stats.files_removed,
+                    "files_added": stats.files_added,
+                    "bytes_removed": stats.bytes_removed,
+                    "bytes_added": stats.bytes_added,
+                    "partitions_compacted": stats.partitions_compacted,
+                    "rows_rewritten": stats.rows_rewritten,
+                    "commits": stats.commits,
+                })
             }
-            let what = if *dry_run {
-                "listing what vacuum would delete in"
-            } else {
-                "vacuuming"
-            };
-            let mut deleted = with_spinner(
-                json_out,
-                &format!("{what} {uri}"),
-                table.vacuum(retention, *dry_run),
-            )
-            .await?;
-            deleted.sort();
-            json!({
-                "dry_run": dry_run,
-                "retention_hours": retention.as_secs_f64() / 3600.0,
-                "files": deleted,
-            })
-        }
-        TableCommand::Restore {
-            version, timestamp, ..
-        } => {
-            let target = match (version, timestamp) {
-                (Some(v), _) => *v,
-                (None, Some(ts)) => version_at(&table, ts).await?,
-                (None, None) => bail!("give --version or --timestamp"),
-            };
-            let stats = with_spinner(
-                json_out,
-                &format!("restoring {uri} to version {target}"),
-                table.restore(
-                    target,
-                    &HashMap::new(),
-                    deltalite::options::DEFAULT_COMMIT_MAX_RETRIES,
-                ),
-            )
-            .await?;
-            json!({
-                "restored_version": target,
-                "version": stats.version,
-                "files_removed": stats.files_removed,
-                "files_restored": stats.files_restored,
-            })
-        }
-        TableCommand::Checkpoint(_) => {
-            let version = table.version();
-            with_spinner(
-                json_out,
-                &format!("checkpointing {uri} at version {version}"),
-                deltalite::deltalake::checkpoints::create_checkpoint(table.delta_table(), None),
-            )
-            .await?;
-            json!({ "version": version })
-        }
-    };
+            TableCommand::Vacuum {
+                retain_hours,
+                force,
+                dry_run,
+                ..
+            } => {
+                let retention = retain_hours
+                    .map(deltalite::VacuumOptions::hours)
+                    .transpose()
+                    .map_err(|_| {
+                        anyhow::anyhow!(
+                            "--retain-hours {} is not a number of hours",
+                            retain_hours.unwrap_or_default()
+                        )
+                    })?;
+                let options = deltalite::VacuumOptions {
+                    retention,
+                    enforce_retention: !force,
+                    dry_run: *dry_run,
+                };
+                let what = if *dry_run {
+                    "listing what vacuum would delete in"
+                } else {
+                    "vacuuming"
+                };
+                let done =
+                    match with_spinner(json_out, &format!("{what} {uri}"), table.vacuum(&options))
+                        .await
+                    {
+                        Ok(done) => done,
+                        Err(e) => match e.downcast::<deltalite::DeltaLiteError>() {
+                            Ok(e @ deltalite::DeltaLiteError::RetentionTooShort { .. }) => {
+                                bail!(
+                                    "--retain-hours {}: {e}; add --force if you mean it",
+                                    retain_hours.unwrap_or_default()
+                                )
+                            }
+                            Ok(e) => return Err(e.into()),
+                            Err(e) => return Err(e),
+                        },
+                    };
+                let (retention, deleted) = (done.retention, done.files);
+                json!({
+                    "dry_run": dry_run,
+                    "retention_hours": retention.as_secs_f64() / 3600.0,
+                    "files": deleted,
+                })
+            }
+            TableCommand::Restore {
+                version, timestamp, ..
+            } => {
+                let target = match (version, timestamp) {
+                    (Some(v), _) => *v,
+                    (None, Some(ts)) => version_at(&table, ts).await?,
+                    (None, None) => bail!("give --version or --timestamp"),
+                };
+                let stats = with_spinner(
+                    json_out,
+                    &format!("restoring {uri} to version {target}"),
+                    table.restore(
+                        target,
+                        &HashMap::new(),
+                        deltalite::options::DEFAULT_COMMIT_MAX_RETRIES,
+                    ),
+                )
+                .await?;
+                json!({
+                    "restored_version": target,
+                    "version": stats.version,
+                    "files_removed": stats.files_removed,
+                    "files_restored": stats.files_restored,
+                })
+            }
+            TableCommand::Checkpoint(_) => {
+                let version = table.version();
+                with_spinner(
+                    json_out,
+                    &format!("checkpointing {uri} at version {version}"),
+                    deltalite::deltalake::checkpoints::create_checkpoint(table.delta_table(), None),
+                )
+                .await?;
+                json!({ "version": version })
+            }
+        };
     if json_out {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -312,7 +323,7 @@ fn info(table: &DeltaLiteTable) -> anyhow::Result<Value> {
     }))
 }
 
-fn mib(bytes: u64) -> String {
+pub(crate) fn mib(bytes: u64) -> String {
     match bytes {
         b if b < 1024 => format!("{b} B"),
         b if b < 1024 * 1024 => format!("{:.1} KiB", b as f64 / 1024.0),

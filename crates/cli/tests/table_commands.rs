@@ -177,8 +177,9 @@ async fn compact_vacuum_restore_and_checkpoint_change_what_they_say() {
     assert_eq!(refused.status.code(), Some(1));
     assert_eq!(
         String::from_utf8(refused.stderr).unwrap(),
-        "error: --retain-hours 0 is below the table's delta.deletedFileRetentionDuration (168 hours): \
-         readers of older versions and writes in flight may still need those files; add --force if you mean it\n"
+        "error: --retain-hours 0: a retention of 0 hours is below the table's \
+         delta.deletedFileRetentionDuration (168 hours): files younger than that may still be \
+         read by older versions or by writes in flight; add --force if you mean it\n"
     );
     let listed = json(&[
         "vacuum",

@@ -46,6 +46,18 @@ pub enum DeltaLiteError {
     /// A caller passed options that cannot work together.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A vacuum's retention is below the table's `delta.deletedFileRetentionDuration`.
+    #[error(
+        "a retention of {} hours is below the table's delta.deletedFileRetentionDuration ({} hours): files younger than that may still be read by older versions or by writes in flight",
+        requested.as_secs_f64() / 3600.0,
+        minimum.as_secs_f64() / 3600.0
+    )]
+    RetentionTooShort {
+        /// The retention asked for.
+        requested: std::time::Duration,
+        /// The table's.
+        minimum: std::time::Duration,
+    },
     /// Storage, protocol or Parquet failures from the layers below.
     #[error("delta error: {0}")]
     Delta(#[from] DeltaTableError),
@@ -127,9 +139,9 @@ impl DeltaLiteError {
             DeltaLiteError::Delta(DeltaTableError::SchemaMismatch { .. }) => {
                 ErrorKind::SchemaMismatch
             }
-            DeltaLiteError::InvalidArgument(_) | DeltaLiteError::DuplicateKeys { .. } => {
-                ErrorKind::InvalidInput
-            }
+            DeltaLiteError::InvalidArgument(_)
+            | DeltaLiteError::DuplicateKeys { .. }
+            | DeltaLiteError::RetentionTooShort { .. } => ErrorKind::InvalidInput,
             other if is_transient(other) => ErrorKind::Transient,
             DeltaLiteError::Other(_) => ErrorKind::Internal,
             _ => ErrorKind::Failed,

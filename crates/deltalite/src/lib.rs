@@ -46,7 +46,7 @@ pub use options::{
     PruneStrategy, UpsertOptions,
 };
 pub use stats::{PhaseTimings, UpsertStats};
-pub use table::{ActiveFile, DeltaLiteTable, TableLocation};
+pub use table::{ActiveFile, DeltaLiteTable, TableLocation, VacuumOptions, Vacuumed};
 
 /// Re-exports so that callers use the same Arrow and delta-rs versions as the engine.
 pub use deltalake;

@@ -81,7 +81,14 @@ async fn crash_child_writer() {
                     .unwrap();
             }
             5 => {
-                t.vacuum(Duration::ZERO, false).await.unwrap();
+                t.vacuum(&deltalite::VacuumOptions {
+                    retention: Some(std::time::Duration::ZERO),
+                    enforce_retention: false,
+                    dry_run: false,
+                })
+                .await
+                .unwrap()
+                .files;
             }
             0 => {
                 let w = WriteOptions {
@@ -200,7 +207,15 @@ async fn crashes_leave_a_committed_version() {
         let live: std::collections::BTreeSet<String> =
             t.files().unwrap().into_iter().map(|f| f.path).collect();
         let on_disk = parquet_files(&dir.path().join("t"));
-        let deleted = t.vacuum(Duration::ZERO, false).await.unwrap();
+        let deleted = t
+            .vacuum(&deltalite::VacuumOptions {
+                retention: Some(std::time::Duration::ZERO),
+                enforce_retention: false,
+                dry_run: false,
+            })
+            .await
+            .unwrap()
+            .files;
         // delta-rs also lists tombstones it deleted before (as not found): count files.
         orphans_removed += on_disk - parquet_files(&dir.path().join("t"));
         for path in &deleted {

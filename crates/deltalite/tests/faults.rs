@@ -250,7 +250,15 @@ async fn a_failed_commit_put_commits_nothing_and_vacuum_removes_its_files() {
         2,
         "the rewrite of d1 and the insert into d2: {left:?}"
     );
-    let mut vacuumed: Vec<String> = t.vacuum(Duration::ZERO, false).await.unwrap();
+    let mut vacuumed: Vec<String> = t
+        .vacuum(&deltalite::VacuumOptions {
+            retention: Some(std::time::Duration::ZERO),
+            enforce_retention: false,
+            dry_run: false,
+        })
+        .await
+        .unwrap()
+        .files;
     vacuumed.sort();
     assert_eq!(vacuumed, left.iter().cloned().collect::<Vec<_>>());
     let (_, files, rows) = stored(&uri).await;

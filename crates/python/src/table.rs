@@ -495,27 +495,26 @@ impl PyDeltaLiteTable {
         dry_run: bool,
         enforce_retention_duration: bool,
     ) -> PyResult<Vec<String>> {
-        if let Some(h) = retention_hours
-            && !(h.is_finite() && h >= 0.0)
-        {
-            return Err(invalid_argument(format!(
-                "retention_hours must be a non-negative number, not {h}"
-            )));
-        }
-        self.with_table(py, move |table| {
-            let minimum = table.deleted_file_retention().map_err(to_py)?;
-            let retention = retention_hours
-                .map_or(minimum, |h| std::time::Duration::from_secs_f64(h * 3600.0));
-            if enforce_retention_duration && retention < minimum {
-                return Err(invalid_argument(format!(
-                    "retention_hours {} is below the table's delta.deletedFileRetentionDuration ({} hours): files younger than that may still be read by older versions or by writes in flight; pass enforce_retention_duration=False if you mean it",
-                    retention_hours.unwrap_or_default(),
-                    minimum.as_secs_f64() / 3600.0
-                )));
-            }
-            let mut deleted = block_on(table.vacuum(retention, dry_run))?.map_err(to_py)?;
-            deleted.sort();
-            Ok(deleted)
+        let retention = retention_hours
+            .map(deltalite::VacuumOptions::hours)
+            .transpose()
+            .map_err(|_| {
+                invalid_argument(format!(
+                    "retention_hours must be a non-negative number, not {}",
+                    retention_hours.unwrap_or_default()
+                ))
+            })?;
+        let options = deltalite::VacuumOptions {
+            retention,
+            enforce_retention: enforce_retention_duration,
+            dry_run,
+        };
+        self.with_table(py, move |table| match block_on(table.vacuum(&options))? {
+            Ok(done) => Ok(done.files),
+            Err(e @ deltalite::DeltaLiteError::RetentionTooShort { .. }) => Err(invalid_argument(
+                format!("{e}; pass enforce_retention_duration=False if you mean it"),
+            )),
+            Err(e) => Err(to_py(e)),
         })
     }
 

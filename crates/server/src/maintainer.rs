@@ -226,11 +226,12 @@ pub async fn maintain_table(
         }
     }
     if vacuum {
-        let retention = table
-            .deleted_file_retention()
-            .map_err(|e| ApiError::from_engine("retention", e))?;
-        match table.vacuum(retention, false).await {
-            Ok(deleted) => {
+        // At the table's own retention.
+        match table.vacuum(&deltalite::VacuumOptions::default()).await {
+            Ok(deltalite::Vacuumed {
+                files: deleted,
+                retention,
+            }) => {
                 report.files_vacuumed = deleted.len();
                 metrics::counter!("deltalite_maintenance_runs_total", "task" => "vacuum")
                     .increment(1);

@@ -399,29 +399,78 @@ impl DeltaLiteTable {
 
     /// Delete files under the table that the log does not reference (leftovers of calls
     /// that crashed or failed before their commit) and tombstoned files, when older than
-    /// `retention`. Keep `retention` above the longest write in flight: a younger file may
-    /// belong to a call that has not committed yet. Returns the deleted paths, sorted.
-    pub async fn vacuum(
-        &mut self,
-        retention: std::time::Duration,
-        dry_run: bool,
-    ) -> Result<Vec<String>> {
-        let retention = chrono::Duration::from_std(retention)
+    /// the retention. A retention below the table's [`Self::deleted_file_retention`] is
+    /// refused unless `options.enforce_retention` is off: a younger file may be read by
+    /// an older version, or belong to a call that has not committed yet.
+    pub async fn vacuum(&mut self, options: &VacuumOptions) -> Result<Vacuumed> {
+        let minimum = self.deleted_file_retention()?;
+        let retention = options.retention.unwrap_or(minimum);
+        if options.enforce_retention && retention < minimum {
+            return Err(DeltaLiteError::RetentionTooShort {
+                requested: retention,
+                minimum,
+            });
+        }
+        let period = chrono::Duration::from_std(retention)
             .map_err(|e| DeltaLiteError::invalid(format!("retention out of range: {e}")))?;
         let (table, metrics) = self
             .table
             .clone()
             .vacuum()
             .with_mode(deltalake::operations::vacuum::VacuumMode::Full)
-            .with_retention_period(retention)
+            .with_retention_period(period)
             .with_enforce_retention_duration(false)
-            .with_dry_run(dry_run)
+            .with_dry_run(options.dry_run)
             .await?;
         self.table = table;
         // delta-rs lists a file both as a tombstone and as found under the table.
-        let mut deleted = metrics.files_deleted;
-        deleted.sort();
-        deleted.dedup();
-        Ok(deleted)
+        let mut files = metrics.files_deleted;
+        files.sort();
+        files.dedup();
+        Ok(Vacuumed { retention, files })
     }
+}
+
+/// What [`DeltaLiteTable::vacuum`] deletes.
+#[derive(Debug, Clone, Copy)]
+pub struct VacuumOptions {
+    /// Files younger than this stay; `None` means the table's
+    /// `delta.deletedFileRetentionDuration`.
+    pub retention: Option<std::time::Duration>,
+    /// Refuse a retention below the table's (on unless the caller insists).
+    pub enforce_retention: bool,
+    /// List what would be deleted; delete nothing.
+    pub dry_run: bool,
+}
+
+impl Default for VacuumOptions {
+    fn default() -> Self {
+        Self {
+            retention: None,
+            enforce_retention: true,
+            dry_run: false,
+        }
+    }
+}
+
+impl VacuumOptions {
+    /// A retention given in hours, as the faces take it: finite and not negative.
+    pub fn hours(hours: f64) -> Result<std::time::Duration> {
+        if hours.is_finite() && hours >= 0.0 {
+            Ok(std::time::Duration::from_secs_f64(hours * 3600.0))
+        } else {
+            Err(DeltaLiteError::invalid(format!(
+                "{hours} is not a number of hours"
+            )))
+        }
+    }
+}
+
+/// What a vacuum did (or, dry, would do).
+#[derive(Debug, Clone)]
+pub struct Vacuumed {
+    /// The retention it applied.
+    pub retention: std::time::Duration,
+    /// The deleted paths, relative to the table, sorted.
+    pub files: Vec<String>,
 }

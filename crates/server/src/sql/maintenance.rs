@@ -26,6 +26,7 @@ use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::Token;
 use deltalite::compact::CompactOptions;
 use deltalite::options::DEFAULT_COMMIT_MAX_RETRIES;
+use deltalite::{DeltaLiteError, VacuumOptions};
 
 use super::dialect::Tok;
 use super::guard;
@@ -468,26 +469,31 @@ impl SqlSession {
         dry_run: bool,
     ) -> Result<Output, ApiError> {
         let mut table = self.open_named(name).await?;
-        let minimum = table.deleted_file_retention().map_err(delta_err)?;
-        let retention = match retain_hours {
-            None => minimum,
-            Some(h) if !(h.is_finite() && h >= 0.0) => {
+        let retention = retain_hours
+            .map(VacuumOptions::hours)
+            .transpose()
+            .map_err(|_| {
+                sql_err(format!(
+                    "Invalid Input Error: RETAIN {} HOURS is not a number of hours",
+                    retain_hours.unwrap_or_default()
+                ))
+            })?;
+        let options = VacuumOptions {
+            retention,
+            dry_run,
+            ..VacuumOptions::default()
+        };
+        let deleted = match table.vacuum(&options).await {
+            Ok(done) => done.files,
+            Err(e @ DeltaLiteError::RetentionTooShort { .. }) => {
                 return Err(sql_err(format!(
-                    "Invalid Input Error: RETAIN {h} HOURS is not a number of hours"
+                    "Invalid Input Error: VACUUM {} RETAIN {} HOURS: {e}. Lower the property first (ALTER TABLE … SET TBLPROPERTIES) if you mean it",
+                    name.table,
+                    retain_hours.unwrap_or_default(),
                 )));
             }
-            Some(h) => std::time::Duration::from_secs_f64(h * 3600.0),
+            Err(e) => return Err(delta_err(e)),
         };
-        if retention < minimum {
-            return Err(sql_err(format!(
-                "Invalid Input Error: VACUUM {} RETAIN {} HOURS is below the table's delta.deletedFileRetentionDuration ({} hours): files younger than that may still be read by time travel or by writes in flight. Lower the property first (ALTER TABLE … SET TBLPROPERTIES) if you mean it",
-                name.table,
-                retain_hours.unwrap_or_default(),
-                minimum.as_secs_f64() / 3600.0
-            )));
-        }
-        let mut deleted = table.vacuum(retention, dry_run).await.map_err(delta_err)?;
-        deleted.sort();
         let schema = Arc::new(Schema::new(vec![Field::new("path", DataType::Utf8, false)]));
         let batch = RecordBatch::try_new(
             Arc::clone(&schema),
