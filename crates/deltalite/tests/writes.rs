@@ -195,6 +195,77 @@ async fn app_transactions_are_recorded_in_the_same_commit() {
     assert_eq!(rows(&uri).await, vec![vec!["1", "a"]]);
 }
 
+/// A `txn` record carries its time, so `delta.setTransactionRetentionDuration` expires
+/// it: a retry inside the window is recognised and writes nothing, one after it is a new
+/// write; a checkpoint written after the expiry no longer holds the record.
+#[tokio::test]
+async fn app_transactions_expire_after_the_tables_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let mut t = DeltaLiteTable::create(
+        &uri,
+        HashMap::new(),
+        &schema(),
+        &[],
+        HashMap::from([(
+            "delta.setTransactionRetentionDuration".to_string(),
+            "interval 2 seconds".to_string(),
+        )]),
+    )
+    .await
+    .unwrap();
+    let w = WriteOptions {
+        app_transaction: Some(deltalite::AppTransaction {
+            app_id: "load-1".into(),
+            version: 1,
+        }),
+        ..Default::default()
+    };
+    let first = t.append([Ok(id_name(&[1], &["a"]))], &w).await.unwrap();
+    assert_eq!((first.version, first.already_applied), (1, false));
+    let retry = t.append([Ok(id_name(&[1], &["a"]))], &w).await.unwrap();
+    assert!(retry.already_applied);
+    assert_eq!(t.version(), 1);
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    t.reload().await.unwrap();
+    assert_eq!(t.app_transaction_version("load-1").await.unwrap(), None);
+    let late = t.append([Ok(id_name(&[1], &["a"]))], &w).await.unwrap();
+    assert_eq!((late.version, late.already_applied), (2, false));
+    assert_eq!(rows(&uri).await, vec![vec!["1", "a"], vec!["1", "a"]]);
+    // The record the late write made is fresh again; after another expiry a checkpoint
+    // leaves it out, and a reader of the checkpoint sees no record either.
+    assert_eq!(t.app_transaction_version("load-1").await.unwrap(), Some(1));
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    t.reload().await.unwrap();
+    deltalite::deltalake::checkpoints::create_checkpoint(t.delta_table(), None)
+        .await
+        .unwrap();
+    let reopened = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+    assert_eq!(
+        reopened.app_transaction_version("load-1").await.unwrap(),
+        None
+    );
+    let checkpoint = std::fs::read_dir(dir.path().join("t/_delta_log"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".checkpoint.parquet"))
+        .expect("a checkpoint file");
+    let txns: usize =
+        deltalite::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(checkpoint).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .map(|b| {
+            let b = b.unwrap();
+            let txn = b.column_by_name("txn").expect("a txn column");
+            txn.len() - txn.null_count()
+        })
+        .sum();
+    assert_eq!(txns, 0);
+}
+
 #[tokio::test]
 async fn tables_written_by_delta_rs_with_checkpoints_are_upserted_and_read_back() {
     let dir = tempfile::tempdir().unwrap();

@@ -78,7 +78,13 @@ impl CommitSpec {
             .with_cleanup_expired_logs(Some(false))
             .with_metadata(metadata);
         if let Some(txn) = &self.app_transaction {
-            props = props.with_application_transaction(Transaction::new(&txn.app_id, txn.version));
+            // `lastUpdated` lets the table's delta.setTransactionRetentionDuration expire the
+            // record: without it a txn is kept, and recognised, forever.
+            props = props.with_application_transaction(Transaction::new_with_last_update(
+                &txn.app_id,
+                txn.version,
+                Some(chrono::Utc::now().timestamp_millis()),
+            ));
         }
         props
     }
