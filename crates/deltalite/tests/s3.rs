@@ -4,11 +4,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use common::*;
 use deltalite::arrow::array::{Array, ArrayRef, BinaryArray, Int64Array, RecordBatch};
@@ -16,92 +12,10 @@ use deltalite::arrow::datatypes::{DataType, Field, Schema};
 use deltalite::compact::CompactOptions;
 use deltalite::write::WriteOptions;
 use deltalite::{DeltaLiteTable, Knobs, UpsertOptions};
+use deltalite_testkit::moto::Moto;
 use futures::TryStreamExt;
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use rand::{RngCore, SeedableRng};
-
-struct Moto {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn moto_binary() -> String {
-    if let Ok(bin) = std::env::var("MOTO_SERVER") {
-        return bin;
-    }
-    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../../.venv/bin/moto_server");
-    if std::path::Path::new(venv).exists() {
-        return venv.to_string();
-    }
-    "moto_server".to_string()
-}
-
-fn http(port: u16, request: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.write_all(request.as_bytes()).unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
-}
-
-fn start_moto(bucket: &str) -> Moto {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(moto_binary())
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("moto_server must be installed (scripts/test.sh installs it into .venv; or set MOTO_SERVER)");
-    let moto = Moto { child, port };
-    // The port can accept connections before moto answers them (an empty reply was seen
-    // once in a full test run), so retry the bucket creation itself until it succeeds.
-    let started = Instant::now();
-    loop {
-        let reply = TcpStream::connect(("127.0.0.1", port))
-            .map(|_| {
-                http(
-                    port,
-                    &format!(
-                        "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                    ),
-                )
-            })
-            .unwrap_or_default();
-        if reply.starts_with("HTTP/1.1 200") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "moto_server did not start or could not create the bucket: {reply:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    moto
-}
-
-fn options(moto: &Moto) -> HashMap<String, String> {
-    HashMap::from([
-        (
-            "AWS_ENDPOINT_URL".to_string(),
-            format!("http://127.0.0.1:{}", moto.port),
-        ),
-        ("AWS_ALLOW_HTTP".to_string(), "true".to_string()),
-        ("AWS_ACCESS_KEY_ID".to_string(), "test".to_string()),
-        ("AWS_SECRET_ACCESS_KEY".to_string(), "test".to_string()),
-        ("AWS_REGION".to_string(), "us-east-1".to_string()),
-    ])
-}
 
 fn ids_batch(ids: &[i64], day: &str, val: &str) -> RecordBatch {
     batch(vec![
@@ -149,8 +63,8 @@ async fn s3_rows(t: &DeltaLiteTable) -> Vec<Vec<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upserts_on_s3_commit_once_and_race_correctly() {
-    let moto = start_moto("lake");
-    let opts = options(&moto);
+    let moto = Moto::start("lake");
+    let opts = moto.options();
     let uri = "s3://lake/tables/events";
 
     // The server must honour conditional creates, or concurrent commits could both win.
@@ -320,8 +234,8 @@ async fn only_file_etag(t: &DeltaLiteTable) -> (u64, String) {
 /// parts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upsert_outputs_follow_the_calls_multipart_threshold_and_part_size() {
-    let moto = start_moto("parts");
-    let opts = options(&moto);
+    let moto = Moto::start("parts");
+    let opts = moto.options();
     let uri = "s3://parts/tables/blobs";
     let schema = Schema::new(vec![
         Field::new("id", DataType::Int64, true),

@@ -5,4 +5,8 @@
 //!   failures, lost responses, retried lost responses, delays. The engine's fault suite,
 //!   its multipart unit tests and the server's transient-failure tests all use it.
 
+//! - [`moto::Moto`]: a real S3-compatible server (`moto_server`) with a bucket, for the
+//!   suites that run against an object store.
+
+pub mod moto;
 pub mod store;
