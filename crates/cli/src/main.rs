@@ -1,9 +1,12 @@
 //! `deltalite`: command line of the deltalite lakehouse.
 //!
 //! `deltalite serve` runs the lakehouse HTTP API (Altertable-compatible) over Delta tables,
-//! and its Arrow Flight SQL endpoint; the table commands (`tables.rs`: `info`, `history`,
-//! `compact`, `vacuum`, `restore`, `checkpoint`) look after one table directly.
+//! and its Arrow Flight SQL endpoint; the data commands (`data.rs`: `upsert`, `append`,
+//! `overwrite`, `create`, `query`) write files into a table and query tables; the table
+//! commands (`tables.rs`: `info`, `history`, `compact`, `vacuum`, `restore`,
+//! `checkpoint`) look after one table directly.
 
+mod data;
 mod tables;
 
 use std::collections::HashMap;
@@ -32,6 +35,8 @@ enum Command {
     ///
     ///   deltalite serve --data ./lakehouse --users alice:secret --catalogs lakehouse
     Serve(Box<ServeArgs>),
+    #[command(flatten)]
+    Data(data::DataCommand),
     #[command(flatten)]
     Table(tables::TableCommand),
 }
@@ -172,25 +177,29 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(*args),
-        Command::Table(command) => {
-            tracing_subscriber::fmt()
-                .with_env_filter(tracing_subscriber::EnvFilter::new(
-                    std::env::var("DELTALITE_LOG").unwrap_or_else(|_| "warn".to_string()),
-                ))
-                .with_writer(std::io::stderr)
-                .init();
-            let done = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?
-                .block_on(tables::run(command));
-            // The causes in one line each, no backtrace: this is for a person to read.
-            if let Err(e) = done {
-                eprintln!("error: {e:#}");
-                std::process::exit(1);
-            }
-            Ok(())
-        }
+        Command::Data(command) => one_shot(data::run(command)),
+        Command::Table(command) => one_shot(tables::run(command)),
     }
+}
+
+/// Run a data or table command: warnings only in the log, and a failure as one line of
+/// causes (no backtrace: this is for a person to read) with exit status 1.
+fn one_shot(work: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            std::env::var("DELTALITE_LOG").unwrap_or_else(|_| "warn".to_string()),
+        ))
+        .with_writer(std::io::stderr)
+        .init();
+    let done = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(work);
+    if let Err(e) = done {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 /// `--storage-option KEY=VALUE` flags as the object store takes them (`serve` and the

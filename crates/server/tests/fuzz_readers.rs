@@ -41,7 +41,7 @@ fn spool(bytes: &[u8]) -> NamedTempFile {
 /// that cannot read a body must not report a server fault.
 fn decode(bytes: &[u8], format: Format) -> Result<usize, String> {
     let spool = spool(bytes);
-    let source = match open_source(&spool, format, None) {
+    let source = match open_source(spool.path(), format, None) {
         Ok(s) => s,
         Err(e) => return Err(check_clean(e)),
     };
@@ -529,7 +529,7 @@ fn cross_format_splices() {
 #[test]
 fn schema_is_fine_for_every_valid_seed() {
     let spool = spool(parquet_seed());
-    let source = open_source(&spool, Format::Parquet, None).expect("open");
+    let source = open_source(spool.path(), Format::Parquet, None).expect("open");
     let storable = deltalite_server::types::storable_schema(&source.schema);
     assert_eq!(storable.fields().len(), 8);
     let _: &Schema = &storable;

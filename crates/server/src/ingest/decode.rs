@@ -324,9 +324,10 @@ pub struct Source {
     _spool: Option<NamedTempFile>,
 }
 
-/// Open a spooled body in the given format.
-pub fn open_source(spool: &NamedTempFile, format: Format, dir: Option<&Path>) -> ApiResult<Source> {
-    let file = spool.reopen().map_err(io_err)?;
+/// Open a file (a spooled body, or the CLI's input file) in the given format; `dir` is
+/// where a JSON array's NDJSON copy is written.
+pub fn open_source(path: &Path, format: Format, dir: Option<&Path>) -> ApiResult<Source> {
+    let file = File::open(path).map_err(io_err)?;
     match format {
         Format::Parquet => {
             let (schema, reader) = guarded("not a readable Parquet file", || {

@@ -255,7 +255,7 @@ async fn create(
     req: &IngestRequest,
     mode: &IngestMode,
 ) -> ApiResult<Option<IngestSummary>> {
-    let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
+    let source = open_source(req.spool.path(), req.format, req.spool_dir.as_deref())?;
     let spec = TableSpec {
         schema: storable_schema(&source.schema),
         partition_columns: Vec::new(),
@@ -335,7 +335,7 @@ async fn into_existing(
             )));
         }
         IngestMode::Upload(UploadMode::Overwrite) => {
-            let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
+            let source = open_source(req.spool.path(), req.format, req.spool_dir.as_deref())?;
             let schema = storable_schema(&source.schema);
             table.overwrite(&schema, source.batches, &opts).await
         }
@@ -348,7 +348,7 @@ async fn into_existing(
             table.adopt_parquet_file(req.spool.path(), &opts).await
         }
         IngestMode::Upload(_) => {
-            let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
+            let source = open_source(req.spool.path(), req.format, req.spool_dir.as_deref())?;
             table.append(source.batches, &opts).await
         }
         IngestMode::Upsert {
@@ -356,7 +356,7 @@ async fn into_existing(
             cursor,
             delete_column,
         } => {
-            let source = open_source(&req.spool, req.format, req.spool_dir.as_deref())?;
+            let source = open_source(req.spool.path(), req.format, req.spool_dir.as_deref())?;
             let schema = Arc::clone(&source.schema);
             check_key_columns(&schema, &keys, &cursor, &delete_column)?;
             // The engine's memory bound is the source batch: decode it batch by batch
@@ -380,7 +380,7 @@ async fn into_existing(
             ));
         }
         IngestMode::AppendJson => {
-            let source = open_source(&req.spool, Format::Json, req.spool_dir.as_deref())?;
+            let source = open_source(req.spool.path(), Format::Json, req.spool_dir.as_deref())?;
             let table_schema = table.schema().map_err(engine)?;
             // New columns are committed with the rows, so a failed append leaves no trace.
             let mut opts = opts;
