@@ -1054,3 +1054,74 @@ fn s3_data_root() {
             .is_empty()
     );
 }
+
+/// The background maintainer on an object-store root (a real S3-compatible server, moto):
+/// a partition's small files are compacted in an OPTIMIZE commit and the rows stay.
+#[test]
+fn s3_maintainer_compacts_small_files() {
+    let moto = deltalite_testkit::moto::Moto::start("maint");
+    let mut args: Vec<String> = Vec::new();
+    for (k, v) in moto.options() {
+        args.push("--storage-option".into());
+        args.push(format!("{k}={v}"));
+    }
+    for a in [
+        "--maintenance",
+        "on",
+        "--maintenance-interval-secs",
+        "1",
+        "--maintenance-min-small-files",
+        "4",
+    ] {
+        args.push(a.into());
+    }
+    let s = Server::start_on(
+        tempfile::tempdir().expect("tempdir"),
+        "s3://maint/lake",
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    s.rows("CREATE SCHEMA lakehouse.main");
+    s.rows("CREATE TABLE lakehouse.main.m (p VARCHAR, a INTEGER) PARTITIONED BY (p)");
+    for i in 0..5 {
+        s.rows(&format!("INSERT INTO lakehouse.main.m VALUES ('x', {i})"));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let compacted = loop {
+        let commits: Vec<Vec<Value>> = s
+            .rows("DESCRIBE HISTORY lakehouse.main.m")
+            .into_iter()
+            .filter(|r| {
+                r[9].as_str()
+                    .is_some_and(|m| m.contains("\"deltalite.maintainer\":\"compact\""))
+            })
+            .collect();
+        if !commits.is_empty() {
+            break commits;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no maintainer commit within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        compacted.iter().all(|r| r[2] == json!("OPTIMIZE")),
+        "{compacted:?}"
+    );
+    assert_eq!(
+        s.rows("SELECT p, a FROM lakehouse.main.m ORDER BY a"),
+        (0..5)
+            .map(|i| vec![json!("x"), json!(i)])
+            .collect::<Vec<_>>()
+    );
+    let table = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        deltalite::DeltaLiteTable::open("s3://maint/lake/lakehouse/main/m", moto.options())
+            .await
+            .unwrap()
+    });
+    assert!(
+        table.num_files().unwrap() < 4,
+        "{:?}",
+        table.files().unwrap()
+    );
+}

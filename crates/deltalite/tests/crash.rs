@@ -87,8 +87,7 @@ async fn crash_child_writer() {
                     dry_run: false,
                 })
                 .await
-                .unwrap()
-                .files;
+                .unwrap();
             }
             0 => {
                 let w = WriteOptions {
