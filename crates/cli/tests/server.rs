@@ -852,6 +852,36 @@ fn idempotency_key_writes_once() {
     assert_eq!(s.rows("SELECT count(*) FROM i"), vec![vec![json!(4)]]);
 }
 
+/// Idempotency records expire with the table's `delta.setTransactionRetentionDuration`:
+/// a retry inside the window is a replay, the same key after it is a new write.
+#[test]
+fn idempotency_keys_expire_with_the_tables_retention() {
+    let s = Server::start();
+    let post = |body: &str| {
+        let r = s.post_as(
+            ("alice", "secret"),
+            &format!("/upload?{T}&table=x&mode=create_append"),
+            "text/csv",
+            body.as_bytes().to_vec(),
+            &[("Idempotency-Key", "load-7")],
+        );
+        assert_eq!(r.status().as_u16(), 200);
+        r.json::<Value>().expect("json")["idempotent_replay"].clone()
+    };
+    assert_eq!(post("a\n1\n"), json!(false));
+    s.rows(
+        "ALTER TABLE lakehouse.main.x SET TBLPROPERTIES ('delta.setTransactionRetentionDuration' = 'interval 5 seconds')",
+    );
+    assert_eq!(post("a\n1\n"), json!(true));
+    std::thread::sleep(Duration::from_millis(6000));
+    assert_eq!(post("a\n1\n"), json!(false));
+    assert_eq!(post("a\n1\n"), json!(true));
+    assert_eq!(
+        s.rows("SELECT count(*) FROM lakehouse.main.x"),
+        vec![vec![json!(2)]]
+    );
+}
+
 #[test]
 fn append_endpoint_and_tasks() {
     let s = Server::start();
