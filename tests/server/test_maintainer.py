@@ -232,7 +232,10 @@ def test_two_servers_on_one_root_compact_the_same_files_once(tmp_path):
     nothing left to do or loses the commit race. Never two OPTIMIZE commits over the same
     files, never duplicated rows."""
     data = tmp_path / "lake"
-    with ServerProcess(data=data, args=ARGS) as a, ServerProcess(data=data, args=ARGS) as b:
+    with (
+        ServerProcess(data=data, args=ARGS) as a,
+        ServerProcess(data=data, args=ARGS) as b,
+    ):
         ca, cb = Client(a), Client(b)
         ca.query("CREATE TABLE shared (p VARCHAR, a INTEGER) PARTITIONED BY (p)")
         ca.query(
@@ -244,7 +247,9 @@ def test_two_servers_on_one_root_compact_the_same_files_once(tmp_path):
         passes = {
             s: metric(metrics(s), "deltalite_maintenance_passes_total") for s in (a, b)
         }
-        cb.query("ALTER TABLE shared SET TBLPROPERTIES ('deltalite.maintenance' = 'on')")
+        cb.query(
+            "ALTER TABLE shared SET TBLPROPERTIES ('deltalite.maintenance' = 'on')"
+        )
         wait_for(lambda: files_per_partition(a, "shared") == {"p=x": 1})
         # Both maintainers ran at least twice more since: each saw the table after the
         # switch.
