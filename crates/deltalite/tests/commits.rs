@@ -171,15 +171,7 @@ async fn restore_refuses_a_version_whose_files_are_gone() {
     let o = UpsertOptions::new(["id"]);
     upsert(&mut t, &rows(&[1], "d"), &o).await.unwrap();
     upsert(&mut t, &rows(&[1], "e"), &o).await.unwrap();
-    let deleted = t
-        .vacuum(&deltalite::VacuumOptions {
-            retention: Some(std::time::Duration::ZERO),
-            enforce_retention: false,
-            dry_run: false,
-        })
-        .await
-        .unwrap()
-        .files;
+    let deleted = vacuum_now(&mut t).await;
     assert_eq!(deleted.len(), 1, "{deleted:?}");
     let err = t.restore(1, &HashMap::new(), 15).await.unwrap_err();
     assert!(err.to_string().contains("no longer exists"), "{err}");

@@ -81,13 +81,7 @@ async fn crash_child_writer() {
                     .unwrap();
             }
             5 => {
-                t.vacuum(&deltalite::VacuumOptions {
-                    retention: Some(std::time::Duration::ZERO),
-                    enforce_retention: false,
-                    dry_run: false,
-                })
-                .await
-                .unwrap();
+                vacuum_now(&mut t).await;
             }
             0 => {
                 let w = WriteOptions {
@@ -210,15 +204,7 @@ async fn crashes_leave_a_committed_version() {
         let live: std::collections::BTreeSet<String> =
             t.files().unwrap().into_iter().map(|f| f.path).collect();
         let on_disk = parquet_files(&dir.path().join("t"));
-        let deleted = t
-            .vacuum(&deltalite::VacuumOptions {
-                retention: Some(std::time::Duration::ZERO),
-                enforce_retention: false,
-                dry_run: false,
-            })
-            .await
-            .unwrap()
-            .files;
+        let deleted = vacuum_now(&mut t).await;
         // delta-rs also lists tombstones it deleted before (as not found): count files.
         orphans_removed += on_disk - parquet_files(&dir.path().join("t"));
         for path in &deleted {

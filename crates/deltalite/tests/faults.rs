@@ -250,15 +250,7 @@ async fn a_failed_commit_put_commits_nothing_and_vacuum_removes_its_files() {
         2,
         "the rewrite of d1 and the insert into d2: {left:?}"
     );
-    let mut vacuumed: Vec<String> = t
-        .vacuum(&deltalite::VacuumOptions {
-            retention: Some(std::time::Duration::ZERO),
-            enforce_retention: false,
-            dry_run: false,
-        })
-        .await
-        .unwrap()
-        .files;
+    let mut vacuumed: Vec<String> = vacuum_now(&mut t).await;
     vacuumed.sort();
     assert_eq!(vacuumed, left.iter().cloned().collect::<Vec<_>>());
     let (_, files, rows) = stored(&uri).await;

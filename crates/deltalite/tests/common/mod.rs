@@ -116,3 +116,16 @@ pub fn concat(bs: &[RecordBatch]) -> RecordBatch {
 }
 
 use deltalite::arrow::array::Array;
+
+/// Vacuum everything the log does not reference, now (retention 0, the table's rule
+/// waived): how the suites check what a call left behind. The deleted paths, sorted.
+pub async fn vacuum_now(t: &mut DeltaLiteTable) -> Vec<String> {
+    t.vacuum(&deltalite::VacuumOptions {
+        retention: Some(std::time::Duration::ZERO),
+        enforce_retention: false,
+        dry_run: false,
+    })
+    .await
+    .unwrap()
+    .files
+}
