@@ -202,6 +202,26 @@ fn one_shot(work: impl std::future::Future<Output = anyhow::Result<()>>) -> anyh
     Ok(())
 }
 
+/// The `--storage-option` flags of the data and table commands.
+#[derive(Debug, Args)]
+pub(crate) struct StoreArgs {
+    /// Object-store option KEY=VALUE (AWS_REGION=…, AWS_ENDPOINT_URL=…); repeatable.
+    #[arg(
+        long = "storage-option",
+        env = "DELTALITE_STORAGE_OPTIONS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    storage_options: Vec<String>,
+}
+
+impl StoreArgs {
+    /// The options as the object store takes them.
+    pub(crate) fn options(&self) -> anyhow::Result<HashMap<String, String>> {
+        storage_options(&self.storage_options)
+    }
+}
+
 /// `--storage-option KEY=VALUE` flags as the object store takes them (`serve` and the
 /// table commands).
 fn storage_options(flags: &[String]) -> anyhow::Result<HashMap<String, String>> {

@@ -17,14 +17,8 @@ pub struct TableArgs {
     /// The table: a local directory or an object-store URI (s3://bucket/path).
     pub(crate) table: String,
 
-    /// Object-store option KEY=VALUE (AWS_REGION=…, AWS_ENDPOINT_URL=…); repeatable.
-    #[arg(
-        long = "storage-option",
-        env = "DELTALITE_STORAGE_OPTIONS",
-        value_delimiter = ',',
-        hide_env_values = true
-    )]
-    pub(crate) storage_options: Vec<String>,
+    #[command(flatten)]
+    pub(crate) store: crate::StoreArgs,
 
     /// Print one JSON document instead of the human summary.
     #[arg(long)]
@@ -117,7 +111,7 @@ impl TableCommand {
 /// Run one table command; its output goes to stdout, the spinner to stderr.
 pub async fn run(command: TableCommand) -> anyhow::Result<()> {
     let args = command.args();
-    let options = crate::storage_options(&args.storage_options)?;
+    let options = args.store.options()?;
     let json_out = args.json;
     let uri = args.table.clone();
     let mut table = DeltaLiteTable::open(&uri, options)

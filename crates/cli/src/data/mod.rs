@@ -121,14 +121,8 @@ pub struct QueryArgs {
     #[arg(long, short)]
     pub(super) output: Option<PathBuf>,
 
-    /// Object-store option KEY=VALUE (AWS_REGION=…, AWS_ENDPOINT_URL=…); repeatable.
-    #[arg(
-        long = "storage-option",
-        env = "DELTALITE_STORAGE_OPTIONS",
-        value_delimiter = ',',
-        hide_env_values = true
-    )]
-    pub(super) storage_options: Vec<String>,
+    #[command(flatten)]
+    pub(super) store: crate::StoreArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -15,7 +15,7 @@ pub(super) async fn query(args: QueryArgs) -> anyhow::Result<()> {
     use datafusion::prelude::SessionContext;
     use futures::StreamExt;
 
-    let storage = crate::storage_options(&args.storage_options)?;
+    let storage = args.store.options()?;
     let ctx = SessionContext::new();
     for spec in &args.tables {
         let (name, uri) = match spec.split_once('=') {

@@ -23,7 +23,7 @@ pub(super) async fn write_files(
     upsert: Option<UpsertOptions>,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    let storage = crate::storage_options(&args.target.storage_options)?;
+    let storage = args.target.store.options()?;
     let uri = args.target.table.clone();
     let json_out = args.target.json;
     let exists = DeltaLiteTable::table_exists(&uri, storage.clone())
