@@ -251,8 +251,7 @@ def test_loads_succeed(runs, side):
             outcome
         )
         assert len(outcome["load_ids"]) == 1, _describe(outcome)
-    steps = runs["outcomes"][side]
-    for outcome in steps.values():
+        # which package loaded: the read step's own outcome is test_dataset_reads' to judge
         if side == "real":
             assert outcome["package"].startswith(
                 "/opt/clients/lib/python3.13/site-packages/dlt_altertable/"
