@@ -151,7 +151,7 @@ def side(a: argparse.Namespace, name: str, work: Path) -> dict:
         data=work / f"lake_{name}",
         users=((USER, PASSWORD),),
         log=work / f"server_{name}.log",
-        args=["--log", a.server_log],
+        args=["--log", a.server_log, "--query-memory-mb", str(a.query_memory_mb)],
     )
     peak = [0.0]
 
@@ -231,6 +231,13 @@ def main() -> int:
         "--server-log",
         default="warn",
         help="the servers' --log filter; deltalite_server=debug logs each statement's time",
+    )
+    ap.add_argument(
+        "--query-memory-mb",
+        type=int,
+        default=1024,
+        help="the servers' query memory pool (their default: 1024); a smaller pool finds at"
+        " a small scale what the default finds at a large one",
     )
     ap.add_argument("--ours-python", default=str(REPO / ".venv-dlt" / "bin" / "python"))
     ap.add_argument("--work", type=Path, default=Path("/tmp/deltalite-dlt-bench"))

@@ -11,6 +11,7 @@ mod dml;
 mod duckdb_catalog;
 mod guard;
 mod info_schema;
+mod join_order;
 mod layout;
 pub mod maintenance;
 mod merge;
@@ -35,6 +36,7 @@ use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::MemoryCatalogProvider;
 use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
@@ -259,7 +261,13 @@ impl SqlSession {
             .with_object_store_registry(Arc::clone(&stores) as _)
             .build_arc()
             .map_err(sql_error)?;
-        let ctx = SessionContext::new_with_config_rt(config, runtime);
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features()
+            .with_physical_optimizer_rules(join_order::BuildOnSubquery::with_default_rules())
+            .build();
+        let ctx = SessionContext::new_with_state(state);
         ctx.register_udf(udf::from_base64_udf());
         ctx.register_udf(udf::error_udf());
         ctx.register_udf(udf::row_key_udf());
