@@ -308,3 +308,168 @@ def test_unaliased_subqueries_in_one_select_list_are_named_after_their_text(
         "SELECT (SELECT count(*) FROM t), (SELECT max(id) FROM t), "
         "EXISTS (SELECT 1 FROM t WHERE id = 9), (SELECT min(id) FROM t) AS low"
     ).fetchall() == [(3, 3, False, 1)]
+
+
+def duck_rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple]:
+    return [tuple(r) for r in con.execute(sql).fetchall()]
+
+
+def test_drop_column_rewrites_the_table_without_it(client, server, schema):
+    """dbt's `on_schema_change: sync_all_columns` drops columns: one overwrite commit, the
+    rows as DuckDB leaves them."""
+    s = schema
+    setup = [
+        "CREATE TABLE {s}.t (a INTEGER, b VARCHAR, c DOUBLE)",
+        "INSERT INTO {s}.t VALUES (1, 'x', 1.5), (2, NULL, 2.5), (3, 'z', NULL)",
+    ]
+    duck = duckdb.connect()
+    duck.execute("CREATE SCHEMA f")
+    for sql in setup:
+        client.query(sql.format(s=s))
+        duck.execute(sql.format(s="f"))
+    before = len(commits(server, s, "t"))
+    client.query(f"ALTER TABLE {s}.t DROP COLUMN b")
+    duck.execute("ALTER TABLE f.t DROP COLUMN b")
+    assert client.query(f"SELECT * FROM {s}.t ORDER BY a") == (
+        ["a", "c"],
+        [list(r) for r in duck_rows(duck, "SELECT * FROM f.t ORDER BY a")],
+    )
+    log = commits(server, s, "t")
+    assert len(log) == before + 1
+    info = next(a["commitInfo"] for a in log[-1] if "commitInfo" in a)
+    assert info["operation"] == "WRITE"
+    assert info["operationParameters"]["mode"] == "Overwrite"
+    # IF EXISTS of a missing column changes nothing; without it, DuckDB's error.
+    client.query(f"ALTER TABLE {s}.t DROP COLUMN IF EXISTS b")
+    assert len(commits(server, s, "t")) == before + 1
+    with pytest.raises(SqlError) as e:
+        client.query(f"ALTER TABLE {s}.t DROP COLUMN b")
+    assert (
+        e.value.message
+        == 'Catalog Error: Table "t" does not have a column with name "b"'
+    )
+    client.query(f"CREATE TABLE {s}.p (k INTEGER, v INTEGER) PARTITIONED BY (k)")
+    with pytest.raises(SqlError) as e:
+        client.query(f"ALTER TABLE {s}.p DROP COLUMN k")
+    assert e.value.message == (
+        'Catalog Error: cannot drop column "k": the table is partitioned by it'
+    )
+    # The dropped column's values stay in the history.
+    assert client.rows(f"SELECT b FROM {s}.t VERSION AS OF 1 ORDER BY a") == [
+        ("x",),
+        (None,),
+        ("z",),
+    ]
+
+
+def test_a_column_named_twice_gets_duckdbs_name_for_the_copy(client, schema):
+    """dbt writes `SELECT DISTINCT state, state` for a unique key listed twice."""
+    client.query(f"CREATE TABLE {schema}.u AS SELECT 'CT' AS state, 1 AS v")
+    client.query(f"CREATE TABLE {schema}.w AS SELECT 'CT' AS state, 5 AS v")
+    duck = duckdb.connect()
+    duck.execute("CREATE TABLE u AS SELECT 'CT' AS state, 1 AS v")
+    sub = "SELECT * FROM (SELECT state, state FROM {t})"
+    assert client.query(sub.format(t=f"{schema}.u")) == (
+        [d[0] for d in duck.execute(sub.format(t="u")).description],
+        [["CT", "CT"]],
+    )
+    assert client.query(sub.format(t=f"{schema}.u"))[0] == ["state", "state_1"]
+    # At the top, DuckDB answers two columns named `state`; one result cannot hold two
+    # equal names here, so the copy keeps its subquery name.
+    assert client.query(f"SELECT state, state FROM {schema}.u")[0] == [
+        "state",
+        "state_1",
+    ]
+    client.query(
+        f"DELETE FROM {schema}.u AS d WHERE (state, state) IN "
+        f"(SELECT DISTINCT state, state FROM {schema}.w AS s)"
+    )
+    assert client.rows(f"SELECT count(*) FROM {schema}.u") == [(0,)]
+
+
+def test_now_is_microseconds_and_a_table_takes_its_querys_coerced_types(client, schema):
+    """dbt's snapshots: `CREATE TABLE … AS` over `now()::timestamp`, and a `UNION` of a
+    DATE and a TIMESTAMP, whose type is the TIMESTAMP (the frame's schema said DATE)."""
+    columns, rows = client.query("SELECT now() AS n, now() = current_timestamp AS same")
+    assert columns == ["n", "same"] and rows[0][1] is True
+    described = client.query("DESCRIBE SELECT now() AS n")
+    assert [r[:2] for r in described[1]] == [["n", "TIMESTAMP WITH TIME ZONE"]]
+    client.query(
+        f"CREATE TABLE {schema}.snap AS (SELECT DATE '2020-01-02' AS d "
+        f"UNION ALL SELECT now()::timestamp)"
+    )
+    assert client.rows(
+        "SELECT data_type FROM information_schema.columns "
+        f"WHERE table_schema = '{schema.split('.')[1]}' AND table_name = 'snap'"
+    ) == [("TIMESTAMP",)]
+    assert client.rows(f"SELECT count(*), min(d) FROM {schema}.snap") == [
+        (2, "2020-01-02T00:00:00")
+    ]
+
+
+def test_values_are_assigned_to_their_columns_type_as_duckdb_does(client, schema):
+    """`UPDATE`/`MERGE` of a TIMESTAMP into a DATE keeps the day (dbt's snapshots close
+    rows with `now()`); an out-of-range value is an error and changes nothing."""
+    s = schema
+    setup = [
+        "CREATE TABLE {s}.d (id INTEGER, day DATE, n INTEGER)",
+        "INSERT INTO {s}.d VALUES (1, DATE '2020-01-01', 1), (2, DATE '2020-01-02', 2)",
+        "UPDATE {s}.d SET day = TIMESTAMP '2024-05-06 23:59:59' WHERE id = 1",
+        (
+            "MERGE INTO {s}.d AS t USING (SELECT 2 AS id, TIMESTAMP '2025-07-08 01:02:03'"
+            " AS ts) AS src ON t.id = src.id WHEN MATCHED AND t.n > 0 THEN UPDATE SET"
+            " day = src.ts"
+        ),
+    ]
+    duck = duckdb.connect()
+    duck.execute("CREATE SCHEMA f")
+    for sql in setup:
+        client.query(sql.format(s=s))
+        duck.execute(sql.format(s="f"))
+    want = [
+        (i, d.isoformat(), n)
+        for i, d, n in duck_rows(duck, "SELECT * FROM f.d ORDER BY id")
+    ]
+    assert client.rows(f"SELECT * FROM {s}.d ORDER BY id") == want
+    assert want == [(1, "2024-05-06", 1), (2, "2025-07-08", 2)]
+    with pytest.raises(SqlError) as e:
+        client.query(f"UPDATE {s}.d SET n = 3000000000 WHERE id = 1")
+    assert e.value.message.startswith("Conversion Error")
+    assert client.rows(f"SELECT * FROM {s}.d ORDER BY id") == want
+
+
+def test_views_list_their_columns_and_read_their_cte_chains(client, schema):
+    """dbt's docs read a view's columns from `duckdb_columns()`; dbt's ephemeral models
+    put a CTE chain in parentheses in a view's body."""
+    name = schema.split(".")[1]
+    client.query(
+        f"CREATE TABLE {schema}.base AS SELECT CAST(1 AS INTEGER) AS id, 'a' AS name"
+    )
+    client.query(
+        f"CREATE VIEW {schema}.v AS (WITH a AS (WITH b AS (SELECT name, id FROM "
+        f"{schema}.base) SELECT id, name FROM b), c AS (SELECT id, name FROM a "
+        f"WHERE id < 1000) SELECT name, id FROM c)"
+    )
+    assert client.rows(f"SELECT * FROM {schema}.v") == [("a", 1)]
+    listed = (
+        "SELECT table_name, column_name, {index}, data_type FROM {source} "
+        f"WHERE schema_name = '{name}' ORDER BY table_name, 3"
+    )
+    want = [
+        ("base", "id", 1, "INTEGER"),
+        ("base", "name", 2, "VARCHAR"),
+        ("v", "name", 1, "VARCHAR"),
+        ("v", "id", 2, "INTEGER"),
+    ]
+    assert (
+        client.rows(listed.format(index="column_index", source="duckdb_columns()"))
+        == want
+    )
+    assert (
+        client.rows(
+            listed.format(
+                index="ordinal_position", source="information_schema.columns"
+            ).replace("schema_name", "table_schema")
+        )
+        == want
+    )

@@ -625,10 +625,10 @@ fn set_options(options: &[(&str, &str)]) -> Vec<u8> {
 
 /// Transactions: an undo record (see `flight::transaction`). The transaction reads its
 /// own writes, COMMIT keeps them, ROLLBACK puts each table back (a table it created is
-/// dropped), a table someone else wrote meanwhile is left alone and named, a drop that
-/// could not be taken back is refused, and a closed session rolls back.
+/// dropped), a table someone else wrote meanwhile is left alone and named, and a closed
+/// session rolls back. Drops: `transactions_drop_tables_and_schemas_aside`.
 #[test]
-fn transactions_commit_roll_back_and_refuse_what_they_cannot_undo() {
+fn transactions_commit_roll_back_and_name_what_they_cannot_undo() {
     use arrow_flight::sql::EndTransaction;
     let s = Server::start();
     s.rows("CREATE TABLE t (id INT); INSERT INTO t VALUES (1)");
@@ -697,19 +697,9 @@ fn transactions_commit_roll_back_and_refuse_what_they_cannot_undo() {
     ok(end(&mut f, &txn, EndTransaction::Commit));
     assert_eq!(ids(&s), vec![vec![json!(1)], vec![json!(3)]]);
 
-    // A drop of a table that existed before cannot be taken back: refused, nothing
-    // dropped; the transaction stays open.
-    let txn = begin(&mut f);
-    let e = run(&mut f, "DROP TABLE t", &txn).expect_err("drop");
-    assert_eq!(
-        (e.code(), e.message()),
-        (
-            Code::FailedPrecondition,
-            "TransactionContext Error: DROP TABLE lakehouse.main.t cannot be rolled back (its files go with it); run it outside the transaction"
-        )
-    );
     // Another session writes the same table after this transaction did: the rollback
     // leaves that table alone (restoring it would undo the other write) and says so.
+    let txn = begin(&mut f);
     ok(run(&mut f, "INSERT INTO t VALUES (4)", &txn));
     ok(run(&mut f, "CREATE TABLE u (a INT)", &txn));
     s.rows("INSERT INTO t VALUES (5)");
@@ -788,6 +778,119 @@ fn transactions_commit_roll_back_and_refuse_what_they_cannot_undo() {
             vec![json!(5)]
         ]
     );
+}
+
+/// `DROP TABLE` and `DROP SCHEMA` in a transaction move the folder aside: others see it
+/// gone at once, ROLLBACK brings it back whole (rows, history, views), COMMIT deletes it
+/// (nothing is left on disk), and a name someone took meanwhile makes the drop stand,
+/// named in the rollback's error. dbt drops schemas and relations inside transactions.
+#[test]
+fn transactions_drop_tables_and_schemas_aside() {
+    use arrow_flight::sql::EndTransaction;
+    let s = Server::start();
+    s.rows("CREATE SCHEMA s; CREATE TABLE s.t AS SELECT 1 AS id; CREATE TABLE main.k (id INT)");
+    s.rows("INSERT INTO s.t VALUES (2); CREATE VIEW s.v AS SELECT id * 10 AS x FROM s.t");
+    let mut f = Flight::login(&s, ALICE);
+    let begin = |f: &mut Flight| f.rt.block_on(f.client.begin_transaction()).expect("begin");
+    let run = |f: &mut Flight, sql: &str, txn: &bytes::Bytes| {
+        f.rt.block_on(f.client.execute_update(sql.into(), Some(txn.clone())))
+            .map_err(status_of)
+    };
+    let end = |f: &mut Flight, txn: &bytes::Bytes, action| {
+        f.rt.block_on(f.client.end_transaction(txn.clone(), action))
+            .map_err(status_of)
+    };
+    let tables = |s: &Server| {
+        s.rows(
+            "SELECT table_schema, table_name FROM information_schema.tables \
+             WHERE table_schema IN ('s', 'main') ORDER BY 1, 2",
+        )
+    };
+    let all = vec![
+        vec![json!("main"), json!("k")],
+        vec![json!("s"), json!("t")],
+        vec![json!("s"), json!("v")],
+    ];
+    let lake = s.data().join("lakehouse");
+    let hidden = |dir: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .expect("dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with(".dropped-"))
+            .collect()
+    };
+
+    // Rolled back: the schema, its table (both versions) and its view are back.
+    let txn = begin(&mut f);
+    ok(run(&mut f, "DROP TABLE main.k", &txn));
+    ok(run(&mut f, "DROP SCHEMA s CASCADE", &txn));
+    assert_eq!(tables(&s), Vec::<Vec<serde_json::Value>>::new());
+    assert_eq!(
+        s.error("SELECT * FROM s.t"),
+        "Catalog Error: Table with name t does not exist!"
+    );
+    assert_eq!(hidden(&lake).len(), 1);
+    ok(end(&mut f, &txn, EndTransaction::Rollback));
+    assert_eq!(tables(&s), all);
+    assert_eq!(
+        s.rows("SELECT x FROM s.v ORDER BY x"),
+        vec![vec![json!(10)], vec![json!(20)]]
+    );
+    assert_eq!(
+        s.rows("SELECT id FROM s.t VERSION AS OF 0"),
+        vec![vec![json!(1)]]
+    );
+    assert!(hidden(&lake).is_empty() && hidden(&lake.join("main")).is_empty());
+
+    // Dropped and made again inside the transaction (dbt re-creating a relation): the
+    // rollback drops the new one and brings the old one back.
+    let txn = begin(&mut f);
+    ok(run(&mut f, "DROP TABLE s.t", &txn));
+    ok(run(&mut f, "CREATE TABLE s.t AS SELECT 99 AS id", &txn));
+    assert_eq!(s.rows("SELECT id FROM s.t"), vec![vec![json!(99)]]);
+    ok(end(&mut f, &txn, EndTransaction::Rollback));
+    assert_eq!(
+        s.rows("SELECT id FROM s.t ORDER BY id"),
+        vec![vec![json!(1)], vec![json!(2)]]
+    );
+
+    // Without CASCADE a schema that holds relations is refused, as in DuckDB.
+    let txn = begin(&mut f);
+    let e = run(&mut f, "DROP SCHEMA s", &txn).expect_err("restrict");
+    assert_eq!(
+        e.message(),
+        "Dependency Error: Cannot drop schema \"s\" because there are entries that depend on it. Use DROP...CASCADE to drop all dependents."
+    );
+    ok(end(&mut f, &txn, EndTransaction::Rollback));
+    assert_eq!(tables(&s), all);
+
+    // A name another session took meanwhile: that drop stands, and the error says so.
+    let txn = begin(&mut f);
+    ok(run(&mut f, "DROP TABLE main.k", &txn));
+    s.rows("CREATE TABLE main.k AS SELECT 'theirs' AS who");
+    let e = end(&mut f, &txn, EndTransaction::Rollback).expect_err("taken");
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            Code::Aborted,
+            "TransactionContext Error: rolled back, except lakehouse.main.k: dropped by this transaction and its name taken by another session since, so it stays dropped"
+        )
+    );
+    assert_eq!(
+        s.rows("SELECT who FROM main.k"),
+        vec![vec![json!("theirs")]]
+    );
+    assert!(hidden(&lake.join("main")).is_empty());
+
+    // Committed: gone for good, nothing set aside is left behind.
+    let txn = begin(&mut f);
+    ok(run(&mut f, "DROP SCHEMA IF EXISTS s CASCADE", &txn));
+    ok(run(&mut f, "DROP TABLE IF EXISTS main.nothing", &txn));
+    ok(end(&mut f, &txn, EndTransaction::Commit));
+    assert_eq!(tables(&s), vec![vec![json!("main"), json!("k")]]);
+    assert!(hidden(&lake).is_empty());
+    assert!(!lake.join("s").exists());
 }
 
 /// DuckDB's catalog functions, with the statements dbt-altertable sends (verbatim from

@@ -52,6 +52,14 @@ pub fn validate_name(kind: &str, name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// A fresh name for a table or schema folder that a transaction drops: the folder is
+/// moved there (`Storage::rename_folder`) and deleted at `COMMIT`, or moved back at
+/// `ROLLBACK`. It starts with '.', so no statement can name it ([`validate_name`]) and no
+/// listing shows it.
+pub fn set_aside_name() -> String {
+    format!(".dropped-{}", uuid::Uuid::new_v4().simple())
+}
+
 /// A fully qualified, validated table name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TableName {
@@ -454,7 +462,9 @@ impl Storage {
                 .await
                 .map_err(internal)?;
             for p in listing.common_prefixes {
-                if let Some(name) = p.filename() {
+                if let Some(name) = p.filename()
+                    && !name.starts_with('.')
+                {
                     out.push(name.to_string());
                 }
             }
@@ -505,12 +515,20 @@ impl Storage {
     /// names). The Delta log names its files relative to the table, so the copy is the
     /// same table.
     pub async fn rename_table(&self, from: &TableName, to: &TableName) -> Result<(), ApiError> {
+        self.rename_folder(
+            &[&from.catalog, &from.schema, &from.table],
+            &[&to.catalog, &to.schema, &to.table],
+        )
+        .await
+    }
+
+    /// Move the folder `from` (catalog, schema or table parts) to `to`, which the caller
+    /// has checked is free: as [`Storage::rename_table`] does, for any folder.
+    pub async fn rename_folder(&self, from: &[&str], to: &[&str]) -> Result<(), ApiError> {
         if let Some(local) = &self.local {
-            let path = |n: &TableName| {
+            let path = |parts: &[&str]| {
                 let mut p = local.clone();
-                p.push(&n.catalog);
-                p.push(&n.schema);
-                p.push(&n.table);
+                p.extend(parts);
                 p
             };
             let (src, dst) = (path(from), path(to));
@@ -519,8 +537,8 @@ impl Storage {
                 .map_err(|e| ApiError::Internal(e.to_string()))?
                 .map_err(internal);
         }
-        let src = self.object_path(&[&from.catalog, &from.schema, &from.table]);
-        let dst = self.object_path(&[&to.catalog, &to.schema, &to.table]);
+        let src = self.object_path(from);
+        let dst = self.object_path(to);
         let objects: Vec<ObjectPath> = self
             .store
             .list(Some(&src))
@@ -533,8 +551,12 @@ impl Storage {
             let target = rest.into_iter().fold(dst.clone(), |p, part| p.join(part));
             self.store.copy(object, &target).await.map_err(internal)?;
         }
-        self.delete_prefix(&[&from.catalog, &from.schema, &from.table])
-            .await
+        self.delete_prefix(from).await
+    }
+
+    /// Remove a folder set aside by [`set_aside_name`] (catalog, schema or table parts).
+    pub async fn delete_folder(&self, parts: &[&str]) -> Result<(), ApiError> {
+        self.delete_prefix(parts).await
     }
 
     /// The definition stored for view `name` (`None`: no such view). Views are JSON
@@ -588,16 +610,22 @@ impl Storage {
             .join(format!("{}.json", name.table))
     }
 
-    /// Remove a schema that holds nothing (no table, no other folder): what a failed
-    /// request that created it leaves. Returns whether it was removed.
+    /// Remove a schema that holds nothing (no table, no view, no other folder): what a
+    /// failed request that created it leaves. Returns whether it was removed.
     pub async fn drop_empty_schema(&self, catalog: &str, schema: &str) -> Result<bool, ApiError> {
-        if !self.list_tables(catalog, schema).await?.is_empty()
-            || !self.list_schema_children(catalog, schema).await?.is_empty()
-        {
+        if !self.schema_is_empty(catalog, schema).await? {
             return Ok(false);
         }
         self.drop_schema(catalog, schema).await?;
         Ok(true)
+    }
+
+    /// Whether a schema holds no table, no view and no other folder (hidden folders, such
+    /// as the views' own, do not count).
+    pub async fn schema_is_empty(&self, catalog: &str, schema: &str) -> Result<bool, ApiError> {
+        Ok(self.list_tables(catalog, schema).await?.is_empty()
+            && self.list_views(catalog, schema).await?.is_empty()
+            && self.list_schema_children(catalog, schema).await?.is_empty())
     }
 
     /// Remove a schema folder and everything in it.

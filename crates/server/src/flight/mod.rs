@@ -765,7 +765,9 @@ impl FlightSqlService for FlightSql {
         };
         let transaction = session.end(&cmd.transaction_id)?;
         if commit {
-            // Every statement committed as it ran: nothing is left to do.
+            // Every statement committed as it ran: what is left is deleting the folders
+            // its drops set aside.
+            transaction.commit(&self.state.storage).await;
             return Ok(());
         }
         transaction.rollback(&self.state.storage).await

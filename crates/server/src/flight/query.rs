@@ -21,7 +21,8 @@ use crate::state::AppState;
 /// query, cancellable through the log (`DELETE /query/{id}`), within the query timeout.
 /// `USE` and `SET schema` carry over to the session's later calls. In a transaction
 /// (`transaction`: its id, already checked) the tables the statement writes are noted
-/// before and after it runs, for a rollback (`super::transaction`).
+/// before and after it runs, and its drops move folders aside instead of deleting them,
+/// for a rollback (`super::transaction`).
 pub async fn run(
     state: &Arc<AppState>,
     session: &Session,
@@ -71,6 +72,10 @@ pub async fn run(
         )
         .map_err(status)?
         .with_attached(Arc::clone(&session.attached));
+        let dropped = Arc::new(std::sync::Mutex::new(Vec::new()));
+        if transaction.is_some() {
+            sql_session = sql_session.setting_drops_aside(Arc::clone(&dropped));
+        }
         let writes = match transaction {
             Some(id) => {
                 let writes = sql_session.writes(sql).map_err(status)?;
@@ -88,7 +93,14 @@ pub async fn run(
             // Also after a failure: what the statement committed before it failed stays
             // the transaction's.
             let after = versions(&state.storage, &writes).await?;
-            session.with_transaction(id, |t| t.after(&writes, &after))?;
+            let dropped = match dropped.lock() {
+                Ok(mut d) => std::mem::take(&mut *d),
+                Err(p) => std::mem::take(&mut *p.into_inner()),
+            };
+            session.with_transaction(id, |t| {
+                t.after(&writes, &after);
+                t.set_aside(dropped);
+            })?;
         }
         let output = output?;
         let (c, s) = sql_session.defaults();

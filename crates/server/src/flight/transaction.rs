@@ -4,15 +4,18 @@
 //! record, not a private workspace. Each statement carrying the transaction's id runs
 //! and commits as it comes (the session reads its own writes at once; so do other
 //! sessions). Before its first write to a table the transaction notes the table's
-//! version (or that it did not exist), and it notes each rename. COMMIT keeps
-//! everything. ROLLBACK undoes the steps in reverse: a rename is renamed back, a table it
-//! created is dropped, any other is restored to the noted version by one Delta restore
-//! commit (the history keeps the undone commits; time travel still sees them). A table someone else wrote since the
+//! version (or that it did not exist), and it notes each rename. `DROP TABLE` and `DROP
+//! SCHEMA` move the folder aside under a name no statement can spell
+//! (`catalog::set_aside_name`) instead of deleting it. COMMIT keeps everything and deletes
+//! what was set aside. ROLLBACK undoes the steps in reverse: a dropped table or schema is
+//! moved back, a rename is renamed back, a table it created is dropped, any other is
+//! restored to the noted version by one Delta restore commit (the history keeps the
+//! undone commits; time travel still sees them). A table someone else wrote since the
 //! transaction's last write to it is left alone and named in the rollback's error,
-//! because restoring it would undo their commit too. `DROP TABLE` of a table that
-//! existed before, `DROP SCHEMA` and `DETACH` are refused inside a transaction: nothing
-//! could bring them back. A session that ends (closed, expired, evicted) with a
-//! transaction open rolls it back.
+//! because restoring it would undo their commit too; so is a dropped table or schema whose
+//! name someone has taken meanwhile. `VACUUM` and `DETACH` are refused inside a
+//! transaction: nothing could bring back what they delete. A session that ends (closed,
+//! expired, evicted) with a transaction open rolls it back.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -20,7 +23,7 @@ use std::sync::Arc;
 use tonic::Status;
 
 use crate::catalog::{Storage, TableName};
-use crate::sql::targets::Write;
+use crate::sql::targets::{Dropped, Write};
 
 /// One open transaction of a session.
 #[derive(Debug)]
@@ -46,6 +49,8 @@ enum Step {
     },
     /// `from` was renamed `to`.
     Renamed { from: TableName, to: TableName },
+    /// A table or schema was dropped by moving it aside.
+    SetAside(Dropped),
 }
 
 /// The text of a statement sent with a transaction id that is not the session's open
@@ -74,6 +79,8 @@ impl Transaction {
             match step {
                 Step::Written { name: n, before } if n == name => return Some(*before),
                 Step::Renamed { from, to } if from == name || to == name => return None,
+                // Dropped since: a table of that name now is a new one.
+                Step::SetAside(dropped) if dropped.covers(name) => return None,
                 _ => {}
             }
         }
@@ -89,19 +96,6 @@ impl Transaction {
                 && expected != version
             {
                 self.foreign.insert((*name).clone());
-            }
-        }
-        for (write, version) in writes.iter().zip(Self::per_write(writes, versions)) {
-            let refuse = |name: &TableName| {
-                Status::failed_precondition(format!(
-                    "TransactionContext Error: DROP TABLE {name} cannot be rolled back (its files go with it); run it outside the transaction"
-                ))
-            };
-            if let Write::Drop(name) = write
-                && version[0].is_some()
-                && self.written_before(name) != Some(None)
-            {
-                return Err(refuse(name));
             }
         }
         for (write, version) in writes.iter().zip(Self::per_write(writes, versions)) {
@@ -152,6 +146,36 @@ impl Transaction {
                     self.expect.insert(from.clone(), version[0]);
                     self.expect.insert(to.clone(), version[1]);
                 }
+                // Its tables went with it: none of them is there now, as it should be.
+                Write::DropSchema { catalog, schema } => {
+                    for (name, version) in self.expect.iter_mut() {
+                        if &name.catalog == catalog && &name.schema == schema {
+                            *version = None;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Note the tables and schemas a statement dropped by moving them aside.
+    pub fn set_aside(&mut self, dropped: Vec<Dropped>) {
+        self.steps.extend(dropped.into_iter().map(Step::SetAside));
+    }
+
+    /// Keep everything: delete what the transaction's drops set aside. The statements
+    /// committed as they ran, so a failure here (logged) leaves a hidden folder behind,
+    /// never a visible change.
+    pub async fn commit(self, storage: &Storage) {
+        for step in self.steps {
+            if let Step::SetAside(dropped) = step
+                && let Err(e) = storage.delete_folder(&dropped.aside()).await
+            {
+                tracing::warn!(
+                    folder = dropped.aside().join("/"),
+                    error = %e,
+                    "transaction commit: a dropped folder set aside was not deleted"
+                );
             }
         }
     }
@@ -167,8 +191,14 @@ impl Transaction {
         }
         let mut untouched: Vec<String> = self.foreign.iter().map(|n| n.to_string()).collect();
         let mut skip = self.foreign;
+        let mut taken = Vec::new();
         for step in self.steps.into_iter().rev() {
             match step {
+                Step::SetAside(dropped) => {
+                    if let Some(name) = put_back(storage, &dropped).await? {
+                        taken.push(name);
+                    }
+                }
                 Step::Renamed { from, to } => {
                     if skip.contains(&to) {
                         skip.insert(from);
@@ -225,16 +255,88 @@ impl Transaction {
                 }
             }
         }
-        if untouched.is_empty() {
-            return Ok(());
-        }
+        // A name taken after this transaction dropped it shows as written by another
+        // session too: it is said once, for the drop.
+        untouched.retain(|n| !taken.contains(n));
         untouched.sort();
         untouched.dedup();
+        let mut except = Vec::new();
+        if !untouched.is_empty() {
+            except.push(format!(
+                "{}: written by another session since this transaction wrote it, so restoring it would undo that write too",
+                untouched.join(", ")
+            ));
+        }
+        if !taken.is_empty() {
+            except.push(format!(
+                "{}: dropped by this transaction and its name taken by another session since, so it stays dropped",
+                taken.join(", ")
+            ));
+        }
+        if except.is_empty() {
+            return Ok(());
+        }
         Err(Status::aborted(format!(
-            "TransactionContext Error: rolled back, except {}: written by another session since this transaction wrote it, so restoring it would undo that write too",
-            untouched.join(", ")
+            "TransactionContext Error: rolled back, except {}",
+            except.join("; ")
         )))
     }
+}
+
+/// Move a dropped table or schema back where it was; the name, when someone has taken it
+/// meanwhile (the drop then stands: the folder set aside is deleted). A schema this transaction made again
+/// (`DROP SCHEMA s; CREATE SCHEMA s`) and left empty does not count as taken.
+async fn put_back(storage: &Storage, dropped: &Dropped) -> Result<Option<String>, Status> {
+    let taken = match dropped {
+        Dropped::Table { name, .. } => {
+            let lock = storage.table_lock(name);
+            let _guard = lock.lock().await;
+            storage
+                .table_exists(name)
+                .await
+                .map_err(super::result::status)?
+                || storage
+                    .get_view(name)
+                    .await
+                    .map_err(super::result::status)?
+                    .is_some()
+        }
+        Dropped::Schema {
+            catalog, schema, ..
+        } => {
+            let exists = storage
+                .schema_exists(catalog, schema)
+                .await
+                .map_err(super::result::status)?;
+            if exists
+                && storage
+                    .schema_is_empty(catalog, schema)
+                    .await
+                    .map_err(super::result::status)?
+            {
+                storage
+                    .drop_schema(catalog, schema)
+                    .await
+                    .map_err(super::result::status)?;
+                false
+            } else {
+                exists
+            }
+        }
+    };
+    if taken {
+        // What COMMIT would have done with it.
+        storage
+            .delete_folder(&dropped.aside())
+            .await
+            .map_err(super::result::status)?;
+        return Ok(Some(dropped.folder().join(".")));
+    }
+    storage
+        .rename_folder(&dropped.aside(), &dropped.folder())
+        .await
+        .map_err(super::result::status)?;
+    Ok(None)
 }
 
 /// The current version of a table; `None` when there is no such table.

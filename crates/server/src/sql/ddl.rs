@@ -18,6 +18,7 @@ use deltalite::{Created, DeltaLiteTable, InitialData, MetadataChange, TableSpec}
 
 use super::dialect::{PARTITIONED_BY, SORTED_BY};
 use super::layout;
+use super::targets::Dropped;
 use super::{
     Output, SqlSession, column_named, delta_err, engine_rows, name_parts, sql_err, sql_error,
     table_missing, take_failure,
@@ -84,8 +85,11 @@ impl SqlSession {
                     .execute_logical_plan(plan)
                     .await
                     .map_err(sql_error)?;
-                let schema: Schema = df.schema().as_arrow().clone();
                 let stream = df.execute_stream().await.map_err(sql_error)?;
+                // The stream's own schema, not the frame's: the frame's is the plan's
+                // before type coercion (a `UNION` of a DATE and a TIMESTAMP said DATE
+                // there, and then the rows were timestamps).
+                let schema: Schema = stream.schema().as_ref().clone();
                 (crate::types::storable_schema(&schema), Some(stream))
             }
             None => (self.column_schema(create)?, None),
@@ -315,6 +319,33 @@ impl SqlSession {
                             .map_err(delta_err)?;
                     }
                 }
+                AlterTableOperation::DropColumn {
+                    column_names,
+                    if_exists,
+                    ..
+                } => {
+                    let mut drop = Vec::new();
+                    for ident in column_names {
+                        let col = if ident.quote_style.is_some() {
+                            ident.value.clone()
+                        } else {
+                            ident.value.to_lowercase()
+                        };
+                        match schema.index_of(&col) {
+                            Ok(_) => drop.push(col),
+                            Err(_) if *if_exists => {}
+                            Err(_) => {
+                                return Err(sql_err(format!(
+                                    "Catalog Error: Table \"{}\" does not have a column with name \"{col}\"",
+                                    name.table
+                                )));
+                            }
+                        }
+                    }
+                    if !drop.is_empty() {
+                        self.drop_columns(&name, &mut table, &drop).await?;
+                    }
+                }
                 other => {
                     return Err(sql_err(format!(
                         "Not implemented Error: ALTER TABLE {other} is not supported"
@@ -323,6 +354,57 @@ impl SqlSession {
             }
         }
         Ok(Self::ok_status())
+    }
+
+    /// `DROP COLUMN`: Delta (without column mapping) has no way to drop a column from its
+    /// files' schema in the log alone, so the table is rewritten without the columns in
+    /// one overwrite commit (history kept; time travel still reads them), as `SET
+    /// PARTITIONED BY` rewrites it. A partition column, or the last column, cannot go.
+    async fn drop_columns(
+        &mut self,
+        name: &crate::catalog::TableName,
+        table: &mut DeltaLiteTable,
+        drop: &[String],
+    ) -> Result<(), ApiError> {
+        let schema = table.schema().map_err(delta_err)?;
+        let partitions = table.partition_columns().map_err(delta_err)?;
+        if let Some(col) = drop.iter().find(|c| partitions.contains(c)) {
+            return Err(sql_err(format!(
+                "Catalog Error: cannot drop column \"{col}\": the table is partitioned by it"
+            )));
+        }
+        let kept: Vec<Field> = schema
+            .fields()
+            .iter()
+            .filter(|f| !drop.contains(f.name()))
+            .map(|f| f.as_ref().clone())
+            .collect();
+        if kept.is_empty() {
+            return Err(sql_err(format!(
+                "Catalog Error: Cannot drop column: table \"{}\" only has one column remaining!",
+                name.table
+            )));
+        }
+        let real = [&name.catalog, &name.schema, &name.table]
+            .map(|p| format!("\"{}\"", p.replace('"', "\"\"")))
+            .join(".");
+        let select: Vec<String> = kept
+            .iter()
+            .map(|f| format!("\"{}\"", f.name().replace('"', "\"\"")))
+            .collect();
+        let stream = self
+            .stream_sql(&format!("SELECT {} FROM {real}", select.join(", ")))
+            .await?;
+        let failure = Arc::new(Mutex::new(None));
+        table
+            .overwrite_stream(
+                &Schema::new_with_metadata(kept, schema.metadata().clone()),
+                engine_rows(stream, Arc::clone(&failure)),
+                &WriteOptions::default(),
+            )
+            .await
+            .map_err(|e| take_failure(&failure).unwrap_or_else(|| delta_err(e)))?;
+        Ok(())
     }
 
     /// `SET PARTITIONED BY`: when the identity keys differ from the table's partition
@@ -437,8 +519,23 @@ impl SqlSession {
                         }
                         return Err(table_missing(&name.table));
                     }
-                    self.storage.drop_table(&name).await?;
-                    self.forget_temp(&name);
+                    match &self.set_aside {
+                        Some(sink) => {
+                            let aside = crate::catalog::set_aside_name();
+                            let dropped = Dropped::Table { name, aside };
+                            self.storage
+                                .rename_folder(&dropped.folder(), &dropped.aside())
+                                .await?;
+                            if let Dropped::Table { name, .. } = &dropped {
+                                self.forget_temp(name);
+                            }
+                            note(sink, dropped);
+                        }
+                        None => {
+                            self.storage.drop_table(&name).await?;
+                            self.forget_temp(&name);
+                        }
+                    }
                 }
                 ObjectType::View => self.drop_view(name, if_exists).await?,
                 ObjectType::Schema => {
@@ -451,13 +548,27 @@ impl SqlSession {
                             "Catalog Error: Schema with name {s} does not exist!"
                         )));
                     }
-                    let tables = self.storage.list_tables(&c, &s).await?;
-                    if !tables.is_empty() && !cascade {
+                    let entries = !self.storage.list_tables(&c, &s).await?.is_empty()
+                        || !self.storage.list_views(&c, &s).await?.is_empty();
+                    if entries && !cascade {
                         return Err(sql_err(format!(
                             "Dependency Error: Cannot drop schema \"{s}\" because there are entries that depend on it. Use DROP...CASCADE to drop all dependents."
                         )));
                     }
-                    self.storage.drop_schema(&c, &s).await?;
+                    match &self.set_aside {
+                        Some(sink) => {
+                            let dropped = Dropped::Schema {
+                                catalog: c,
+                                schema: s,
+                                aside: crate::catalog::set_aside_name(),
+                            };
+                            self.storage
+                                .rename_folder(&dropped.folder(), &dropped.aside())
+                                .await?;
+                            note(sink, dropped);
+                        }
+                        None => self.storage.drop_schema(&c, &s).await?,
+                    }
                 }
                 other => {
                     return Err(sql_err(format!(
@@ -574,4 +685,12 @@ fn table_property(option: &SqlOption) -> Result<(String, String), ApiError> {
     Err(sql_err(format!(
         "Not implemented Error: ALTER TABLE SET TBLPROPERTIES ({option}) is not supported"
     )))
+}
+
+/// Record a folder moved aside (a poisoned lock still holds a consistent list).
+fn note(sink: &Mutex<Vec<Dropped>>, dropped: Dropped) {
+    match sink.lock() {
+        Ok(mut list) => list.push(dropped),
+        Err(p) => p.into_inner().push(dropped),
+    }
 }

@@ -3,8 +3,8 @@
 //! session sees, with the columns DuckDB gives them that clients read (dbt-duckdb's
 //! macros, which dbt-altertable reuses, list relations and columns through them).
 //! `sql/dialect.rs` splices `duckdb_x()` into `information_schema.duckdb_x`, which
-//! `information_schema` answers from here. `duckdb_columns()` lists tables' columns
-//! (not views').
+//! `information_schema` answers from here. `duckdb_columns()` lists tables' and views'
+//! columns.
 
 use std::sync::Arc;
 
@@ -59,7 +59,7 @@ fn table(columns: Vec<Col>) -> Result<Arc<MemTable>, ApiError> {
 impl SqlSession {
     /// The catalog function `name` (`duckdb_tables`, …); `None` for any other name.
     pub(super) async fn duckdb_catalog(
-        &self,
+        &mut self,
         name: &str,
     ) -> Result<Option<Arc<MemTable>>, ApiError> {
         let mut catalogs: Vec<String> = self.user.catalogs.iter().cloned().collect();
@@ -123,14 +123,9 @@ impl SqlSession {
                     Col::Text("sql", sql),
                 ])?
             }
-            "duckdb_tables" | "duckdb_columns" => {
-                let columns = name == "duckdb_columns";
-                let (mut db, mut schema, mut tbl, mut comment) =
-                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                let (mut column, mut index, mut nullable, mut data_type) =
-                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                let (mut precision, mut scale, mut column_count) =
-                    (Vec::new(), Vec::new(), Vec::new());
+            "duckdb_tables" => {
+                let (mut db, mut schema, mut tbl, mut comment, mut column_count) =
+                    (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
                 for c in &catalogs {
                     for s in self.storage.list_schemas(c).await? {
                         for t in self.storage.list_tables(c, &s).await? {
@@ -142,58 +137,63 @@ impl SqlSession {
                             let Ok(tschema) = table.schema() else {
                                 continue;
                             };
-                            if !columns {
-                                db.push(c.clone());
-                                schema.push(s.clone());
-                                tbl.push(t.clone());
-                                comment.push(table_comment(&table));
-                                column_count.push(Some(tschema.fields().len() as i32));
-                                continue;
-                            }
-                            for (i, f) in tschema.fields().iter().enumerate() {
-                                db.push(c.clone());
-                                schema.push(s.clone());
-                                tbl.push(t.clone());
-                                comment.push(f.metadata().get(COLUMN_COMMENT_KEY).cloned());
-                                column.push(f.name().clone());
-                                index.push(Some(i as i32 + 1));
-                                nullable.push(f.is_nullable());
-                                data_type.push(duckdb_field_type(f));
-                                let (p, sc) = numeric_precision_scale(f.data_type());
-                                precision.push(p);
-                                scale.push(sc);
-                            }
+                            db.push(c.clone());
+                            schema.push(s.clone());
+                            tbl.push(t.clone());
+                            comment.push(table_comment(&table));
+                            column_count.push(Some(tschema.fields().len() as i32));
                         }
                     }
                 }
                 let n = db.len();
-                let mut cols = vec![
+                table(vec![
                     Col::Text("database_name", text(&db)),
                     Col::Text("schema_name", text(&schema)),
                     Col::Text("table_name", text(&tbl)),
-                ];
-                if columns {
-                    cols.extend([
-                        Col::Text("column_name", text(&column)),
-                        Col::Int("column_index", index),
-                        Col::Text("comment", comment),
-                        Col::Bool("internal", vec![false; n]),
-                        Col::Text("column_default", vec![None; n]),
-                        Col::Bool("is_nullable", nullable),
-                        Col::Text("data_type", text(&data_type)),
-                        Col::Int("numeric_precision", precision),
-                        Col::Int("numeric_scale", scale),
-                    ]);
-                } else {
-                    cols.extend([
-                        Col::Text("comment", comment),
-                        Col::Bool("internal", vec![false; n]),
-                        Col::Bool("temporary", vec![false; n]),
-                        Col::Bool("has_primary_key", vec![false; n]),
-                        Col::Int("column_count", column_count),
-                    ]);
+                    Col::Text("comment", comment),
+                    Col::Bool("internal", vec![false; n]),
+                    Col::Bool("temporary", vec![false; n]),
+                    Col::Bool("has_primary_key", vec![false; n]),
+                    Col::Int("column_count", column_count),
+                ])?
+            }
+            // Tables' and views' columns, as DuckDB lists them.
+            "duckdb_columns" => {
+                let (mut db, mut schema, mut tbl, mut comment) =
+                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                let (mut column, mut index, mut nullable, mut data_type) =
+                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                let (mut precision, mut scale) = (Vec::new(), Vec::new());
+                for r in self.relation_columns(&catalogs).await? {
+                    for (i, f) in r.fields.iter().enumerate() {
+                        db.push(r.catalog.clone());
+                        schema.push(r.schema.clone());
+                        tbl.push(r.name.clone());
+                        comment.push(f.metadata().get(COLUMN_COMMENT_KEY).cloned());
+                        column.push(f.name().clone());
+                        index.push(Some(i as i32 + 1));
+                        nullable.push(f.is_nullable());
+                        data_type.push(duckdb_field_type(f));
+                        let (p, sc) = numeric_precision_scale(f.data_type());
+                        precision.push(p);
+                        scale.push(sc);
+                    }
                 }
-                table(cols)?
+                let n = db.len();
+                table(vec![
+                    Col::Text("database_name", text(&db)),
+                    Col::Text("schema_name", text(&schema)),
+                    Col::Text("table_name", text(&tbl)),
+                    Col::Text("column_name", text(&column)),
+                    Col::Int("column_index", index),
+                    Col::Text("comment", comment),
+                    Col::Bool("internal", vec![false; n]),
+                    Col::Text("column_default", vec![None; n]),
+                    Col::Bool("is_nullable", nullable),
+                    Col::Text("data_type", text(&data_type)),
+                    Col::Int("numeric_precision", precision),
+                    Col::Int("numeric_scale", scale),
+                ])?
             }
             _ => return Ok(None),
         }))

@@ -13,7 +13,10 @@ use crate::types::{duckdb_field_type, numeric_precision_scale};
 use deltalite::COLUMN_COMMENT_KEY;
 
 impl SqlSession {
-    pub(super) async fn information_schema(&self, table: &str) -> Result<Arc<MemTable>, ApiError> {
+    pub(super) async fn information_schema(
+        &mut self,
+        table: &str,
+    ) -> Result<Arc<MemTable>, ApiError> {
         let utf8 = |n: &str| Field::new(n, DataType::Utf8, true);
         let mut catalogs: Vec<String> = self.user.catalogs.iter().cloned().collect();
         catalogs.sort();
@@ -126,43 +129,37 @@ impl SqlSession {
                 let mut text: Vec<Vec<Option<String>>> = vec![Vec::new(); 7];
                 let (mut ordinal, mut precision, mut radix, mut scale, mut dt_precision) =
                     (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                for c in &catalogs {
-                    for s in self.storage.list_schemas(c).await? {
-                        for t in self.storage.list_tables(c, &s).await? {
-                            let name = TableName::new(c, &s, &t)?;
-                            let Some(table) = self.storage.open_table(&name).await? else {
-                                continue;
-                            };
-                            let Ok(tschema) = table.schema() else {
-                                continue;
-                            };
-                            for (i, f) in tschema.fields().iter().enumerate() {
-                                text[0].push(Some(c.clone()));
-                                text[1].push(Some(s.clone()));
-                                text[2].push(Some(t.clone()));
-                                text[3].push(Some(f.name().clone()));
-                                text[4]
-                                    .push(Some(if f.is_nullable() { "YES" } else { "NO" }.into()));
-                                text[5].push(Some(duckdb_field_type(f)));
-                                text[6].push(f.metadata().get(COLUMN_COMMENT_KEY).cloned());
-                                ordinal.push(i as i32 + 1);
-                                let (p, sc) = numeric_precision_scale(f.data_type());
-                                precision.push(p);
-                                scale.push(sc);
-                                radix.push(p.map(|_| {
-                                    if matches!(f.data_type(), DataType::Decimal128(_, _)) {
-                                        10
-                                    } else {
-                                        2
-                                    }
-                                }));
-                                dt_precision.push(match f.data_type() {
-                                    DataType::Timestamp(_, _) => Some(6),
-                                    DataType::Date32 => Some(0),
-                                    _ => None,
-                                });
+                for listed in self.relation_columns(&catalogs).await? {
+                    let Relation {
+                        catalog: c,
+                        schema: s,
+                        name: t,
+                        fields,
+                    } = listed;
+                    for (i, f) in fields.iter().enumerate() {
+                        text[0].push(Some(c.clone()));
+                        text[1].push(Some(s.clone()));
+                        text[2].push(Some(t.clone()));
+                        text[3].push(Some(f.name().clone()));
+                        text[4].push(Some(if f.is_nullable() { "YES" } else { "NO" }.into()));
+                        text[5].push(Some(duckdb_field_type(f)));
+                        text[6].push(f.metadata().get(COLUMN_COMMENT_KEY).cloned());
+                        ordinal.push(i as i32 + 1);
+                        let (p, sc) = numeric_precision_scale(f.data_type());
+                        precision.push(p);
+                        scale.push(sc);
+                        radix.push(p.map(|_| {
+                            if matches!(f.data_type(), DataType::Decimal128(_, _)) {
+                                10
+                            } else {
+                                2
                             }
-                        }
+                        }));
+                        dt_precision.push(match f.data_type() {
+                            DataType::Timestamp(_, _) => Some(6),
+                            DataType::Date32 => Some(0),
+                            _ => None,
+                        });
                     }
                 }
                 let n = ordinal.len();
@@ -268,4 +265,58 @@ fn string_batch(names: &[&str], rows: Vec<Vec<Option<String>>>) -> Result<Record
         })
         .collect();
     RecordBatch::try_new(schema, columns).map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+/// A table's or a view's columns, as the catalog listings show them.
+pub(super) struct Relation {
+    pub(super) catalog: String,
+    pub(super) schema: String,
+    pub(super) name: String,
+    pub(super) fields: arrow::datatypes::Fields,
+}
+
+impl SqlSession {
+    /// Every table's and view's columns in `catalogs`, tables first in each schema. A
+    /// view's are those of its query as planned now; a view that no longer plans (a table
+    /// it reads was dropped) is left out, as a table dropped since the listing is.
+    pub(super) async fn relation_columns(
+        &mut self,
+        catalogs: &[String],
+    ) -> Result<Vec<Relation>, ApiError> {
+        let mut out = Vec::new();
+        for c in catalogs {
+            for s in self.storage.list_schemas(c).await? {
+                for t in self.storage.list_tables(c, &s).await? {
+                    let name = TableName::new(c, &s, &t)?;
+                    let Some(table) = self.storage.open_table(&name).await? else {
+                        continue;
+                    };
+                    let Ok(tschema) = table.schema() else {
+                        continue;
+                    };
+                    out.push(Relation {
+                        catalog: c.clone(),
+                        schema: s.clone(),
+                        name: t,
+                        fields: tschema.fields().clone(),
+                    });
+                }
+                for v in self.storage.list_views(c, &s).await? {
+                    let name = TableName::new(c, &s, &v)?;
+                    let Ok(Some(view)) = self.view_table(&name).await else {
+                        continue;
+                    };
+                    out.push(Relation {
+                        catalog: c.clone(),
+                        schema: s.clone(),
+                        name: v,
+                        fields: datafusion::catalog::TableProvider::schema(view.as_ref())
+                            .fields()
+                            .clone(),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
 }

@@ -362,6 +362,7 @@ impl SqlSession {
         let mut planner = MergePlanner {
             session: self,
             spec: &spec,
+            target: Arc::clone(&table_schema),
             failure: Arc::clone(&failure),
             counts: Arc::clone(&counts),
         };
@@ -937,6 +938,8 @@ impl Counts {
 struct MergePlanner<'s> {
     session: &'s mut SqlSession,
     spec: &'s MergeSpec,
+    /// The table's schema: the types the rows are assigned (`super::assign_types`).
+    target: arrow::datatypes::SchemaRef,
     failure: Arc<Mutex<Option<ApiError>>>,
     counts: Arc<Counts>,
 }
@@ -1035,8 +1038,10 @@ impl MergePlanner<'_> {
             let clauses = Arc::new(self.spec.clauses.clone());
             let counts = Arc::clone(&self.counts);
             let failure = Arc::clone(&self.failure);
+            let target = Arc::clone(&self.target);
             streams.push(rows.and_then(move |batch| {
                 let out = take_clauses(&batch, &clauses, &counts)
+                    .and_then(|b| super::assign_types(&b, &target).map_err(sql_error))
                     .map_err(|e| DeltaLiteError::Other(keep_failure(&failure, e)));
                 futures::future::ready(out)
             }));

@@ -213,6 +213,9 @@ pub struct SqlSession {
     attached: Option<Arc<Attached>>,
     /// Views being expanded inside one another now (`sql/views.rs`).
     view_depth: usize,
+    /// In a transaction: where `DROP TABLE` and `DROP SCHEMA` note the folders they move
+    /// aside instead of deleting them (`targets::Dropped`); `None` deletes.
+    set_aside: Option<Arc<Mutex<Vec<targets::Dropped>>>>,
 }
 
 impl SqlSession {
@@ -269,6 +272,9 @@ impl SqlSession {
             .build();
         let ctx = SessionContext::new_with_state(state);
         ctx.register_udf(udf::from_base64_udf());
+        ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
+            udf::now::NowMicros::new(),
+        ));
         ctx.register_udf(udf::error_udf());
         ctx.register_udf(udf::row_key_udf());
         for f in udf::make_timestamp_udfs() {
@@ -288,10 +294,18 @@ impl SqlSession {
             schema,
             attached: None,
             view_depth: 0,
+            set_aside: None,
         };
         session.forget_tables();
         session.register_session_functions();
         Ok(session)
+    }
+
+    /// Drop tables and schemas by moving them aside and noting them in `sink`, so that a
+    /// transaction can delete them at `COMMIT` or put them back at `ROLLBACK`.
+    pub fn setting_drops_aside(mut self, sink: Arc<Mutex<Vec<targets::Dropped>>>) -> Self {
+        self.set_aside = Some(sink);
+        self
     }
 
     /// Let `ATTACH ':memory:' AS name` / `DETACH name` add and remove scratch catalogs
@@ -709,6 +723,75 @@ pub(crate) fn engine_rows(
             deltalite::DeltaLiteError::Delta(deltalite::deltalake::DeltaTableError::Generic(msg))
         })
         .boxed()
+}
+
+/// A DML's rows as the engine takes them ([`engine_rows`]), each value first given its
+/// target column's type as SQL assigns it: `UPDATE … SET d = now()` into a `DATE` column
+/// keeps the day, as DuckDB does, where the engine (rightly, for loaded data) refuses any
+/// cast that loses information. Casts that fail (an overflow, text that is no date) are
+/// errors, not NULLs; nested types are left to the engine's own rules.
+pub(crate) fn assigned_rows(
+    stream: datafusion::execution::SendableRecordBatchStream,
+    failure: Arc<Mutex<Option<ApiError>>>,
+    target: SchemaRef,
+) -> futures::stream::BoxStream<'static, deltalite::Result<arrow::record_batch::RecordBatch>> {
+    use futures::{StreamExt, TryStreamExt};
+    let on_error = Arc::clone(&failure);
+    engine_rows(stream, failure)
+        .and_then(move |batch| {
+            let out = assign_types(&batch, &target).map_err(|e| {
+                deltalite::DeltaLiteError::Other(keep_failure(&on_error, sql_error(e)))
+            });
+            futures::future::ready(out)
+        })
+        .boxed()
+}
+
+/// `batch` with each flat column cast to the type of `target`'s column of that name.
+pub(crate) fn assign_types(
+    batch: &RecordBatch,
+    target: &Schema,
+) -> Result<RecordBatch, datafusion::error::DataFusionError> {
+    let options = arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let mut fields = Vec::with_capacity(batch.num_columns());
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    let mut changed = false;
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        match target.field_with_name(field.name()) {
+            Ok(to)
+                if to.data_type() != field.data_type()
+                    && !to.data_type().is_nested()
+                    && !field.data_type().is_nested() =>
+            {
+                columns.push(arrow::compute::cast_with_options(
+                    column,
+                    to.data_type(),
+                    &options,
+                )?);
+                fields.push(
+                    field
+                        .as_ref()
+                        .clone()
+                        .with_data_type(to.data_type().clone()),
+                );
+                changed = true;
+            }
+            _ => {
+                columns.push(Arc::clone(column));
+                fields.push(field.as_ref().clone());
+            }
+        }
+    }
+    if !changed {
+        return Ok(batch.clone());
+    }
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
 }
 
 /// Record the SQL layer's own error for [`take_failure`]; its text, for the opaque error

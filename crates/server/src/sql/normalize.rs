@@ -230,6 +230,7 @@ fn rewrite_body(body: &mut SetExpr) {
                     valued(e);
                 }
             }
+            name_repeated_columns(&mut select.projection);
             if let Some(e) = select.selection.as_mut() {
                 truth(e);
             }
@@ -270,6 +271,45 @@ fn name_subquery(item: &mut SelectItem) {
     let alias = Ident::with_quote('"', e.to_string());
     let expr = std::mem::replace(e, Expr::Value(Value::Null.into()));
     *item = SelectItem::ExprWithAlias { expr, alias };
+}
+
+/// A column named a second time in one select list (`SELECT DISTINCT state, state`, what
+/// dbt writes for a unique key listed twice) gets DuckDB's name for the copy, `state_1`:
+/// DataFusion refuses two outputs of one name ("Projections require unique expression
+/// names").
+fn name_repeated_columns(projection: &mut [SelectItem]) {
+    let mut seen: Vec<String> = Vec::new();
+    for item in projection.iter_mut() {
+        let name = match &*item {
+            SelectItem::ExprWithAlias { alias, .. } => Some(alias),
+            SelectItem::UnnamedExpr(Expr::Identifier(ident)) => Some(ident),
+            SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last(),
+            _ => None,
+        };
+        let Some(key) = name.map(|ident| match ident.quote_style {
+            Some(_) => ident.value.clone(),
+            None => ident.value.to_lowercase(),
+        }) else {
+            continue;
+        };
+        if !seen.contains(&key) {
+            seen.push(key);
+            continue;
+        }
+        let SelectItem::UnnamedExpr(e) = item else {
+            continue;
+        };
+        let copy = (1..)
+            .map(|n| format!("{key}_{n}"))
+            .find(|c| !seen.contains(c))
+            .unwrap_or_default();
+        seen.push(copy.clone());
+        let expr = std::mem::replace(e, Expr::Value(Value::Null.into()));
+        *item = SelectItem::ExprWithAlias {
+            expr,
+            alias: Ident::with_quote('"', copy),
+        };
+    }
 }
 
 fn join_constraint(op: &mut JoinOperator) -> Option<&mut JoinConstraint> {

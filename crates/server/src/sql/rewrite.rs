@@ -27,7 +27,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use super::{
-    Output, SqlSession, delta_err, engine_rows, keep_failure, name_parts, sql_err, table_missing,
+    Output, SqlSession, assigned_rows, delta_err, keep_failure, name_parts, sql_err, table_missing,
     take_failure,
 };
 use crate::error::ApiError;
@@ -147,9 +147,8 @@ impl SqlSession {
         let lock = self.storage.table_lock(&name);
         let _guard = lock.lock().await;
         let mut table = self.open_for_write(&name).await?;
-        let columns: Vec<String> = table
-            .schema()
-            .map_err(delta_err)?
+        let target_schema = table.schema().map_err(delta_err)?;
+        let columns: Vec<String> = target_schema
             .fields()
             .iter()
             .map(|f| f.name().clone())
@@ -200,6 +199,7 @@ impl SqlSession {
             predicate,
             assignments,
             columns,
+            target: target_schema,
             matched: 0,
             failure: Arc::clone(&failure),
         };
@@ -433,6 +433,8 @@ struct WherePlanner<'s> {
     predicate: Option<String>,
     assignments: Option<Vec<(String, String)>>,
     columns: Vec<String>,
+    /// The table's schema: the types the rows are assigned.
+    target: arrow::datatypes::SchemaRef,
     /// Rows the latest plan matched.
     matched: u64,
     /// The SQL layer's error behind a failed plan or stream, for the client.
@@ -521,7 +523,7 @@ impl WherePlanner<'_> {
             }
         };
         let stream = self.session.stream_sql(&sql).await?;
-        let rows = engine_rows(stream, Arc::clone(&self.failure));
+        let rows = assigned_rows(stream, Arc::clone(&self.failure), Arc::clone(&self.target));
         Ok(Replacement {
             remove: files,
             rows,

@@ -12,14 +12,62 @@ use super::{Parsed, SqlSession, name_parts, sql_err};
 use crate::catalog::TableName;
 use crate::error::ApiError;
 
+/// A table or schema a statement in a transaction dropped by moving its folder aside
+/// (`catalog::set_aside_name`, in the same schema or catalog): deleted at `COMMIT`, moved
+/// back at `ROLLBACK`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dropped {
+    Table {
+        name: TableName,
+        aside: String,
+    },
+    Schema {
+        catalog: String,
+        schema: String,
+        aside: String,
+    },
+}
+
+impl Dropped {
+    /// The folder it was dropped from.
+    pub fn folder(&self) -> Vec<&str> {
+        match self {
+            Dropped::Table { name, .. } => vec![&name.catalog, &name.schema, &name.table],
+            Dropped::Schema {
+                catalog, schema, ..
+            } => vec![catalog, schema],
+        }
+    }
+
+    /// Whether the table `name` went with it.
+    pub fn covers(&self, name: &TableName) -> bool {
+        match self {
+            Dropped::Table { name: n, .. } => n == name,
+            Dropped::Schema {
+                catalog, schema, ..
+            } => &name.catalog == catalog && &name.schema == schema,
+        }
+    }
+
+    /// The folder it waits in.
+    pub fn aside(&self) -> Vec<&str> {
+        match self {
+            Dropped::Table { name, aside } => vec![&name.catalog, &name.schema, aside],
+            Dropped::Schema { catalog, aside, .. } => vec![catalog, aside],
+        }
+    }
+}
+
 /// A table a statement writes, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Write {
     /// Its rows or its metadata change by Delta commits (DML, `ALTER`, `COMMENT`), or it
     /// is created (`CREATE TABLE`): the table's log says what it was before.
     Table(TableName),
-    /// It is removed (`DROP TABLE`): its files go with it.
+    /// It is removed (`DROP TABLE`).
     Drop(TableName),
+    /// A schema is removed (`DROP SCHEMA`), with every table in it.
+    DropSchema { catalog: String, schema: String },
     /// It is renamed (`ALTER TABLE from RENAME TO to`).
     Rename(TableName, TableName),
 }
@@ -30,14 +78,15 @@ impl Write {
         match self {
             Write::Table(n) | Write::Drop(n) => vec![n],
             Write::Rename(from, to) => vec![from, to],
+            Write::DropSchema { .. } => Vec::new(),
         }
     }
 }
 
 impl SqlSession {
     /// The tables the statements of `sql` write, resolved against the session's
-    /// defaults. Statements whose effect no table log records (`DROP SCHEMA`, `DETACH`)
-    /// are refused: a transaction could not take them back.
+    /// defaults. Statements a transaction could not take back (`VACUUM`, `DETACH`) are
+    /// refused.
     pub fn writes(&self, sql: &str) -> Result<Vec<Write>, ApiError> {
         let mut out = Vec::new();
         for statement in Self::parse_script(sql)? {
@@ -134,11 +183,17 @@ impl SqlSession {
                 }
                 Statement::Drop {
                     object_type: ObjectType::Schema,
+                    names,
                     ..
+                } => {
+                    for name in names {
+                        let (catalog, schema) = self.schema_parts(name)?;
+                        out.push(Write::DropSchema { catalog, schema });
+                    }
                 }
-                | Statement::DetachDuckDBDatabase { .. } => {
+                Statement::DetachDuckDBDatabase { .. } => {
                     return Err(sql_err(
-                        "TransactionContext Error: DROP SCHEMA and DETACH cannot be rolled back; run them outside the transaction",
+                        "TransactionContext Error: DETACH cannot be rolled back; run it outside the transaction",
                     ));
                 }
                 _ => {}

@@ -226,6 +226,85 @@ pub(super) fn constant_udf(name: &str, value: String) -> datafusion::logical_exp
 /// ibis with `packaging.Version`).
 pub(super) const DUCKDB_VERSION: &str = "v1.5.3";
 
+/// `now()` and `current_timestamp` as DuckDB has them: a `TIMESTAMP WITH TIME ZONE` of
+/// microseconds, the same wherever it appears in a statement. DataFusion's own answers
+/// nanoseconds, and a table column holds microseconds (Delta's timestamps do): `CREATE
+/// TABLE … AS SELECT now()::timestamp …`, which dbt's snapshots send, failed the
+/// no-silent-truncation check on the sub-microsecond digits.
+pub(super) mod now {
+    use std::sync::Arc;
+
+    use arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
+    use datafusion::common::{Result, ScalarValue, internal_err};
+    use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
+    use datafusion::logical_expr::{
+        ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
+        Volatility,
+    };
+
+    /// The session's time zone: the sessions set UTC (`sql/mod.rs`).
+    const ZONE: &str = "+00:00";
+
+    #[derive(Debug, PartialEq, Eq, Hash)]
+    pub(in crate::sql) struct NowMicros {
+        signature: Signature,
+        aliases: Vec<String>,
+    }
+
+    impl NowMicros {
+        pub(in crate::sql) fn new() -> Self {
+            Self {
+                signature: Signature::nullary(Volatility::Stable),
+                aliases: vec!["current_timestamp".to_string()],
+            }
+        }
+    }
+
+    impl ScalarUDFImpl for NowMicros {
+        fn name(&self) -> &str {
+            "now"
+        }
+
+        fn signature(&self) -> &Signature {
+            &self.signature
+        }
+
+        fn return_field_from_args(&self, _args: ReturnFieldArgs) -> Result<FieldRef> {
+            Ok(Arc::new(Field::new(
+                self.name(),
+                DataType::Timestamp(TimeUnit::Microsecond, Some(ZONE.into())),
+                false,
+            )))
+        }
+
+        fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+            internal_err!("return_field_from_args should be called instead")
+        }
+
+        fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+            internal_err!("now() is replaced by its value when the statement is planned")
+        }
+
+        /// The statement's start time, as DataFusion's `now()` takes it, to the microsecond.
+        fn simplify(&self, args: Vec<Expr>, info: &SimplifyContext) -> Result<ExprSimplifyResult> {
+            let Some(start) = info.query_execution_start_time() else {
+                return Ok(ExprSimplifyResult::Original(args));
+            };
+            Ok(ExprSimplifyResult::Simplified(Expr::Literal(
+                ScalarValue::TimestampMicrosecond(
+                    Some(start.timestamp_micros()),
+                    Some(ZONE.into()),
+                ),
+                None,
+            )))
+        }
+
+        fn aliases(&self) -> &[String] {
+            &self.aliases
+        }
+    }
+}
+
 /// DuckDB's `make_timestamp(y, mo, d, h, mi, s)` (a `TIMESTAMP`) and
 /// `make_timestamptz(y, mo, d, h, mi, s [, zone])` (a `TIMESTAMPTZ`, the fields read in
 /// `zone`, UTC without one): ibis' DuckDB compiler writes every timestamp literal so.

@@ -74,20 +74,7 @@ impl SqlSession {
     /// Every table a view's query names, qualified with this session's catalog and
     /// schema; names of the query's own CTEs are left alone.
     fn qualify(&self, query: &mut Query) -> Result<(), ApiError> {
-        let mut ctes = HashSet::new();
-        let _ = datafusion::sql::sqlparser::ast::visit_statements(
-            &datafusion::sql::sqlparser::ast::Statement::Query(Box::new(query.clone())),
-            |s| {
-                if let datafusion::sql::sqlparser::ast::Statement::Query(q) = s
-                    && let Some(with) = &q.with
-                {
-                    for cte in &with.cte_tables {
-                        ctes.insert(cte.alias.name.value.to_lowercase());
-                    }
-                }
-                ControlFlow::<()>::Continue(())
-            },
-        );
+        let ctes = cte_names(query);
         let mut failure = None;
         let _ = visit_relations_mut(query, |name: &mut ObjectName| {
             let parts = match name_parts(name) {
@@ -196,4 +183,25 @@ pub(super) fn view_sql(body: &[u8]) -> Option<String> {
     serde_json::from_slice::<Definition>(body)
         .ok()
         .map(|d| d.sql)
+}
+
+/// The names every `WITH` of a query defines, at any depth (a view's body in parentheses
+/// and dbt's ephemeral models nest them), lowercased.
+fn cte_names(query: &Query) -> HashSet<String> {
+    use datafusion::sql::sqlparser::ast::{Visit, Visitor};
+    struct Names(HashSet<String>);
+    impl Visitor for Names {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+            if let Some(with) = &query.with {
+                for cte in &with.cte_tables {
+                    self.0.insert(cte.alias.name.value.to_lowercase());
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut names = Names(HashSet::new());
+    let _ = query.visit(&mut names);
+    names.0
 }
