@@ -5,7 +5,10 @@
 1. our client tests (tests/flight: ADBC and altertable-flightsql's public API);
 2. the tests altertable-flightsql 0.4.1 ships in its sdist, unchanged, with our
    tests/flight/conftest.py as their `tests/conftest.py` (the sdist has none);
-3. dbt-altertable on our dbt project (tests/dbt/run_dbt.py), with DBT_VENV's python.
+3. dbt-altertable on our dbt project (tests/dbt/run_dbt.py), with DBT_VENV's python;
+4. dbt's adapter conformance suite (`dbt-tests-adapter`, tests/dbt/adapter) through
+   dbt-altertable, with DBT_VENV's python, against a server of its own whose one catalog
+   is `dbt` (the database name dbt's suites write into the SQL they expect).
 
     python3 tests/flight/serve_and_run.py PY313_ROOT VENV SDIST_DIR DBT_VENV [pytest args]
 
@@ -108,7 +111,28 @@ def main(argv: list[str]) -> int:
                 if lines:
                     print("server warnings and errors:", *lines[-50:], sep="\n")
                 print(f"server data and log kept in {tmp}")
-            return status
+        with ServerProcess(
+            binary=server_binary(),
+            data=Path(tmp) / "lake-dbt-adapter",
+            log=Path(tmp) / "server-dbt-adapter.log",
+            users=(USER,),
+            catalogs=("dbt",),
+        ) as server:
+            print("== dbt-tests-adapter through dbt-altertable 0.2.13", flush=True)
+            adapter = pytest_in_root(
+                root,
+                dbt_venv,
+                server,
+                str(REPO / "tests" / "dbt" / "adapter"),
+                ["-q", *pytest_args],
+            )
+            if adapter:
+                keep = True
+                lines = notable(server.log_text())
+                if lines:
+                    print("server warnings and errors:", *lines[-50:], sep="\n")
+                print(f"server data and log kept in {tmp}")
+            return status or adapter
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
