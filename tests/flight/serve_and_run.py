@@ -73,6 +73,25 @@ def pytest_in_root(
     return in_root(root, server, cwd, [*pytest, *args])
 
 
+def server(tmp: str, name: str, catalog: str) -> ServerProcess:
+    """A server of this run, its data and log under `tmp`."""
+    return ServerProcess(
+        binary=server_binary(),
+        data=Path(tmp) / f"lake-{name}",
+        log=Path(tmp) / f"server-{name}.log",
+        users=(USER,),
+        catalogs=(catalog,),
+    )
+
+
+def report(server: ServerProcess, tmp: str) -> None:
+    """After a failure: the server's warnings and errors, and where its files stay."""
+    lines = notable(server.log_text())
+    if lines:
+        print("server warnings and errors:", *lines[-50:], sep="\n")
+    print(f"server data and log kept in {tmp}")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 4:
         print(__doc__, file=sys.stderr)
@@ -81,57 +100,39 @@ def main(argv: list[str]) -> int:
     tmp = tempfile.mkdtemp(prefix="deltalite-flight-")
     keep = False
     try:
-        with ServerProcess(
-            binary=server_binary(),
-            data=Path(tmp) / "lake",
-            log=Path(tmp) / "server.log",
-            users=(USER,),
-            catalogs=("lakehouse",),
-        ) as server:
+        with server(tmp, "clients", "lakehouse") as clients:
             print(
-                f"deltalite serve at {server.base}, flight {server.flight} (pid {server.pid})",
+                f"deltalite serve at {clients.base}, flight {clients.flight} (pid {clients.pid})",
                 flush=True,
             )
             ours = pytest_in_root(
-                root, venv, server, str(REPO), ["-q", "tests/flight", *pytest_args]
+                root, venv, clients, str(REPO), ["-q", "tests/flight", *pytest_args]
             )
             print("== altertable-flightsql 0.4.1 sdist tests, unchanged", flush=True)
-            theirs = pytest_in_root(root, venv, server, sdist, ["tests", *pytest_args])
+            theirs = pytest_in_root(root, venv, clients, sdist, ["tests", *pytest_args])
             print("== dbt-altertable 0.2.13 on tests/dbt/project", flush=True)
             dbt = in_root(
                 root,
-                server,
+                clients,
                 str(REPO),
                 [f"{dbt_venv}/bin/python", "tests/dbt/run_dbt.py"],
             )
             status = ours or theirs or dbt
             if status:
                 keep = True
-                lines = notable(server.log_text())
-                if lines:
-                    print("server warnings and errors:", *lines[-50:], sep="\n")
-                print(f"server data and log kept in {tmp}")
-        with ServerProcess(
-            binary=server_binary(),
-            data=Path(tmp) / "lake-dbt-adapter",
-            log=Path(tmp) / "server-dbt-adapter.log",
-            users=(USER,),
-            catalogs=("dbt",),
-        ) as server:
+                report(clients, tmp)
+        with server(tmp, "dbt-adapter", "dbt") as conformance:
             print("== dbt-tests-adapter through dbt-altertable 0.2.13", flush=True)
             adapter = pytest_in_root(
                 root,
                 dbt_venv,
-                server,
+                conformance,
                 str(REPO / "tests" / "dbt" / "adapter"),
                 ["-q", *pytest_args],
             )
             if adapter:
                 keep = True
-                lines = notable(server.log_text())
-                if lines:
-                    print("server warnings and errors:", *lines[-50:], sep="\n")
-                print(f"server data and log kept in {tmp}")
+                report(conformance, tmp)
             return status or adapter
     finally:
         if not keep:

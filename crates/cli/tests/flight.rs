@@ -623,6 +623,27 @@ fn set_options(options: &[(&str, &str)]) -> Vec<u8> {
     out
 }
 
+/// Begin a Flight transaction; its id.
+fn begin(f: &mut Flight) -> bytes::Bytes {
+    f.rt.block_on(f.client.begin_transaction()).expect("begin")
+}
+
+/// An update statement inside the transaction `txn`.
+fn run(f: &mut Flight, sql: &str, txn: &bytes::Bytes) -> Result<i64, tonic::Status> {
+    f.rt.block_on(f.client.execute_update(sql.into(), Some(txn.clone())))
+        .map_err(status_of)
+}
+
+/// Commit or roll back `txn`.
+fn end(
+    f: &mut Flight,
+    txn: &bytes::Bytes,
+    action: arrow_flight::sql::EndTransaction,
+) -> Result<(), tonic::Status> {
+    f.rt.block_on(f.client.end_transaction(txn.clone(), action))
+        .map_err(status_of)
+}
+
 /// Transactions: an undo record (see `flight::transaction`). The transaction reads its
 /// own writes, COMMIT keeps them, ROLLBACK puts each table back (a table it created is
 /// dropped), a table someone else wrote meanwhile is left alone and named, and a closed
@@ -634,15 +655,6 @@ fn transactions_commit_roll_back_and_name_what_they_cannot_undo() {
     s.rows("CREATE TABLE t (id INT); INSERT INTO t VALUES (1)");
     let mut f = Flight::login(&s, ALICE);
     let ids = |s: &Server| s.rows("SELECT id FROM t ORDER BY id");
-    let begin = |f: &mut Flight| f.rt.block_on(f.client.begin_transaction()).expect("begin");
-    let run = |f: &mut Flight, sql: &str, txn: &bytes::Bytes| {
-        f.rt.block_on(f.client.execute_update(sql.into(), Some(txn.clone())))
-            .map_err(status_of)
-    };
-    let end = |f: &mut Flight, txn: &bytes::Bytes, action| {
-        f.rt.block_on(f.client.end_transaction(txn.clone(), action))
-            .map_err(status_of)
-    };
 
     // Rollback: the insert, the update and the new table are gone.
     let txn = begin(&mut f);
@@ -791,15 +803,6 @@ fn transactions_drop_tables_and_schemas_aside() {
     s.rows("CREATE SCHEMA s; CREATE TABLE s.t AS SELECT 1 AS id; CREATE TABLE main.k (id INT)");
     s.rows("INSERT INTO s.t VALUES (2); CREATE VIEW s.v AS SELECT id * 10 AS x FROM s.t");
     let mut f = Flight::login(&s, ALICE);
-    let begin = |f: &mut Flight| f.rt.block_on(f.client.begin_transaction()).expect("begin");
-    let run = |f: &mut Flight, sql: &str, txn: &bytes::Bytes| {
-        f.rt.block_on(f.client.execute_update(sql.into(), Some(txn.clone())))
-            .map_err(status_of)
-    };
-    let end = |f: &mut Flight, txn: &bytes::Bytes, action| {
-        f.rt.block_on(f.client.end_transaction(txn.clone(), action))
-            .map_err(status_of)
-    };
     let tables = |s: &Server| {
         s.rows(
             "SELECT table_schema, table_name FROM information_schema.tables \

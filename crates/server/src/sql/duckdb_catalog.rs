@@ -128,18 +128,13 @@ impl SqlSession {
                     (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
                 for c in &catalogs {
                     for s in self.storage.list_schemas(c).await? {
-                        for t in self.storage.list_tables(c, &s).await? {
-                            let name = TableName::new(c, &s, &t)?;
-                            // Dropped since the listing: skipped, as information_schema does.
-                            let Some(table) = self.storage.open_table(&name).await? else {
-                                continue;
-                            };
+                        for (name, table) in self.open_tables(c, &s).await? {
                             let Ok(tschema) = table.schema() else {
                                 continue;
                             };
-                            db.push(c.clone());
-                            schema.push(s.clone());
-                            tbl.push(t.clone());
+                            db.push(name.catalog);
+                            schema.push(name.schema);
+                            tbl.push(name.table);
                             comment.push(table_comment(&table));
                             column_count.push(Some(tschema.fields().len() as i32));
                         }

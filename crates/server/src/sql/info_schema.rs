@@ -286,18 +286,14 @@ impl SqlSession {
         let mut out = Vec::new();
         for c in catalogs {
             for s in self.storage.list_schemas(c).await? {
-                for t in self.storage.list_tables(c, &s).await? {
-                    let name = TableName::new(c, &s, &t)?;
-                    let Some(table) = self.storage.open_table(&name).await? else {
-                        continue;
-                    };
+                for (name, table) in self.open_tables(c, &s).await? {
                     let Ok(tschema) = table.schema() else {
                         continue;
                     };
                     out.push(Relation {
-                        catalog: c.clone(),
-                        schema: s.clone(),
-                        name: t,
+                        catalog: name.catalog,
+                        schema: name.schema,
+                        name: name.table,
                         fields: tschema.fields().clone(),
                     });
                 }
@@ -315,6 +311,22 @@ impl SqlSession {
                             .clone(),
                     });
                 }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The tables of a schema, opened; one dropped since the listing is skipped.
+    pub(super) async fn open_tables(
+        &self,
+        catalog: &str,
+        schema: &str,
+    ) -> Result<Vec<(TableName, deltalite::DeltaLiteTable)>, ApiError> {
+        let mut out = Vec::new();
+        for t in self.storage.list_tables(catalog, schema).await? {
+            let name = TableName::new(catalog, schema, &t)?;
+            if let Some(table) = self.storage.open_table(&name).await? {
+                out.push((name, table));
             }
         }
         Ok(out)
