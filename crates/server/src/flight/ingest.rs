@@ -16,7 +16,7 @@ use super::session::Session;
 use super::transaction::versions;
 use crate::catalog::TableName;
 use crate::error::ApiError;
-use crate::ingest::{self, Format, INGEST_ERR, IngestMode, IngestRequest, UploadMode};
+use crate::ingest::{self, Format, INGEST_ERR, IngestMode, IngestRequest, SpoolOrigin, UploadMode};
 use crate::sql::targets::Write;
 use crate::state::AppState;
 
@@ -148,6 +148,7 @@ pub async fn ingest(
         format: Format::Parquet,
         idempotency_key: None,
         spool_dir: state.config.spool_dir.clone(),
+        origin: SpoolOrigin::Server,
     };
     // Detached from the call: a client that goes away mid-commit does not cut the write
     // short (the engine's commit is atomic either way; this keeps its cleanup running).

@@ -113,12 +113,22 @@ pub async fn serve(
     .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let served = tonic::transport::Server::builder()
+        // HTTP/2's default receive window is 64 KiB a stream: a client's bulk ingest
+        // (DoPut) waited for a window update every 64 KiB. A few MiB let it stream;
+        // what one stream can have in flight stays bounded.
+        .initial_stream_window_size(FLIGHT_STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(FLIGHT_CONNECTION_WINDOW_BYTES)
         .add_service(service)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     sweeper.abort();
     served
 }
+
+/// HTTP/2 receive window of one Flight stream (see `serve`).
+const FLIGHT_STREAM_WINDOW_BYTES: u32 = 4 * 1024 * 1024;
+/// HTTP/2 receive window of one Flight connection, across its streams.
+const FLIGHT_CONNECTION_WINDOW_BYTES: u32 = 8 * 1024 * 1024;
 
 type DataStream = Pin<Box<dyn Stream<Item = Result<arrow_flight::FlightData, Status>> + Send>>;
 

@@ -14,7 +14,7 @@ use crate::auth::User;
 use crate::catalog::TableName;
 use crate::config::split_list;
 use crate::error::{ApiError, ApiResult};
-use crate::ingest::{self, Format, IngestMode, IngestRequest, UploadMode};
+use crate::ingest::{self, Format, IngestMode, IngestRequest, SpoolOrigin, UploadMode};
 
 use super::{AppState, S, header_str};
 
@@ -187,6 +187,7 @@ async fn write(
         format,
         idempotency_key: idempotency_key(&headers),
         spool_dir: state.config.spool_dir.clone(),
+        origin: SpoolOrigin::Client,
     };
     let storage = Arc::clone(&state.storage);
     let summary = detached(async move { ingest::write(&storage, req, mode).await }).await?;
@@ -209,6 +210,7 @@ pub(super) async fn append(
             format: Format::Json,
             idempotency_key: idempotency_key(&headers),
             spool_dir: state.config.spool_dir.clone(),
+            origin: SpoolOrigin::Client,
         };
         let storage = Arc::clone(&state.storage);
         detached(async move { ingest::write(&storage, req, IngestMode::AppendJson).await }).await

@@ -111,6 +111,20 @@ pub struct IngestRequest {
     pub idempotency_key: Option<String>,
     /// Spool directory for conversions.
     pub spool_dir: Option<std::path::PathBuf>,
+    /// Who wrote the spooled bytes.
+    pub origin: SpoolOrigin,
+}
+
+/// Who wrote a spooled file. A client's Parquet body is decoded end to end before it may
+/// be stored as it is (a corrupt page would break every later read of the table); a file
+/// this server wrote itself from decoded Arrow data (Flight's bulk ingest) is not read
+/// again for that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpoolOrigin {
+    /// A request body, as the client sent it.
+    Client,
+    /// Written by this server.
+    Server,
 }
 
 /// What an ingest did, returned as the small JSON summary.
@@ -292,7 +306,9 @@ async fn create(
             }
             _ if req.format == Format::Parquet => {
                 // A file that may be stored as it is must be readable to the end first.
-                validate_parquet(req.spool.path()).await?;
+                if req.origin == SpoolOrigin::Client {
+                    validate_parquet(req.spool.path()).await?;
+                }
                 let data = InitialData::ParquetFile {
                     path: req.spool.path(),
                     adopt: true,
@@ -344,7 +360,9 @@ async fn into_existing(
             // The engine may store the file as it is, checking only its footer: decode it
             // once here, so a corrupt page is a 400 now instead of a stored file that
             // breaks every later read of the table.
-            validate_parquet(req.spool.path()).await?;
+            if req.origin == SpoolOrigin::Client {
+                validate_parquet(req.spool.path()).await?;
+            }
             table.adopt_parquet_file(req.spool.path(), &opts).await
         }
         IngestMode::Upload(_) => {
