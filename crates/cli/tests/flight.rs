@@ -566,6 +566,61 @@ fn metadata_lists_only_what_the_user_sees() {
             .collect::<Vec<_>>(),
         [("id", DataType::Int64), ("note", DataType::Utf8)]
     );
+    // A view is listed as a VIEW, with its query's columns; the type filter keeps it out.
+    s.rows("CREATE VIEW sales.order_notes AS SELECT note, id * 2 AS twice FROM sales.orders");
+    let listed = |f: &mut Flight, types: Vec<String>| {
+        let cmd = CommandGetTables {
+            catalog: Some("lakehouse".into()),
+            db_schema_filter_pattern: Some("sales".into()),
+            table_name_filter_pattern: Some("ord%".into()),
+            table_types: types,
+            include_schema: true,
+        };
+        let info = f.rt.block_on(f.client.get_tables(cmd)).expect("tables");
+        let got = f.fetch(info).expect("fetch");
+        assert_eq!(got.info_schema, got.stream_schema);
+        let binary = got.batches[0]
+            .column_by_name("table_schema")
+            .expect("table_schema")
+            .as_any()
+            .downcast_ref::<arrow::array::BinaryArray>()
+            .expect("binary")
+            .clone();
+        let schemas: Vec<Vec<(String, DataType)>> = (0..binary.len())
+            .map(|i| {
+                let raw = binary.value(i).to_vec();
+                Schema::try_from(arrow_flight::IpcMessage(raw.into()))
+                    .expect("ipc schema")
+                    .fields()
+                    .iter()
+                    .map(|f| (f.name().clone(), f.data_type().clone()))
+                    .collect()
+            })
+            .collect();
+        (
+            strings(&got.batches, "table_name"),
+            strings(&got.batches, "table_type"),
+            schemas,
+        )
+    };
+    let (names, types, schemas) = listed(&mut alice, vec![]);
+    assert_eq!(names, ["order_notes", "orders"]);
+    assert_eq!(types, ["VIEW", "TABLE"]);
+    assert_eq!(
+        schemas[0],
+        [
+            ("note".to_string(), DataType::Utf8),
+            ("twice".to_string(), DataType::Int64)
+        ]
+    );
+    let (names, types, _) = listed(&mut alice, vec!["TABLE".into()]);
+    assert_eq!(
+        (names, types),
+        (vec!["orders".to_string()], vec!["TABLE".to_string()])
+    );
+    let (names, _, _) = listed(&mut alice, vec!["VIEW".into()]);
+    assert_eq!(names, ["order_notes"]);
+
     let none = CommandGetTables {
         catalog: Some("lakehouse".into()),
         table_name_filter_pattern: Some("nonexistent_%".into()),
@@ -591,7 +646,7 @@ fn metadata_lists_only_what_the_user_sees() {
         .expect("types");
     assert_eq!(
         strings(&alice.fetch(info).expect("fetch").batches, "table_type"),
-        ["TABLE"]
+        ["TABLE", "VIEW"]
     );
     // What ADBC asks at connect: transactions (8) unsupported, so it stays in autocommit.
     let info = alice

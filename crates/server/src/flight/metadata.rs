@@ -4,7 +4,7 @@
 //! gives (clients such as ADBC validate them), built by `arrow-flight`'s builders, which
 //! also apply the commands' filters.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use arrow::record_batch::RecordBatch;
 use arrow_flight::sql::metadata::{
@@ -21,9 +21,13 @@ use super::result::status;
 use crate::auth::User;
 use crate::catalog::{Storage, TableName};
 use crate::error::ApiError;
+use crate::sql::SqlSession;
+use crate::state::AppState;
 
-/// The only table type: every table is a Delta table.
+/// A Delta table.
 pub const TABLE_TYPE: &str = "TABLE";
+/// A view (`sql/views.rs`).
+pub const VIEW_TYPE: &str = "VIEW";
 
 fn arrow_status(e: impl std::fmt::Display) -> Status {
     Status::internal(format!("metadata result: {e}"))
@@ -65,48 +69,84 @@ pub async fn schemas(
 }
 
 /// `GetTables`, with each table's Arrow schema when `include_schema` is set (the table's
-/// current schema, as a scan returns it).
+/// current schema, as a scan returns it; a view's, as its query plans now for this user).
+/// A table dropped meanwhile, or a view that no longer plans, is not listed.
 pub async fn tables(
-    storage: &Storage,
+    state: &Arc<AppState>,
     user: &User,
     cmd: CommandGetTables,
 ) -> Result<RecordBatch, Status> {
+    let storage = &state.storage;
     let filter = cmd.catalog.clone();
     let schema_pattern = cmd.db_schema_filter_pattern.clone();
     let table_pattern = cmd.table_name_filter_pattern.clone();
-    let wants_tables =
-        cmd.table_types.is_empty() || cmd.table_types.iter().any(|t| t == TABLE_TYPE);
+    let wants =
+        |kind: &str| cmd.table_types.is_empty() || cmd.table_types.iter().any(|t| t == kind);
+    let (wants_tables, wants_views) = (wants(TABLE_TYPE), wants(VIEW_TYPE));
     let include_schema = cmd.include_schema;
     let mut builder = cmd.into_builder();
-    if wants_tables {
-        for c in catalogs_for(user, filter.as_deref()) {
-            for s in storage.list_schemas(c).await.map_err(status)? {
-                if !schema_pattern.as_deref().is_none_or(|p| like(&s, p)) {
-                    continue;
-                }
-                for t in storage.list_tables(c, &s).await.map_err(status)? {
-                    if !table_pattern.as_deref().is_none_or(|p| like(&t, p)) {
+    let empty = || Arc::new(arrow::datatypes::Schema::empty());
+    let mut views_session = None;
+    for c in catalogs_for(user, filter.as_deref()) {
+        for s in storage.list_schemas(c).await.map_err(status)? {
+            if !schema_pattern.as_deref().is_none_or(|p| like(&s, p)) {
+                continue;
+            }
+            let matches = |t: &String| table_pattern.as_deref().is_none_or(|p| like(t, p));
+            let tables = match wants_tables {
+                true => storage.list_tables(c, &s).await.map_err(status)?,
+                false => Vec::new(),
+            };
+            for t in tables.iter().filter(|t| matches(t)) {
+                let schema = if include_schema {
+                    let name = TableName::new(c, &s, t).map_err(status)?;
+                    let Some(table) = storage.open_table(&name).await.map_err(status)? else {
                         continue;
-                    }
-                    let schema = if include_schema {
-                        let name = TableName::new(c, &s, &t).map_err(status)?;
-                        // A table dropped meanwhile is simply not listed.
-                        let Some(table) = storage.open_table(&name).await.map_err(status)? else {
-                            continue;
-                        };
-                        table.schema().map_err(|e| {
-                            status(ApiError::from_engine(
-                                &format!("cannot read table {name}"),
-                                e,
-                            ))
-                        })?
-                    } else {
-                        std::sync::Arc::new(arrow::datatypes::Schema::empty())
                     };
-                    builder
-                        .append(c, &s, &t, TABLE_TYPE, &schema)
-                        .map_err(arrow_status)?;
-                }
+                    table.schema().map_err(|e| {
+                        status(ApiError::from_engine(
+                            &format!("cannot read table {name}"),
+                            e,
+                        ))
+                    })?
+                } else {
+                    empty()
+                };
+                builder
+                    .append(c, &s, t, TABLE_TYPE, &schema)
+                    .map_err(arrow_status)?;
+            }
+            let views = match wants_views {
+                true => storage.list_views(c, &s).await.map_err(status)?,
+                false => Vec::new(),
+            };
+            for v in views.iter().filter(|v| matches(v)) {
+                let schema = if include_schema {
+                    let name = TableName::new(c, &s, v).map_err(status)?;
+                    let session = match &mut views_session {
+                        Some(session) => session,
+                        None => views_session.insert(
+                            SqlSession::new(
+                                Arc::clone(storage),
+                                Arc::clone(&state.query_runtime),
+                                user.clone(),
+                                Some(c),
+                                None,
+                            )
+                            .map_err(status)?,
+                        ),
+                    };
+                    // The types a query of it answers in (plain, not view types).
+                    match session.view_schema(&name).await {
+                        Ok(Some(schema)) => crate::output::plain_schema(&schema),
+                        _ => continue,
+                    }
+                } else {
+                    empty()
+                };
+                builder
+                    .append(c, &s, v, VIEW_TYPE, &schema)
+                    .map_err(arrow_status)?;
             }
         }
     }
@@ -117,6 +157,7 @@ pub async fn tables(
 pub fn table_types(cmd: CommandGetTableTypes) -> Result<RecordBatch, Status> {
     let mut builder = cmd.into_builder();
     builder.append(TABLE_TYPE);
+    builder.append(VIEW_TYPE);
     builder.build().map_err(arrow_status)
 }
 

@@ -589,7 +589,7 @@ impl FlightSqlService for FlightSql {
         request: Request<Ticket>,
     ) -> Result<Response<DataStream>, Status> {
         let session = self.session(&request)?;
-        let batch = metadata::tables(&self.state.storage, &session.sql_user(), cmd).await?;
+        let batch = metadata::tables(&self.state, &session.sql_user(), cmd).await?;
         Ok(batch_stream(batch))
     }
 

@@ -113,6 +113,18 @@ impl SqlSession {
         }
     }
 
+    /// The columns of view `name` as its query plans now (as this session's user);
+    /// `None` when there is no such view.
+    pub async fn view_schema(
+        &mut self,
+        name: &TableName,
+    ) -> Result<Option<arrow::datatypes::SchemaRef>, ApiError> {
+        Ok(self
+            .view_table(name)
+            .await?
+            .map(|v| datafusion::catalog::TableProvider::schema(v.as_ref())))
+    }
+
     /// The view `name` as a table DataFusion can read, if there is such a view.
     pub(super) async fn view_table(
         &mut self,
