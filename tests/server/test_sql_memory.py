@@ -1,5 +1,5 @@
 """SQL writes whose subqueries name a staged batch hold the batch's keys in memory, not the
-target's rows (`crates/server/src/sql/join_order.rs`).
+target's rows (`crates/server/src/sql/physical/join_order.rs`).
 
 The shape is dlt's child-table delete, as the real `dlt-altertable` 0.2.2 sends it after a
 nested merge: `DELETE FROM child WHERE "_dlt_root_id" IN (SELECT "_dlt_id" FROM staged

@@ -11,12 +11,12 @@ mod dml;
 mod duckdb_catalog;
 mod guard;
 mod info_schema;
-mod join_order;
 mod layout;
 pub mod maintenance;
 mod merge;
 mod normalize;
 pub mod params;
+mod physical;
 mod relations;
 mod resolve;
 mod rewrite;
@@ -268,7 +268,7 @@ impl SqlSession {
             .with_config(config)
             .with_runtime_env(runtime)
             .with_default_features()
-            .with_physical_optimizer_rules(join_order::BuildOnSubquery::with_default_rules())
+            .with_physical_optimizer_rules(physical::rules())
             .build();
         let ctx = SessionContext::new_with_state(state);
         ctx.register_udf(udf::from_base64_udf());

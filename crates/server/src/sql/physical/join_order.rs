@@ -23,27 +23,12 @@ use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::{ExecutionPlan, StatisticsArgs, StatisticsContext};
 
 /// See the module documentation.
 #[derive(Debug, Default)]
 pub(crate) struct BuildOnSubquery;
-
-impl BuildOnSubquery {
-    /// DataFusion's physical optimizer rules with this one right after join selection
-    /// (before distribution is enforced and before dynamic filters are attached).
-    pub(crate) fn with_default_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
-        let mut rules = PhysicalOptimizer::new().rules;
-        let at = rules
-            .iter()
-            .position(|r| r.name() == "join_selection")
-            .map_or(0, |i| i + 1);
-        rules.insert(at, Arc::new(Self));
-        rules
-    }
-}
 
 impl PhysicalOptimizerRule for BuildOnSubquery {
     fn optimize(

@@ -1,0 +1,32 @@
+//! The physical optimizer rules our sessions add to DataFusion's own.
+//!
+//! Both keep a statement inside the query memory pool the way DataFusion 55.2 cannot on
+//! its own: [`join_order::BuildOnSubquery`] picks which side of a semi or anti join becomes
+//! the hash table (a hash table does not spill), [`repartition::OneSpillWriter`] keeps a
+//! spilling repartition from waiting forever.
+
+mod join_order;
+mod repartition;
+
+use std::sync::Arc;
+
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
+
+/// DataFusion's default rules with ours in place: the join side right after join selection
+/// (before distribution is enforced and dynamic filters are attached), the repartition
+/// inputs last, on the finished plan, before its sanity check.
+pub(crate) fn rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
+    let mut rules = PhysicalOptimizer::new().rules;
+    let after_join_selection = rules
+        .iter()
+        .position(|r| r.name() == "join_selection")
+        .map_or(0, |i| i + 1);
+    rules.insert(after_join_selection, Arc::new(join_order::BuildOnSubquery));
+    let before_sanity_check = rules
+        .iter()
+        .position(|r| r.name() == "SanityCheckPlan")
+        .unwrap_or(rules.len());
+    rules.insert(before_sanity_check, Arc::new(repartition::OneSpillWriter));
+    rules
+}
