@@ -18,8 +18,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ["ARCHITECTURE.md", "README.md", "docs", "crates", "bench", "correctness", "python",
-        "dlt_altertable"]
+DOCS = [
+    "ARCHITECTURE.md",
+    "README.md",
+    "docs",
+    "crates",
+    "bench",
+    "correctness",
+    "python",
+    "dlt_altertable",
+]
 REF = re.compile(r"`([\w./-]+\.(?:rs|py|sh|md))(?:::(\w+))?`")
 OUTSIDE = re.compile(r"(?:\.\./shared|/work/|shared/spec)")
 
@@ -27,7 +35,10 @@ OUTSIDE = re.compile(r"(?:\.\./shared|/work/|shared/spec)")
 def tracked() -> list[str]:
     out = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return [line for line in out.splitlines() if line]
 
@@ -61,7 +72,9 @@ def main() -> int:
     for doc in markdown_files(files):
         text = (ROOT / doc).read_text()
         if doc != "ARCHITECTURE.md" and OUTSIDE.search(text):
-            problems.append(f"{doc}: points outside the repository ({OUTSIDE.search(text)[0]})")
+            problems.append(
+                f"{doc}: points outside the repository ({OUTSIDE.search(text)[0]})"
+            )
         for path, symbol in REF.findall(text):
             matches = [f for f in files if f == path] or [
                 f for f in files if f.endswith("/" + path)
@@ -73,7 +86,9 @@ def main() -> int:
                 problems.append(f"{doc}: `{path}` is ambiguous ({', '.join(matches)})")
                 continue
             if symbol and not defines((ROOT / matches[0]).read_text(), symbol):
-                problems.append(f"{doc}: `{path}::{symbol}` is not defined in {matches[0]}")
+                problems.append(
+                    f"{doc}: `{path}::{symbol}` is not defined in {matches[0]}"
+                )
     for p in problems:
         print(p)
     if problems:
