@@ -852,6 +852,21 @@ def test_merge_duplicate_source_rows_without_violation(lake, clauses):
     )
 
 
+def test_upsert_shaped_merge_with_duplicate_keys_matching_nothing(lake):
+    """The engine's upsert refuses a source with a key twice before it writes; the general
+    path then inserts both rows, as DuckDB does (no target row matches key 5)."""
+    tables = {
+        "t": TWO_MATCH_TARGET,
+        "u": [[(2, 7, "u"), (5, 1, "p"), (5, 2, "q"), (None, 3, "n"), (None, 4, "m")]],
+    }
+    check_write(
+        lake,
+        tables,
+        "MERGE INTO {t} AS d USING {u} AS s ON d.k = s.k"
+        " WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+    )
+
+
 @pytest.mark.parametrize(
     "clauses, message",
     [

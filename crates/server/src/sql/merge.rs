@@ -442,10 +442,12 @@ impl SqlSession {
             }
             batches.push(batch);
         }
+        // One batch, and the pieces freed: the engine works on one batch, and would copy
+        // them into one while they are still held here.
+        let source = arrow::compute::concat_batches(&schema, &batches)
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        drop(batches);
         let keys: Vec<String> = shape.keys.iter().map(|(t, _)| t.clone()).collect();
-        if has_duplicate_keys(&schema, &batches, &keys)? {
-            return Ok(None);
-        }
         let mut options = UpsertOptions::new(keys);
         options.on_duplicate = OnDuplicate::Error;
         options.omitted_columns = OmittedColumns::Keep;
@@ -453,10 +455,16 @@ impl SqlSession {
             "deltalite.operation".to_string(),
             serde_json::Value::from("merge"),
         );
-        let stats = table
-            .upsert(&schema, &batches, &options)
+        // Two source rows with one key are no upsert (SQL inserts both when no target row
+        // matches, and refuses them when one does): the engine finds them while it prepares
+        // the source, before it reads or writes a file, and the general path takes over.
+        let stats = match table
+            .upsert(&schema, std::slice::from_ref(&source), &options)
             .await
-            .map_err(delta_err)?;
+        {
+            Err(DeltaLiteError::DuplicateKeys { .. }) => return Ok(None),
+            other => other.map_err(delta_err)?,
+        };
         // SQL counts target rows: a key stored twice is two updated rows.
         Ok(Some((stats.rows_replaced + stats.rows_inserted) as u64))
     }
@@ -629,44 +637,6 @@ fn key_pairs(spec: &MergeSpec) -> Option<Vec<(String, String)>> {
         keys.push(pair);
     }
     (!keys.is_empty()).then_some(keys)
-}
-
-/// Whether two rows share a key with no NULL in it.
-fn has_duplicate_keys(
-    schema: &SchemaRef,
-    batches: &[RecordBatch],
-    keys: &[String],
-) -> Result<bool, ApiError> {
-    use arrow::row::{RowConverter, SortField};
-    let internal = |e: arrow::error::ArrowError| ApiError::Internal(e.to_string());
-    let indices: Vec<usize> = keys
-        .iter()
-        .map(|k| schema.index_of(k).map_err(internal))
-        .collect::<Result<_, _>>()?;
-    let converter = RowConverter::new(
-        indices
-            .iter()
-            .map(|&i| SortField::new(schema.field(i).data_type().clone()))
-            .collect(),
-    )
-    .map_err(internal)?;
-    let mut seen = std::collections::HashSet::new();
-    for batch in batches {
-        let columns: Vec<_> = indices
-            .iter()
-            .map(|&i| Arc::clone(batch.column(i)))
-            .collect();
-        let rows = converter.convert_columns(&columns).map_err(internal)?;
-        for i in 0..batch.num_rows() {
-            if columns.iter().any(|c| c.is_null(i)) {
-                continue;
-            }
-            if !seen.insert(rows.row(i).owned()) {
-                return Ok(true);
-            }
-        }
-    }
-    Ok(false)
 }
 
 /// Bind the clauses: placeholders expanded, columns resolved against the target.

@@ -256,8 +256,13 @@ pub(crate) fn prepare(
         if rows.is_empty() {
             continue;
         }
-        let indices = UInt32Array::from(rows);
-        let part_batch = take_record_batch(&data_full, &indices)?;
+        // One partition with every row (an unpartitioned table): `group_rows` keeps batch
+        // order, so the rows are the batch itself and copying them would double the source.
+        let part_batch = if rows.len() == data_full.num_rows() {
+            data_full.clone()
+        } else {
+            take_record_batch(&data_full, &UInt32Array::from(rows))?
+        };
         let columns: Vec<ArrayRef> = part_batch.columns().to_vec();
         let keys = key_enc.encode(&columns)?;
         // A key column that is a partition column holds the partition's value in every row:
