@@ -138,7 +138,7 @@ pub async fn tables(
                     };
                     // The types a query of it answers in (plain, not view types).
                     match session.view_schema(&name).await {
-                        Ok(Some(schema)) => crate::output::plain_schema(&schema),
+                        Ok(Some(schema)) => crate::sql::plain::plain_schema(&schema),
                         _ => continue,
                     }
                 } else {

@@ -156,7 +156,7 @@ pub async fn result_schema(
         .await
         .map_err(|_| Status::deadline_exceeded("INTERRUPT Error: Query timed out"))?
         .map_err(status)?;
-    Ok(planned.map(|s| crate::output::plain_schema(&s)))
+    Ok(planned.map(|s| crate::sql::plain::plain_schema(&s)))
 }
 
 /// Run a prepared statement with its bound values: once per bound row (a statement

@@ -14,8 +14,9 @@ use futures::{StreamExt, TryStreamExt};
 use tonic::Status;
 
 use crate::error::ApiError;
-use crate::output::{Limits, ResultStream, Stop, plain_batch, plain_schema};
+use crate::output::{Limits, ResultStream, Stop};
 use crate::sql::Output;
+use crate::sql::plain::{plain_batch, plain_schema};
 use crate::state::AppState;
 
 /// A failure as the gRPC status a client sees. The message is the HTTP API's error text

@@ -13,7 +13,7 @@ pub mod ndjson;
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use arrow::util::display::FormatOptions;
 use bytes::Bytes;
@@ -22,6 +22,7 @@ use futures::stream::BoxStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ApiError;
+use crate::sql::plain::{plain_batch, plain_schema};
 use crate::sql::{Output, sql_error};
 use ndjson::RowWriter;
 
@@ -246,59 +247,6 @@ fn csv_field(s: &str) -> String {
     } else {
         s.to_string()
     }
-}
-
-/// View types to their plain equivalents and dictionaries to their values, at any depth,
-/// so outputs carry the types clients (and readers that trust an embedded Arrow schema)
-/// expect.
-fn plain_type(dt: &DataType) -> DataType {
-    let field = |f: &Field| {
-        Arc::new(
-            Field::new(f.name(), plain_type(f.data_type()), f.is_nullable())
-                .with_metadata(f.metadata().clone()),
-        )
-    };
-    match dt {
-        DataType::Utf8View => DataType::Utf8,
-        DataType::BinaryView => DataType::Binary,
-        DataType::Dictionary(_, value) => plain_type(value),
-        DataType::List(f) => DataType::List(field(f)),
-        DataType::LargeList(f) => DataType::LargeList(field(f)),
-        DataType::ListView(f) => DataType::List(field(f)),
-        DataType::LargeListView(f) => DataType::LargeList(field(f)),
-        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(field(f), *n),
-        DataType::Struct(fields) => DataType::Struct(fields.iter().map(|f| field(f)).collect()),
-        DataType::Map(f, sorted) => DataType::Map(field(f), *sorted),
-        other => other.clone(),
-    }
-}
-
-/// A schema with view types replaced by their plain equivalents.
-pub fn plain_schema(schema: &Schema) -> SchemaRef {
-    Arc::new(Schema::new(
-        schema
-            .fields()
-            .iter()
-            .map(|f| {
-                Field::new(f.name(), plain_type(f.data_type()), f.is_nullable())
-                    .with_metadata(f.metadata().clone())
-            })
-            .collect::<Vec<_>>(),
-    ))
-}
-
-/// A batch with view types (and dictionaries) cast to the types of [`plain_schema`].
-pub fn plain_batch(batch: &RecordBatch) -> RecordBatch {
-    let schema = plain_schema(&batch.schema());
-    let columns: Result<Vec<_>, _> = batch
-        .columns()
-        .iter()
-        .zip(schema.fields())
-        .map(|(c, f)| arrow::compute::cast(c, f.data_type()))
-        .collect();
-    columns
-        .and_then(|c| RecordBatch::try_new(schema, c))
-        .unwrap_or_else(|_| batch.clone())
 }
 
 /// Write the rest of a result (after `first`) as one Parquet file into `spool`; the file

@@ -17,6 +17,7 @@ mod merge;
 mod normalize;
 pub mod params;
 mod physical;
+pub mod plain;
 mod relations;
 mod resolve;
 mod rewrite;
