@@ -166,9 +166,30 @@ struct ServeArgs {
     #[arg(long, env = "DELTALITE_MAINTENANCE_MEMORY_MB", default_value_t = deltalite_server::config::DEFAULT_MAINTENANCE_MEMORY_BYTES / deltalite::MIB)]
     maintenance_memory_mb: usize,
 
-    /// Log filter (tracing's EnvFilter syntax), e.g. info or deltalite_server=debug.
-    #[arg(long, env = "DELTALITE_LOG", default_value = "info")]
-    log: String,
+    /// PEM certificate chain for TLS on both listeners (HTTP becomes HTTPS, Flight SQL
+    /// gRPC over TLS); needs --tls-key. SIGHUP reloads both files: new connections get
+    /// the new certificate, established ones keep theirs; a failed reload keeps the old.
+    #[arg(long, env = "DELTALITE_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+
+    /// PEM private key of the --tls-cert certificate.
+    #[arg(long, env = "DELTALITE_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+
+    /// After SIGTERM/SIGINT, seconds in-flight requests may take to finish before the
+    /// server stops anyway.
+    #[arg(long, alias = "shutdown-timeout", env = "DELTALITE_SHUTDOWN_TIMEOUT_SECS", default_value_t = deltalite_server::config::DEFAULT_SHUTDOWN_TIMEOUT.as_secs())]
+    shutdown_timeout_secs: u64,
+
+    /// Log filter (tracing's EnvFilter syntax), e.g. info or deltalite_server=debug;
+    /// without it, RUST_LOG, else info.
+    #[arg(long, env = "DELTALITE_LOG")]
+    log: Option<String>,
+
+    /// Log lines as text or as one JSON object each (for collectors); every line of a
+    /// request carries its request_id (the client's X-Request-Id, else a new one).
+    #[arg(long, env = "DELTALITE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -236,13 +257,32 @@ fn storage_options(flags: &[String]) -> anyhow::Result<HashMap<String, String>> 
         .collect()
 }
 
-fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
-        .with_writer(std::io::stderr)
+/// The server's log: `--log`, else `RUST_LOG`, else `info`; text or JSON lines on stderr.
+fn init_server_log(filter: Option<&str>, format: &str) {
+    let filter = filter
+        .map(String::from)
+        .or_else(|| std::env::var("RUST_LOG").ok())
+        .unwrap_or_else(|| "info".to_string());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        // The request's span (its request_id) sits in every line's `span`/`spans` fields.
+        builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .init();
+    } else {
         // Colour codes only on a terminal; log files and collectors get plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    init_server_log(args.log.as_deref(), &args.log_format);
     let mut config = ServerConfig::from_parts(
         args.data,
         args.listen,
@@ -272,6 +312,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         })?)
     };
     config.flight_session_idle_timeout = Duration::from_secs(args.flight_session_idle_secs.max(1));
+    config.tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => Some(deltalite_server::tls::TlsFiles { cert, key }),
+        _ => None,
+    };
+    config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout_secs);
     config.flight_max_sessions = args.flight_max_sessions.max(1);
     config.maintenance = deltalite_server::config::MaintenanceConfig {
         enabled: args.maintenance == "on",

@@ -35,6 +35,9 @@ pub const DEFAULT_FLIGHT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30
 /// Default of [`ServerConfig::flight_max_sessions`].
 pub const DEFAULT_FLIGHT_MAX_SESSIONS: usize = 1000;
 
+/// Default of [`ServerConfig::shutdown_timeout`].
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Default of [`MaintenanceConfig::interval`].
 pub const DEFAULT_MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -140,6 +143,11 @@ pub struct ServerConfig {
     pub flight_max_sessions: usize,
     /// The background maintainer (compaction, vacuum).
     pub maintenance: MaintenanceConfig,
+    /// TLS certificate and key of both listeners; `None` serves plain HTTP and gRPC.
+    pub tls: Option<crate::tls::TlsFiles>,
+    /// After the shutdown signal, how long in-flight requests may take to finish before
+    /// the server stops anyway (their connections are dropped).
+    pub shutdown_timeout: Duration,
 }
 
 impl ServerConfig {
@@ -229,6 +237,8 @@ impl ServerConfig {
             flight_session_idle_timeout: DEFAULT_FLIGHT_SESSION_IDLE_TIMEOUT,
             flight_max_sessions: DEFAULT_FLIGHT_MAX_SESSIONS,
             maintenance: MaintenanceConfig::default(),
+            tls: None,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
         })
     }
 }

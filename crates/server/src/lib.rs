@@ -19,6 +19,8 @@
 //! - [`state`]: what both faces share (storage, users, query runtime, query log).
 //! - [`registry`]: the bounded query log (with cancellation handles) and task list.
 //! - [`metrics`]: Prometheus exposition.
+//! - [`tls`]: the listeners' certificate, reloaded on SIGHUP.
+//! - [`request_id`]: the request id of every HTTP request and Flight call.
 //! - [`error`]: [`ApiError`] and its HTTP mapping.
 
 pub mod auth;
@@ -32,8 +34,10 @@ pub mod maintainer;
 pub mod metrics;
 pub mod output;
 pub mod registry;
+pub mod request_id;
 pub mod sql;
 pub mod state;
+pub mod tls;
 pub mod types;
 
 pub use config::{ServerConfig, UserConfig};
@@ -59,6 +63,9 @@ pub enum ServeError {
     /// The Flight SQL endpoint failed.
     #[error("flight: {0}")]
     Flight(#[from] tonic::transport::Error),
+    /// The TLS certificate or key could not be loaded.
+    #[error("tls: {0}")]
+    Tls(#[from] tls::TlsError),
 }
 
 /// Run the server until `shutdown` resolves; then stop accepting and drain in-flight
@@ -109,12 +116,19 @@ pub async fn serve_on(
         Some(addr) => Some(tokio::net::TcpListener::bind(addr).await?),
         None => None,
     };
+    let tls = match &config.tls {
+        Some(files) => Some(tls::Tls::load(files.clone())?),
+        None => None,
+    };
     let prometheus = metrics::install();
     if let Some(handle) = &prometheus {
         metrics::spawn_upkeep(handle.clone());
     }
     if let Some(every) = config.malloc_trim_interval {
         spawn_malloc_trim(every);
+    }
+    if let Some(tls) = &tls {
+        spawn_tls_reload(std::sync::Arc::clone(tls));
     }
     let state = state::AppState::new(config.clone(), storage, prometheus)?;
     let app = http::router(std::sync::Arc::clone(&state));
@@ -123,8 +137,8 @@ pub async fn serve_on(
         Some(l) => Some(l.local_addr()?),
         None => None,
     };
-    tracing::info!(%addr, flight = ?flight_addr, data = %config.data_root, catalogs = ?config.catalogs, "listening");
-    announce(addr, flight_addr);
+    tracing::info!(%addr, flight = ?flight_addr, tls = tls.is_some(), data = %config.data_root, catalogs = ?config.catalogs, "listening");
+    announce(addr, flight_addr, tls.is_some());
     // One shutdown for both faces.
     let stop = tokio_util::sync::CancellationToken::new();
     {
@@ -144,35 +158,90 @@ pub async fn serve_on(
         tokio::spawn(flight::serve(
             std::sync::Arc::clone(&state),
             l,
+            tls.as_ref().map(|t| t.acceptor(&[b"h2"])),
             stop.clone().cancelled_owned(),
         ))
     });
-    accept_loop(listener, app, stop.clone().cancelled_owned()).await;
-    if let Some(flight) = flight {
-        match flight.await {
-            Ok(served) => served?,
-            Err(e) => tracing::error!(error = %e, "the flight endpoint's task failed"),
+    let http_tls = tls.as_ref().map(|t| t.acceptor(&[b"http/1.1"]));
+    let served = async {
+        accept_loop(listener, app, http_tls, stop.clone().cancelled_owned()).await;
+        if let Some(flight) = flight {
+            match flight.await {
+                Ok(served) => served?,
+                Err(e) => tracing::error!(error = %e, "the flight endpoint's task failed"),
+            }
         }
-    }
-    if let Some(maintainer) = maintainer
-        && let Err(e) = maintainer.await
-    {
-        tracing::error!(error = %e, "the maintainer's task failed");
+        if let Some(maintainer) = maintainer
+            && let Err(e) = maintainer.await
+        {
+            tracing::error!(error = %e, "the maintainer's task failed");
+        }
+        Ok::<_, ServeError>(())
+    };
+    // In-flight requests get `shutdown_timeout` after the signal; then the process stops
+    // anyway (what still runs is dropped with the runtime).
+    let deadline = async {
+        stop.cancelled().await;
+        tokio::time::sleep(config.shutdown_timeout).await;
+    };
+    tokio::select! {
+        served = served => served?,
+        _ = deadline => {
+            tracing::warn!(
+                timeout_secs = config.shutdown_timeout.as_secs_f64(),
+                "shutdown deadline passed: stopping with requests still in flight"
+            );
+        }
     }
     tracing::info!("server stopped");
     Ok(())
 }
 
+/// Reload the certificate on SIGHUP (a rotated certificate is picked up by new
+/// connections; established ones keep theirs).
+fn spawn_tls_reload(tls: std::sync::Arc<tls::Tls>) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangups = match signal(SignalKind::hangup()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGHUP: the certificate is not reloadable");
+                return;
+            }
+        };
+        while hangups.recv().await.is_some() {
+            match tls.reload() {
+                Ok(()) => {
+                    crate::metrics::record_tls_reload(true);
+                    tracing::info!("SIGHUP: TLS certificate reloaded");
+                }
+                Err(e) => {
+                    crate::metrics::record_tls_reload(false);
+                    tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded, the previous one stays");
+                }
+            }
+        }
+    });
+    #[cfg(not(unix))]
+    drop(tls);
+}
+
 /// Print the listening lines in one write. A reader that closed stdout after the first
 /// line (the Rust test harness) must not take the server down: errors are ignored.
-fn announce(http: std::net::SocketAddr, flight: Option<std::net::SocketAddr>) {
+fn announce(http: std::net::SocketAddr, flight: Option<std::net::SocketAddr>, tls: bool) {
     use std::io::Write;
+    let (web, grpc) = if tls {
+        ("https", "grpc+tls")
+    } else {
+        ("http", "grpc")
+    };
     let flight = match flight {
-        Some(a) => format!("flight listening on grpc://{a}"),
+        Some(a) => format!("flight listening on {grpc}://{a}"),
         None => "flight off".to_string(),
     };
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(format!("listening on http://{http}\n{flight}\n").as_bytes());
+    let _ = out.write_all(format!("listening on {web}://{http}\n{flight}\n").as_bytes());
     let _ = out.flush();
 }
 
@@ -205,17 +274,15 @@ fn spawn_malloc_trim(every: std::time::Duration) {
 /// pauses are bounded separately by `body_idle_timeout`).
 pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Serve HTTP/1.1 connections until `shutdown` resolves, then let in-flight requests
-/// finish. Like `axum::serve`, plus a header read timeout (which needs a timer that
-/// `axum::serve` does not configure).
+/// Serve HTTP/1.1 connections (over TLS when `tls` is set) until `shutdown` resolves,
+/// then let in-flight requests finish. Like `axum::serve`, plus a header read timeout
+/// (which needs a timer that `axum::serve` does not configure).
 async fn accept_loop(
     listener: tokio::net::TcpListener,
     app: axum::Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    use hyper_util::rt::{TokioIo, TokioTimer};
-    use hyper_util::service::TowerToHyperService;
-
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -232,20 +299,45 @@ async fn accept_loop(
             _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let connection = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT)
-            .serve_connection(TokioIo::new(stream), service);
-        let connection = graceful.watch(connection);
+        // Taken before the handshake, so a shutdown waits for this connection too.
+        let watcher = graceful.watcher();
+        let app = app.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "connection ended with an error");
+            let Some(tls) = tls else {
+                return serve_connection(stream, app, watcher).await;
+            };
+            // The handshake is bounded like the headers that follow it.
+            match tokio::time::timeout(HEADER_READ_TIMEOUT, tls.accept(stream)).await {
+                Ok(Ok(stream)) => serve_connection(stream, app, watcher).await,
+                Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                Err(_) => tracing::debug!("TLS handshake timed out"),
             }
         });
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// One HTTP/1.1 connection, watched for the graceful shutdown.
+async fn serve_connection<S>(
+    stream: S,
+    app: axum::Router,
+    watcher: hyper_util::server::graceful::Watcher,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+
+    let service = TowerToHyperService::new(app);
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service);
+    if let Err(e) = watcher.watch(connection).await {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
 }
 
 /// With a local data root, upload bodies are spooled in `<root>/.spool`, on the tables'

@@ -32,6 +32,15 @@ pub fn record_request(route: &str, status: u16, seconds: f64) {
         .record(seconds);
 }
 
+/// Count one certificate reload (SIGHUP), by outcome.
+pub fn record_tls_reload(ok: bool) {
+    metrics::counter!(
+        "deltalite_tls_reloads_total",
+        "outcome" => if ok { "ok" } else { "failed" }
+    )
+    .increment(1);
+}
+
 /// How often histogram samples are folded into their summaries.
 pub const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 

@@ -50,13 +50,16 @@ impl Flight {
     /// Connect without authenticating.
     pub fn connect(server: &Server) -> Self {
         let url = server.flight.clone().expect("the server's flight endpoint");
+        Self::connect_with(Channel::from_shared(url).expect("url"))
+    }
+
+    /// Connect through a configured endpoint (TLS, ...), without authenticating.
+    pub fn connect_with(endpoint: tonic::transport::Endpoint) -> Self {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
-        let channel = rt
-            .block_on(Channel::from_shared(url).expect("url").connect())
-            .expect("connect");
+        let channel = rt.block_on(endpoint.connect()).expect("connect");
         Self {
             rt,
             client: FlightSqlServiceClient::new(channel),

@@ -80,7 +80,8 @@ impl Server {
             .stderr(if std::env::var_os("DELTALITE_TEST_LOG").is_some() {
                 Stdio::inherit()
             } else {
-                Stdio::null()
+                // Tests that check what the server logs read it (`Server::log`).
+                Stdio::from(std::fs::File::create(dir.path().join("server.log")).expect("log"))
             });
         let mut child = cmd.spawn().expect("spawn deltalite serve");
         let stdout = child.stdout.take().expect("stdout");
@@ -100,6 +101,10 @@ impl Server {
             l => Some(
                 l.strip_prefix("flight listening on grpc://")
                     .map(|addr| format!("http://{addr}"))
+                    .or_else(|| {
+                        l.strip_prefix("flight listening on grpc+tls://")
+                            .map(|addr| format!("https://{addr}"))
+                    })
                     .unwrap_or_else(|| panic!("unexpected second line {line:?}")),
             ),
         };
@@ -114,6 +119,12 @@ impl Server {
             dir,
             client,
         }
+    }
+
+    /// What the server wrote to stderr so far (empty with `DELTALITE_TEST_LOG`, which
+    /// sends it to the test's stderr instead).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 
     pub fn data(&self) -> std::path::PathBuf {

@@ -85,6 +85,7 @@ pub struct FlightSql {
 pub async fn serve(
     state: Arc<AppState>,
     listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     let sessions = Arc::new(Sessions::new(
@@ -111,18 +112,103 @@ pub async fn serve(
     })
     .max_decoding_message_size(MAX_MESSAGE_BYTES)
     .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    let served = tonic::transport::Server::builder()
+    let server = tonic::transport::Server::builder()
         // HTTP/2's default receive window is 64 KiB a stream: a client's bulk ingest
         // (DoPut) waited for a window update every 64 KiB. A few MiB let it stream;
         // what one stream can have in flight stays bounded.
         .initial_stream_window_size(FLIGHT_STREAM_WINDOW_BYTES)
         .initial_connection_window_size(FLIGHT_CONNECTION_WINDOW_BYTES)
-        .add_service(service)
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await;
+        // Every call carries a request id (the client's `x-request-id`, else a new one),
+        // echoed in the response metadata and on every log line of the call.
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(crate::request_id::set())
+                .layer(
+                    tower_http::trace::TraceLayer::new_for_grpc()
+                        .make_span_with(rpc_span)
+                        .on_request(())
+                        .on_response(rpc_done)
+                        .on_body_chunk(())
+                        .on_eos(())
+                        .on_failure(()),
+                )
+                .layer(crate::request_id::propagate()),
+        )
+        .add_service(service);
+    let served = match tls {
+        None => {
+            let incoming =
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+            server
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await
+        }
+        Some(tls) => {
+            server
+                .serve_with_incoming_shutdown(tls_incoming(listener, tls), shutdown)
+                .await
+        }
+    };
     sweeper.abort();
     served
+}
+
+/// The span of one Flight call: its request id and method.
+fn rpc_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
+    tracing::info_span!(
+        "rpc",
+        request_id = crate::request_id::of(request.headers()),
+        method = request.uri().path()
+    )
+}
+
+/// The log line of a finished call (its headers; a streamed result's own status comes
+/// in its trailers), in the call's span.
+fn rpc_done<B>(response: &axum::http::Response<B>, latency: Duration, _span: &tracing::Span) {
+    let grpc_status = response
+        .headers()
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("0");
+    tracing::info!(grpc_status, ms = latency.as_millis() as u64, "rpc");
+}
+
+/// TLS connections from `listener`, each handshake on its own task (a slow client does
+/// not hold up the others; handshakes are bounded by the HTTP listener's header timeout).
+fn tls_incoming(
+    listener: tokio::net::TcpListener,
+    tls: tokio_rustls::TlsAcceptor,
+) -> impl Stream<Item = Result<tokio_rustls::server::TlsStream<tokio::net::TcpStream>, std::io::Error>>
+{
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        loop {
+            let stream = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "flight accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                // The server stopped taking connections.
+                _ = tx.closed() => return,
+            };
+            let _ = stream.set_nodelay(true);
+            let (tls, tx) = (tls.clone(), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(crate::HEADER_READ_TIMEOUT, tls.accept(stream)).await {
+                    Ok(Ok(stream)) => {
+                        let _ = tx.send(Ok(stream)).await;
+                    }
+                    Ok(Err(e)) => tracing::debug!(error = %e, "flight TLS handshake failed"),
+                    Err(_) => tracing::debug!("flight TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
 /// HTTP/2 receive window of one Flight stream (see `serve`).

@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use tracing::Instrument;
 
 pub use crate::state::AppState;
 
@@ -54,6 +55,9 @@ pub fn router(state: S) -> Router {
         // A bug in one handler answers 500 instead of dropping the connection.
         .layer(tower_http::catch_panic::CatchPanicLayer::new())
         .layer(axum::middleware::from_fn(observe))
+        // Outermost: every request has its id before anything logs.
+        .layer(crate::request_id::propagate())
+        .layer(crate::request_id::set())
         .with_state(state)
 }
 
@@ -68,9 +72,15 @@ async fn observe(request: Request, next: Next) -> Response {
         || header_str(request.headers(), header::CONTENT_LENGTH)
             .and_then(|n| n.parse::<u64>().ok())
             .is_some_and(|n| n > 0);
+    // Every log line of the request, here and in the handlers, carries its id.
+    let span = tracing::info_span!(
+        "request",
+        request_id = crate::request_id::of(request.headers())
+    );
     let start = Instant::now();
-    let mut response = next.run(request).await;
+    let mut response = next.run(request).instrument(span.clone()).await;
     let elapsed = start.elapsed();
+    let _entered = span.enter();
     let status = response.status().as_u16();
     // An error answered before its body was read (auth, limits, a bad parameter) leaves
     // that body on the connection, so hyper closes it after the response: say so, or a
