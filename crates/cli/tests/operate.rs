@@ -469,3 +469,187 @@ fn shutdown_waits_for_a_stuck_request_only_until_the_deadline() {
     // Nothing of the unfinished upload is left as a table.
     assert!(!s.data().join("lakehouse/s/t/_delta_log").exists());
 }
+
+fn hash_password(password: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deltalite"))
+        .arg("hash-password")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("hash-password");
+    writeln!(child.stdin.take().expect("stdin"), "{password}").expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success());
+    let hash = String::from_utf8(out.stdout)
+        .expect("utf8")
+        .trim()
+        .to_string();
+    assert!(hash.starts_with("$argon2id$v=19$"), "{hash}");
+    hash
+}
+
+fn status_as(s: &Server, user: (&str, &str), sql: &str) -> (u16, String) {
+    let r = s.post_as(
+        user,
+        "/query",
+        "application/json",
+        serde_json::json!({ "statement": sql })
+            .to_string()
+            .into_bytes(),
+        &[],
+    );
+    (r.status().as_u16(), r.text().expect("body"))
+}
+
+#[test]
+fn a_config_file_brings_hashed_users_secret_files_and_storage_under_flags_and_env() {
+    let moto = deltalite_testkit::moto::Moto::start("configured");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dave_password = dir.path().join("dave.secret");
+    std::fs::write(&dave_password, "dave's, pass=word\n").expect("secret");
+    let users_file = dir.path().join("users");
+    std::fs::write(&users_file, "erin:e1\nfrank:f1\n").expect("users");
+    let mut storage = String::from("[storage]\n");
+    for (k, v) in moto.options() {
+        storage.push_str(&format!("{k} = {}\n", serde_json::Value::from(v)));
+    }
+    let config = dir.path().join("deltalite.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+catalogs = ["lakehouse", "other"]
+log_format = "json"
+users_file = {users_file:?}
+
+[[user]]
+name = "carol"
+password_hash = "{carol}"
+catalogs = ["other"]
+
+[[user]]
+name = "dave"
+password_file = {dave_password:?}
+
+{storage}"#,
+            carol = hash_password("carol's secret"),
+        ),
+    )
+    .expect("config");
+    let start = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec!["--config", config.to_str().expect("path")];
+        args.extend_from_slice(extra);
+        // The data root is the harness's flag; how to reach it, the file's `[storage]`.
+        Server::start_full(
+            tempfile::tempdir().expect("tempdir"),
+            "s3://configured/lake",
+            &args,
+            env,
+        )
+    };
+    let s = start(&[], &[]);
+    s.rows("CREATE TABLE other.main.t AS SELECT 1 AS id");
+    // carol (argon2, only `other`), dave (a password file whose text holds a comma and
+    // an equals sign), erin (--users-file), alice (the harness's --users flag).
+    assert_eq!(
+        status_as(
+            &s,
+            ("carol", "carol's secret"),
+            "SELECT id FROM other.main.t"
+        )
+        .0,
+        200
+    );
+    let (status, body) = status_as(
+        &s,
+        ("carol", "carol's secret"),
+        "SELECT 1 FROM lakehouse.information_schema.tables",
+    );
+    // A catalog outside the grants does not exist for the caller.
+    assert_eq!(status, 200);
+    assert_eq!(
+        body.lines().nth(1),
+        Some(r#"{"error":"Catalog Error: Catalog with name lakehouse does not exist!"}"#),
+        "{body}"
+    );
+    assert_eq!(status_as(&s, ("carol", "wrong"), "SELECT 1").0, 401);
+    assert_eq!(
+        status_as(
+            &s,
+            ("dave", "dave's, pass=word"),
+            "SELECT id FROM other.main.t"
+        )
+        .0,
+        200
+    );
+    assert_eq!(status_as(&s, ("erin", "e1"), "SELECT 1").0, 200);
+    assert_eq!(
+        status_as(&s, ("alice", "secret"), "SELECT id FROM other.main.t").0,
+        200
+    );
+    // log_format = "json" from the file.
+    assert!(s.log().lines().all(|l| l.starts_with('{')), "{}", s.log());
+    drop(s);
+
+    // The environment wins over the file, a flag over the environment.
+    let s = start(&[], &[("DELTALITE_LOG_FORMAT", "text")]);
+    assert!(s.log().contains(" INFO "), "{}", s.log());
+    assert!(!s.log().starts_with('{'), "{}", s.log());
+    drop(s);
+    let s = start(
+        &["--log-format", "json"],
+        &[("DELTALITE_LOG_FORMAT", "text")],
+    );
+    assert!(s.log().lines().all(|l| l.starts_with('{')), "{}", s.log());
+}
+
+#[test]
+fn a_config_file_with_a_mistake_stops_the_server_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |toml: &str| {
+        let config = dir.path().join("bad.toml");
+        std::fs::write(&config, toml).expect("config");
+        let out = Command::new(env!("CARGO_BIN_EXE_deltalite"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--flight-listen", ""])
+            .arg("--config")
+            .arg(&config)
+            .arg("--data")
+            .arg(dir.path().join("lake"))
+            .env_remove("DELTALITE_USERS")
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(out.stdout.is_empty(), "nothing listened");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let err = run("users = \"a:b\"\nquery_memory_megabytes = 10\n");
+    assert!(
+        err.contains("unknown field: found `query_memory_megabytes`"),
+        "{err}"
+    );
+    let err = run(
+        "users = \"a:b\"\n[[user]]\nname = \"a\"\npassword_hash = \"$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHQ$aGFzaA\"\n",
+    );
+    assert!(err.contains("user \"a\" is configured twice"), "{err}");
+    let err = run("[[user]]\nname = \"a\"\npassword_hash = \"not a hash\"\n");
+    assert!(err.contains("password hash of user \"a\""), "{err}");
+    let err = run("[[user]]\nname = \"a\"\n");
+    assert!(
+        err.contains(
+            "user \"a\" in the config file needs exactly one of password_hash and password_file"
+        ),
+        "{err}"
+    );
+    let err = run("");
+    assert!(err.contains("no users configured"), "{err}");
+    let err = run("users = \"a:b\"\ntls_cert = \"/x.pem\"\n");
+    assert!(err.contains("tls_cert and tls_key go together"), "{err}");
+    std::fs::remove_file(dir.path().join("bad.toml")).expect("rm");
+    let out = Command::new(env!("CARGO_BIN_EXE_deltalite"))
+        .args(["serve", "--config"])
+        .arg(dir.path().join("bad.toml"))
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.toml: not found"));
+}

@@ -80,15 +80,70 @@ impl Default for MaintenanceConfig {
     }
 }
 
+/// How a user's password is known to the server.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Password {
+    /// The password itself (the quick start's `--users alice:secret`).
+    Plain(String),
+    /// An argon2 PHC string (`$argon2id$v=19$…`, from `deltalite hash-password`),
+    /// checked once per process and password, then remembered as a digest.
+    Argon2(String),
+}
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never a password in a log line or a panic message.
+        f.write_str(match self {
+            Password::Plain(_) => "Plain(..)",
+            Password::Argon2(_) => "Argon2(..)",
+        })
+    }
+}
+
 /// One configured user and the catalogs it may see.
 #[derive(Debug, Clone)]
 pub struct UserConfig {
     /// Login name.
     pub name: String,
-    /// Password (compared in constant time through a digest).
-    pub password: String,
+    /// Password or its hash.
+    pub password: Password,
     /// Catalogs this user may read and write.
     pub catalogs: Vec<String>,
+}
+
+/// A user as configured, before grants are applied: `catalogs` `None` takes its entry
+/// in the grants, else every catalog.
+#[derive(Debug, Clone)]
+pub struct UserSpec {
+    /// Login name.
+    pub name: String,
+    /// Password or its hash.
+    pub password: Password,
+    /// The user's own catalog list (a config file's `catalogs = [...]`).
+    pub catalogs: Option<Vec<String>>,
+}
+
+/// Parse `user:password,...` (the `--users` form): plain passwords, no catalogs of
+/// their own.
+pub fn parse_user_list(users: &str) -> Result<Vec<UserSpec>, ConfigError> {
+    split_list(users)
+        .into_iter()
+        .map(|entry| {
+            let (name, password) = entry.split_once(':').ok_or_else(|| {
+                ConfigError(format!("user entry {entry:?} must look like user:password"))
+            })?;
+            if name.is_empty() || password.is_empty() {
+                return Err(ConfigError(format!(
+                    "user entry for {name:?} needs a name and a password"
+                )));
+            }
+            Ok(UserSpec {
+                name: name.to_string(),
+                password: Password::Plain(password.to_string()),
+                catalogs: None,
+            })
+        })
+        .collect()
 }
 
 /// Everything `deltalite serve` needs.
@@ -162,6 +217,18 @@ impl ServerConfig {
         grants: Option<&str>,
         catalogs: &str,
     ) -> Result<Self, ConfigError> {
+        Self::from_users(data_root, listen, parse_user_list(users)?, grants, catalogs)
+    }
+
+    /// Build a configuration from parsed users (the config file's `[[user]]` tables and
+    /// `--users`). A user's own catalog list wins over its `grants` entry.
+    pub fn from_users(
+        data_root: String,
+        listen: SocketAddr,
+        users: Vec<UserSpec>,
+        grants: Option<&str>,
+        catalogs: &str,
+    ) -> Result<Self, ConfigError> {
         let catalogs = split_list(catalogs);
         if catalogs.is_empty() {
             return Err(ConfigError(
@@ -171,6 +238,15 @@ impl ServerConfig {
         for catalog in &catalogs {
             validate_name("catalog", catalog).map_err(|e| ConfigError(e.to_string()))?;
         }
+        let known = |user: &str, cat: &String| {
+            if catalogs.contains(cat) {
+                Ok(())
+            } else {
+                Err(ConfigError(format!(
+                    "grant for {user:?} names unknown catalog {cat:?}"
+                )))
+            }
+        };
         let mut grant_map: BTreeMap<String, Vec<String>> = BTreeMap::new();
         if let Some(grants) = grants {
             for entry in split_list(grants) {
@@ -184,38 +260,51 @@ impl ServerConfig {
                     .map(String::from)
                     .collect();
                 for cat in &cats {
-                    if !catalogs.contains(cat) {
-                        return Err(ConfigError(format!(
-                            "grant for {user:?} names unknown catalog {cat:?}"
-                        )));
-                    }
+                    known(user, cat)?;
                 }
                 grant_map.insert(user.trim().to_string(), cats);
             }
         }
-        let mut parsed = Vec::new();
-        for entry in split_list(users) {
-            let (name, password) = entry.split_once(':').ok_or_else(|| {
-                ConfigError(format!("user entry {entry:?} must look like user:password"))
-            })?;
-            if name.is_empty() || password.is_empty() {
+        let mut parsed: Vec<UserConfig> = Vec::new();
+        for user in users {
+            if user.name.is_empty() || user.name.contains(':') {
                 return Err(ConfigError(format!(
-                    "user entry {entry:?} needs a name and a password"
+                    "user name {:?} must be non-empty and hold no ':'",
+                    user.name
                 )));
             }
-            let granted = grant_map
-                .get(name)
-                .cloned()
-                .unwrap_or_else(|| catalogs.clone());
+            if parsed.iter().any(|u| u.name == user.name) {
+                return Err(ConfigError(format!(
+                    "user {:?} is configured twice",
+                    user.name
+                )));
+            }
+            if let Password::Argon2(phc) = &user.password {
+                crate::auth::check_argon2_hash(phc).map_err(|e| {
+                    ConfigError(format!("password hash of user {:?}: {e}", user.name))
+                })?;
+            }
+            let granted = match user.catalogs {
+                Some(own) => {
+                    for cat in &own {
+                        known(&user.name, cat)?;
+                    }
+                    own
+                }
+                None => grant_map
+                    .get(&user.name)
+                    .cloned()
+                    .unwrap_or_else(|| catalogs.clone()),
+            };
             parsed.push(UserConfig {
-                name: name.to_string(),
-                password: password.to_string(),
+                name: user.name,
+                password: user.password,
                 catalogs: granted,
             });
         }
         if parsed.is_empty() {
             return Err(ConfigError(
-                "no users configured: every endpoint needs auth, pass --users user:password".into(),
+                "no users configured: every endpoint needs auth, pass --users user:password or [[user]] tables in --config".into(),
             ));
         }
         Ok(Self {
@@ -271,7 +360,7 @@ mod tests {
         )
         .expect("config");
         assert_eq!(c.users[0].name, "alice");
-        assert_eq!(c.users[0].password, "s:ecret");
+        assert_eq!(c.users[0].password, Password::Plain("s:ecret".into()));
         assert_eq!(c.users[0].catalogs, vec!["a", "b"]);
         assert_eq!(c.users[1].catalogs, vec!["b", "a"]);
     }

@@ -45,7 +45,8 @@ impl Server {
         Self::start_full(dir, data, extra, &[])
     }
 
-    fn start_full(
+    /// Start on an explicit data root with extra environment variables.
+    pub fn start_full(
         dir: tempfile::TempDir,
         data: &str,
         extra: &[&str],
