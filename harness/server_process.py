@@ -112,7 +112,8 @@ class ServerProcess:
                 f"deltalite serve did not start ({line!r}):\n{self.log_path.read_text()[-3000:]}"
             )
         self.base = line.removeprefix("listening on ").strip()
-        host, port = self.base.removeprefix("http://").split(":")
+        # `https://` when the server was given --tls-cert/--tls-key.
+        host, port = self.base.split("://", 1)[1].split(":")
         self.addr = (host, int(port))
         # The second line, written with the first: the Flight SQL endpoint or "flight off".
         flight = self.proc.stdout.readline().strip()
@@ -120,7 +121,7 @@ class ServerProcess:
         self.flight_addr: tuple[str, int] | None = None
         if flight.startswith("flight listening on "):
             self.flight = flight.removeprefix("flight listening on ")
-            fhost, fport = self.flight.removeprefix("grpc://").rsplit(":", 1)
+            fhost, fport = self.flight.split("://", 1)[1].rsplit(":", 1)
             self.flight_addr = (fhost, int(fport))
 
     @property

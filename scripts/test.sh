@@ -26,10 +26,14 @@ echo "== rust: fmt, clippy"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 
-echo "== tmux, for the CLI's terminal test (crates/cli/tests/table_commands.rs)"
-if ! command -v tmux >/dev/null 2>&1; then
+echo "== tools the tests drive: tmux (the CLI's terminal test), curl (a TLS client), openssl (tests/clients' certificate)"
+missing=()
+for tool in tmux curl openssl; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
     apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q tmux >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
 fi
 
 echo "== local S3 server (moto) for the S3 tests"

@@ -1,6 +1,8 @@
 """Host side of tests/clients: start a real `deltalite serve` (harness/server_process.py),
-run pytest inside the CPython 3.13 root against it (`py313_run`, scripts/lib/py313.sh) with
-the server's URL in `DELTALITE_URL`, stop the server, exit with pytest's status.
+and a second one over TLS with a self-signed certificate made here by `openssl`, run
+pytest inside the CPython 3.13 root against them (`py313_run`, scripts/lib/py313.sh) with
+the servers' URLs in `DELTALITE_URL` and `DELTALITE_TLS_URL` and the certificate (the
+clients' CA file) in `DELTALITE_TLS_CA`, stop the servers, exit with pytest's status.
 
     python3 tests/clients/serve_and_run.py PY313_ROOT VENV [pytest args]
 
@@ -34,16 +36,33 @@ def main(argv: list[str]) -> int:
         return 2
     root, venv, *pytest_args = argv
     tmp = tempfile.mkdtemp(prefix="deltalite-clients-")
+    # The certificate must be readable inside the root: under the shared repository.
+    certs = Path(tempfile.mkdtemp(prefix="clients-tls-", dir=REPO / "target"))
+    cert, key = self_signed(certs)
     keep = False  # after a failure the data and the server's log stay
     try:
-        with ServerProcess(
-            binary=server_binary(),
-            data=Path(tmp) / "lake",
-            log=Path(tmp) / "server.log",
-            users=(("alice", "secret"),),
-            catalogs=("lakehouse",),
-        ) as server:
+        with (
+            ServerProcess(
+                binary=server_binary(),
+                data=Path(tmp) / "lake",
+                log=Path(tmp) / "server.log",
+                users=(("alice", "secret"),),
+                catalogs=("lakehouse",),
+            ) as server,
+            ServerProcess(
+                binary=server_binary(),
+                data=Path(tmp) / "lake-tls",
+                log=Path(tmp) / "server-tls.log",
+                users=(("alice", "secret"),),
+                catalogs=("lakehouse",),
+                args=["--tls-cert", str(cert), "--tls-key", str(key)],
+            ) as tls_server,
+        ):
             print(f"deltalite serve at {server.base} (pid {server.pid})", flush=True)
+            print(
+                f"deltalite serve at {tls_server.base} (pid {tls_server.pid})",
+                flush=True,
+            )
             command = [
                 "bash",
                 "-c",
@@ -52,6 +71,8 @@ def main(argv: list[str]) -> int:
                 root,
                 "env",
                 f"DELTALITE_URL={server.base}",
+                f"DELTALITE_TLS_URL={tls_server.base}",
+                f"DELTALITE_TLS_CA={cert}",
                 f"{venv}/bin/python",
                 "-m",
                 "pytest",
@@ -62,19 +83,52 @@ def main(argv: list[str]) -> int:
                 *pytest_args,
             ]
             status = subprocess.run(command, check=False, cwd=REPO).returncode
-            if server.proc.poll() is not None:
-                print(f"deltalite serve exited early ({server.proc.returncode})")
-                status = status or 1
+            for s in (server, tls_server):
+                if s.proc.poll() is not None:
+                    print(f"deltalite serve exited early ({s.proc.returncode})")
+                    status = status or 1
             if status != 0:
                 keep = True
-                print(
-                    f"---- deltalite serve: warnings and errors (log: {server.log_path})"
-                )
-                print("\n".join(notable(server.log_text())[-50:]))
+                for s in (server, tls_server):
+                    print(
+                        f"---- deltalite serve: warnings and errors (log: {s.log_path})"
+                    )
+                    print("\n".join(notable(s.log_text())[-50:]))
             return status
     finally:
+        shutil.rmtree(certs, ignore_errors=True)
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost and 127.0.0.1, and its key."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
 
 
 if __name__ == "__main__":
