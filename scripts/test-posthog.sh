@@ -43,7 +43,7 @@ if [ -z "${DELTALITE_WHEEL:-}" ]; then
     # Debug build, as scripts/test-python.sh: CI time matters more than speed here.
     (cd python && "$ROOT/.venv/bin/maturin" build --quiet --interpreter "$ROOT/.venv/bin/python" \
         --out "$WORK/wheels")
-    DELTALITE_WHEEL="$(ls "$WORK"/wheels/deltalite-*.whl)"
+    DELTALITE_WHEEL="$(ls "$WORK"/wheels/deltalite_lakehouse-*.whl)"
 fi
 DELTALITE_WHEEL="$(realpath "$DELTALITE_WHEEL")"
 case "$DELTALITE_WHEEL" in

@@ -19,7 +19,7 @@ WHEELS="$CARGO_TARGET_DIR/deltalite-wheels"
 rm -rf "$WHEELS"
 # Debug build: CI time matters more than speed here; the bench builds --release.
 (cd python && "$ROOT/.venv/bin/maturin" build --interpreter "$PY" --out "$WHEELS")
-"$PY" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$WHEELS"/deltalite-*.whl
+"$PY" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$WHEELS"/deltalite_lakehouse-*.whl
 
 "$ROOT/.venv/bin/ruff" check python bench/python bench/server correctness/stress correctness/hostile correctness/soak harness scripts/lib
 "$ROOT/.venv/bin/ruff" format --check python bench/python bench/server correctness/stress correctness/hostile correctness/soak harness scripts/lib

@@ -55,5 +55,5 @@ for part in python server-sql dlt clients dlt-differential flight; do
 done
 echo "== posthog: PostHog's deltalite 0.1.15 test suite, unchanged, against our wheel"
 # The wheel scripts/test-python.sh just built.
-DELTALITE_WHEEL="$(ls "$CARGO_TARGET_DIR"/deltalite-wheels/deltalite-*.whl)" scripts/test-posthog.sh
+DELTALITE_WHEEL="$(ls "$CARGO_TARGET_DIR"/deltalite-wheels/deltalite_lakehouse-*.whl)" scripts/test-posthog.sh
 echo "== all suites passed"

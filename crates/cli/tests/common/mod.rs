@@ -19,6 +19,9 @@ pub struct Server {
     pub flight: Option<String>,
     pub dir: tempfile::TempDir,
     pub client: Client,
+    /// Holds the server's stderr (`Server::log`), apart from `dir`, whose contents tests
+    /// check.
+    logs: tempfile::TempDir,
 }
 
 impl Server {
@@ -52,6 +55,7 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        let logs = tempfile::tempdir().expect("log dir");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_deltalite"));
         cmd.envs(env.iter().copied());
         cmd.args(["serve", "--listen", "127.0.0.1:0"]);
@@ -82,7 +86,7 @@ impl Server {
                 Stdio::inherit()
             } else {
                 // Tests that check what the server logs read it (`Server::log`).
-                Stdio::from(std::fs::File::create(dir.path().join("server.log")).expect("log"))
+                Stdio::from(std::fs::File::create(logs.path().join("server.log")).expect("log"))
             });
         let mut child = cmd.spawn().expect("spawn deltalite serve");
         let stdout = child.stdout.take().expect("stdout");
@@ -119,13 +123,14 @@ impl Server {
             flight,
             dir,
             client,
+            logs,
         }
     }
 
     /// What the server wrote to stderr so far (empty with `DELTALITE_TEST_LOG`, which
     /// sends it to the test's stderr instead).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+        std::fs::read_to_string(self.logs.path().join("server.log")).unwrap_or_default()
     }
 
     pub fn data(&self) -> std::path::PathBuf {
