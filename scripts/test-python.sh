@@ -14,6 +14,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 PY="$ROOT/.venv/bin/python"
 "$PY" -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+# Azurite, for the Azure tests (harness/azurite.py starts it).
+# shellcheck source=lib/emulators.sh
+source scripts/lib/emulators.sh
+install_emulators
 
 WHEELS="$CARGO_TARGET_DIR/deltalite-wheels"
 rm -rf "$WHEELS"

@@ -14,6 +14,10 @@ export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+# Azurite, for the Azure tests (harness/azurite.py starts it).
+# shellcheck source=lib/emulators.sh
+source scripts/lib/emulators.sh
+install_emulators
 [ -x "$DELTALITE_BIN" ] || cargo build -p deltalite-cli
 
 .venv/bin/ruff check tests/server bench/server

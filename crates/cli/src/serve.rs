@@ -27,7 +27,8 @@ pub(crate) struct ServeArgs {
     config: Option<PathBuf>,
 
     /// Data root: a local directory (created if missing) or an object-store URI such as
-    /// s3://bucket/prefix (configure access with --storage-option).
+    /// s3://bucket/prefix, az://container/prefix or gs://bucket/prefix (configure access
+    /// with --storage-option or the config file's [storage] table).
     #[arg(long, env = "DELTALITE_DATA", default_value = "./lakehouse")]
     data: String,
 

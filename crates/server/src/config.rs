@@ -149,7 +149,7 @@ pub fn parse_user_list(users: &str) -> Result<Vec<UserSpec>, ConfigError> {
 /// Everything `deltalite serve` needs.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Data root: a local directory or an object-store URI (`s3://bucket/prefix`).
+    /// Data root: a local directory or an object-store URI (`s3://`, `az://`, `gs://`).
     pub data_root: String,
     /// Object-store options (`AWS_REGION`, `AWS_ENDPOINT_URL`, ...), passed to delta-rs.
     pub storage_options: HashMap<String, String>,

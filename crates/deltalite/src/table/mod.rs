@@ -30,10 +30,14 @@ pub struct ActiveFile {
     pub modification_time: i64,
 }
 
-/// Register object-store schemes (S3) once per process.
+/// Register object-store schemes (S3, Azure, GCS) once per process.
 pub(crate) fn register_stores() {
     static ONCE: Once = Once::new();
-    ONCE.call_once(|| deltalake::aws::register_handlers(None));
+    ONCE.call_once(|| {
+        deltalake::aws::register_handlers(None);
+        deltalake::azure::register_handlers(None);
+        deltalake::gcp::register_handlers(None);
+    });
 }
 
 /// Turn a user's location (local path or URI) into a table URL.
