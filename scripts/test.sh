@@ -56,4 +56,6 @@ done
 echo "== posthog: PostHog's deltalite 0.1.15 test suite, unchanged, against our wheel"
 # The wheel scripts/test-python.sh just built.
 DELTALITE_WHEEL="$(ls "$CARGO_TARGET_DIR"/deltalite-wheels/deltalite_lakehouse-*.whl)" scripts/test-posthog.sh
+echo "== packages: the .deb installed, started and purged in a clean Debian root"
+scripts/test-deb.sh
 echo "== all suites passed"
