@@ -67,8 +67,10 @@ def ndjson_rows(s: ServerProcess, context) -> int:
     return lines - 2  # the column names and types lines
 
 
-def upload(s: ServerProcess, context, table: str, path: Path) -> int:
-    q = f"catalog=lakehouse&schema=bench&table={table}&mode=append"
+def upload(
+    s: ServerProcess, context, table: str, path: Path, mode: str = "append"
+) -> int:
+    q = f"catalog=lakehouse&schema=bench&table={table}&mode={mode}"
     with open(path, "rb") as f:
         req = urllib.request.Request(
             f"{s.base}/upload?{q}",
@@ -137,21 +139,7 @@ def main() -> None:
     try:
         source = work / "query.parquet"
         make_parquet(source, a.query_rows, 0, 3)
-        q = "catalog=lakehouse&schema=bench&table=facts&mode=create"
-        with open(source, "rb") as f:
-            urllib.request.urlopen(
-                urllib.request.Request(
-                    f"{plain.base}/upload?{q}",
-                    data=f,
-                    headers={
-                        "Authorization": AUTH,
-                        "Content-Type": "application/parquet",
-                        "Content-Length": str(source.stat().st_size),
-                    },
-                    method="POST",
-                ),
-                timeout=3600,
-            ).read()
+        upload(plain, None, "facts", source, mode="create")
         flight_plain = adbc.connect(
             plain.flight, db_kwargs={"username": USER, "password": PASSWORD}
         )

@@ -308,10 +308,8 @@ async fn accept_loop(
                 return serve_connection(stream, app, watcher).await;
             };
             // The handshake is bounded like the headers that follow it.
-            match tokio::time::timeout(HEADER_READ_TIMEOUT, tls.accept(stream)).await {
-                Ok(Ok(stream)) => serve_connection(stream, app, watcher).await,
-                Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-                Err(_) => tracing::debug!("TLS handshake timed out"),
+            if let Some(stream) = tls::handshake(&tls, stream, HEADER_READ_TIMEOUT).await {
+                serve_connection(stream, app, watcher).await;
             }
         });
     }

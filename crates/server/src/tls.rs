@@ -80,6 +80,27 @@ impl Tls {
     }
 }
 
+/// The TLS handshake of an accepted connection, bounded by `timeout` (a client that
+/// stalls mid-handshake must not hold a task forever); `None` when it fails or times out
+/// (logged at debug: a port scan is not an event).
+pub async fn handshake(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    timeout: std::time::Duration,
+) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
+    match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => Some(stream),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!("TLS handshake timed out");
+            None
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Resolver(Arc<Tls>);
 

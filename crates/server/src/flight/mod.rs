@@ -198,12 +198,10 @@ fn tls_incoming(
             let _ = stream.set_nodelay(true);
             let (tls, tx) = (tls.clone(), tx.clone());
             tokio::spawn(async move {
-                match tokio::time::timeout(crate::HEADER_READ_TIMEOUT, tls.accept(stream)).await {
-                    Ok(Ok(stream)) => {
-                        let _ = tx.send(Ok(stream)).await;
-                    }
-                    Ok(Err(e)) => tracing::debug!(error = %e, "flight TLS handshake failed"),
-                    Err(_) => tracing::debug!("flight TLS handshake timed out"),
+                if let Some(stream) =
+                    crate::tls::handshake(&tls, stream, crate::HEADER_READ_TIMEOUT).await
+                {
+                    let _ = tx.send(Ok(stream)).await;
                 }
             });
         }
