@@ -92,6 +92,11 @@ class UpsertStats:
     def files_probe_cached(self) -> int:
         """Candidate files ruled out from the probe cache, unread."""
     @property
+    def files_marked(self) -> int:
+        """Files given a deletion vector for their replaced or deleted rows instead of
+        being rewritten (tables with ``delta.enableDeletionVectors=true``); each also
+        counts in ``files_removed`` and ``files_added``."""
+    @property
     def columns_relaxed(self) -> int:
         """Non-nullable columns the upsert made nullable, in its own commit: the batch
         carried NULLs for them (or lacked them), or stored files already held NULLs."""

@@ -163,7 +163,15 @@ pub struct Knobs {
     /// keys, filled by earlier probes) when it knows them; a file whose cached hashes meet
     /// no source key is carried over unread. The answer never depends on it.
     pub use_probe_cache: bool,
+    /// On tables that write deletion vectors (`delta.enableDeletionVectors=true`): the
+    /// largest share of a file's rows that may be deleted by vector (the ones it has and
+    /// the ones this call replaces or deletes); a file past it is rewritten, and its
+    /// vector dropped. `0` rewrites every file; `1` never rewrites one.
+    pub deletion_vector_max_share: f64,
 }
+
+/// Past half of a file deleted, reading around the vector costs more than rewriting once.
+pub const DEFAULT_DELETION_VECTOR_MAX_SHARE: f64 = 0.5;
 
 impl Default for Knobs {
     fn default() -> Self {
@@ -183,6 +191,7 @@ impl Default for Knobs {
             max_row_group_bytes: None,
             isolate_source_rows: false,
             use_probe_cache: true,
+            deletion_vector_max_share: DEFAULT_DELETION_VECTOR_MAX_SHARE,
         }
     }
 }
@@ -202,6 +211,12 @@ impl Knobs {
             if value == 0 {
                 return Err(DeltaLiteError::invalid(format!("{name} must be positive")));
             }
+        }
+        if !(0.0..=1.0).contains(&self.deletion_vector_max_share) {
+            return Err(DeltaLiteError::invalid(format!(
+                "deletion_vector_max_share must be between 0 and 1, got {}",
+                self.deletion_vector_max_share
+            )));
         }
         if self.target_file_size == Some(0) {
             return Err(DeltaLiteError::invalid("target_file_size must be positive"));

@@ -49,6 +49,9 @@ pub struct UpsertStats {
     pub already_applied: bool,
     /// Candidate files the probe decided from the process's probe cache, unread.
     pub files_probe_cached: usize,
+    /// Stored files given a deletion vector for their replaced or deleted rows instead of
+    /// being rewritten (each also counts as removed and added: the log says so).
+    pub files_marked: usize,
     /// Non-nullable columns the call made nullable (in its commit): NULLs arrived for them,
     /// or stored files already hold NULLs there.
     pub columns_relaxed: usize,

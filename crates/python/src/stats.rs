@@ -26,6 +26,8 @@ pub(crate) struct PyUpsertStats {
     files_carried_over: usize,
     files_probed: usize,
     files_probe_cached: usize,
+    /// Files given a deletion vector instead of a rewrite.
+    files_marked: usize,
     pages_skipped: usize,
     rows_updated: usize,
     /// Stored rows replaced: more than `rows_updated` when the table holds a key twice.
@@ -83,6 +85,7 @@ impl PyUpsertStats {
             files_carried_over: s.files_carried_over,
             files_probed: s.files_probed,
             files_probe_cached: s.files_probe_cached,
+            files_marked: s.files_marked,
             pages_skipped: s.pages_skipped,
             rows_updated: s.rows_updated,
             rows_replaced: s.rows_replaced,
@@ -120,6 +123,7 @@ impl PyUpsertStats {
             ("files_carried_over", self.files_carried_over as u64),
             ("files_probed", self.files_probed as u64),
             ("files_probe_cached", self.files_probe_cached as u64),
+            ("files_marked", self.files_marked as u64),
             ("pages_skipped", self.pages_skipped as u64),
             ("rows_updated", self.rows_updated as u64),
             ("rows_replaced", self.rows_replaced as u64),

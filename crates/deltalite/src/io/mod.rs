@@ -1,6 +1,7 @@
 //! Reading and writing Parquet files of a table: read windows, the writer, multipart
-//! uploads, statistics from footers.
+//! uploads, statistics from footers, deletion vectors.
 
+pub(crate) mod dv;
 pub(crate) mod footer_stats;
 pub(crate) mod read;
 pub(crate) mod upload;

@@ -27,7 +27,7 @@ use crate::options::EnvDefaults;
 use crate::options::MIB;
 use crate::schema::partition::normalize_raw;
 use crate::table::DeltaLiteTable;
-use crate::table::files::{TargetFile, active_files, check_file_supported};
+use crate::table::files::{TargetFile, active_files};
 use crate::txn::{CommitSpec, ReadSet};
 
 /// Options of a compaction.
@@ -206,7 +206,8 @@ fn plan(files: Vec<TargetFile>, target: u64, min_removable: usize) -> Plan {
         let entry = by_partition.entry(file.partition.clone()).or_default();
         let ordinal = entry.0;
         entry.0 += 1;
-        if file.size > target {
+        // A file with a deletion vector is always rewritten: compaction purges them.
+        if file.size > target && file.deletion_vector.is_none() {
             out.skipped += 1;
             continue;
         }
@@ -231,7 +232,7 @@ fn plan(files: Vec<TargetFile>, target: u64, min_removable: usize) -> Plan {
             bins.push(current);
         }
         bins.retain(|bin| {
-            let keep = bin.len() > 1;
+            let keep = bin.len() > 1 || bin[0].deletion_vector.is_some();
             if !keep {
                 out.skipped += 1;
             }
@@ -241,7 +242,8 @@ fn plan(files: Vec<TargetFile>, target: u64, min_removable: usize) -> Plan {
         if bins.is_empty() {
             continue;
         }
-        if merged - bins.len() < min_removable {
+        let purges = bins.iter().flatten().any(|f| f.deletion_vector.is_some());
+        if merged - bins.len() < min_removable && !purges {
             out.skipped += merged;
             continue;
         }
@@ -304,7 +306,6 @@ impl DeltaLiteTable {
         };
         let mut files = Vec::new();
         for file in active_files(state)? {
-            check_file_supported(&file)?;
             if wanted.as_ref().is_none_or(|w| w.contains(&file.partition)) {
                 files.push(file);
             }
@@ -366,6 +367,7 @@ impl DeltaLiteTable {
         };
         let mut rearrangement = Rearrangement::new(
             table.object_store(),
+            table.table_url().clone(),
             state,
             RearrangeSettings {
                 table_schema: state.snapshot().arrow_schema(),
@@ -499,8 +501,10 @@ mod tests {
             min_values: None,
             max_values: None,
             null_counts: None,
-            has_deletion_vector: false,
+            deletion_vector: None,
             remove: Remove::default(),
+            modification_time: 0,
+            stats: None,
         }
     }
 

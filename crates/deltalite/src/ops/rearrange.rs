@@ -20,6 +20,7 @@ use indexmap::IndexMap;
 use object_store::ObjectStoreExt;
 
 use crate::error::{DeltaLiteError, Result};
+use crate::io::dv::Deleted;
 use crate::io::read::{open, stream_projected};
 use crate::io::upload::MultipartPolicy;
 use crate::io::writer::{WriterFactory, WriterSettings};
@@ -57,6 +58,7 @@ pub(crate) struct GroupRewrite {
 /// Copies groups of files into new files and collects the actions of one commit.
 pub(crate) struct Rearrangement {
     store: ObjectStoreRef,
+    table_url: url::Url,
     writers: WriterFactory,
     data_schema: SchemaRef,
     partition_columns: Vec<String>,
@@ -69,6 +71,7 @@ pub(crate) struct Rearrangement {
 impl Rearrangement {
     pub(crate) fn new(
         store: ObjectStoreRef,
+        table_url: url::Url,
         state: &DeltaTableState,
         settings: RearrangeSettings,
     ) -> Result<Self> {
@@ -123,6 +126,7 @@ impl Rearrangement {
                 })?;
         Ok(Self {
             store,
+            table_url,
             writers,
             data_schema,
             partition_columns,
@@ -134,7 +138,8 @@ impl Rearrangement {
     }
 
     /// Stream `group` (files of one partition) into new files; their rows are cast to the
-    /// new layout with checked casts. Groups may be rewritten concurrently; the result is
+    /// new layout with checked casts, and rows a deletion vector removed stay behind (the
+    /// new files have none). Groups may be rewritten concurrently; the result is
     /// [`Self::record`]ed for the commit, or its files deleted ([`Self::discard`]).
     pub(crate) async fn rewrite_group(&self, group: Vec<TargetFile>) -> Result<GroupRewrite> {
         let Some(first) = group.first() else {
@@ -149,12 +154,24 @@ impl Rearrangement {
         let copied: Result<(u64, u64)> = async {
             let (mut rows, mut batches) = (0u64, 0u64);
             for file in &group {
+                let deleted = Deleted::of(&self.store, &self.table_url, file).await?;
                 let builder = open(Arc::clone(&self.store), file).await?;
                 let roots: Vec<usize> = (0..builder.schema().fields().len()).collect();
                 let row_groups = (0..builder.metadata().num_row_groups()).collect();
                 let mut stream =
                     stream_projected(builder, &roots, row_groups, self.read_batch_size)?;
+                // Every row group in file order: a running count is each row's position.
+                let mut position = 0u64;
                 while let Some(batch) = stream.try_next().await? {
+                    let start = position;
+                    position += batch.num_rows() as u64;
+                    let batch = match deleted
+                        .as_ref()
+                        .and_then(|d| d.keep(start, batch.num_rows()))
+                    {
+                        Some(keep) => arrow::compute::filter_record_batch(&batch, &keep)?,
+                        None => batch,
+                    };
                     // Older files may predate schema changes: cast to the new layout.
                     let batch = crate::schema::conform::conform_stored(&batch, &self.data_schema)?;
                     rows += batch.num_rows() as u64;

@@ -22,7 +22,7 @@ use crate::ops::write::{rows_writer, write_stream};
 use crate::options::AppTransaction;
 use crate::schema::features::check_supported;
 use crate::table::DeltaLiteTable;
-use crate::table::files::{active_files, check_file_supported};
+use crate::table::files::active_files;
 use crate::txn::{self, CommitSpec, Done, Policy, ReadSet, Staged};
 
 /// The files one plan removes and the rows that take their place.
@@ -201,7 +201,6 @@ impl txn::Attempt for ReplaceAttempt<'_> {
                         state.version()
                     ))
                 })?;
-                check_file_supported(&file)?;
                 actions.push(Action::Remove(file.remove));
             }
             let config = state.table_config();

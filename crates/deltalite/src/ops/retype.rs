@@ -18,7 +18,7 @@ use crate::ops::compact::{CompactOptions, CompactStats};
 use crate::ops::rearrange::{RearrangeSettings, Rearrangement};
 use crate::options::EnvDefaults;
 use crate::table::DeltaLiteTable;
-use crate::table::files::{active_files, check_file_supported};
+use crate::table::files::active_files;
 use crate::txn::{CommitSpec, ReadSet};
 
 impl DeltaLiteTable {
@@ -74,6 +74,7 @@ impl DeltaLiteTable {
             .map_err(|e| DeltaLiteError::schema(e.to_string()))?;
         let mut rearrangement = Rearrangement::new(
             table.object_store(),
+            table.table_url().clone(),
             state,
             RearrangeSettings {
                 table_schema: Arc::clone(&new_schema),
@@ -94,7 +95,6 @@ impl DeltaLiteTable {
         )?;
         let mut stats = CompactStats::default();
         for file in active_files(state)? {
-            check_file_supported(&file)?;
             stats.files_removed += 1;
             match rearrangement.rewrite_group(vec![file]).await {
                 Ok(rewrite) => {

@@ -1,10 +1,12 @@
 //! Table features the engine cannot honour are refused before anything is written.
 
+use delta_kernel::table_features::TableFeature;
 use deltalake::table::state::DeltaTableState;
 
 use crate::error::{DeltaLiteError, Result};
 
-/// Refuse tables whose semantics a file-rewriting upsert would silently break.
+/// Refuse tables whose semantics a file-rewriting upsert would silently break. Deletion
+/// vectors are honoured everywhere (`io/dv.rs`).
 pub(crate) fn check_supported(state: &DeltaTableState) -> Result<()> {
     let config = state.metadata().configuration();
     let enabled = |key: &str| {
@@ -15,12 +17,6 @@ pub(crate) fn check_supported(state: &DeltaTableState) -> Result<()> {
     let refuse = |what: &str| Err(DeltaLiteError::UnsupportedTable(what.to_string()));
     // The messages name the Delta features the way the protocol spells them
     // (`deletionVectors`, `columnMapping`): that is what users search for.
-    if enabled("delta.enableDeletionVectors") {
-        return refuse(
-            "deletionVectors are enabled (delta.enableDeletionVectors=true): rewritten files \
-             would resurrect deleted rows",
-        );
-    }
     if let Some(mode) = config.get("delta.columnMapping.mode")
         && !mode.eq_ignore_ascii_case("none")
     {
@@ -48,4 +44,20 @@ pub(crate) fn check_supported(state: &DeltaTableState) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether writes may mark rows deleted with deletion vectors instead of rewriting their
+/// files: the table asks for it (`delta.enableDeletionVectors=true`) and its protocol
+/// has the `deletionVectors` writer feature (readers then know them too).
+pub(crate) fn writes_deletion_vectors(state: &DeltaTableState) -> bool {
+    let asked = state
+        .metadata()
+        .configuration()
+        .get("delta.enableDeletionVectors")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    asked
+        && state
+            .protocol()
+            .writer_features()
+            .is_some_and(|f| f.contains(&TableFeature::DeletionVectors))
 }

@@ -360,13 +360,21 @@ pub(crate) async fn delete_added(store: &Arc<dyn ObjectStore>, actions: &[Action
     .await;
 }
 
-/// Best-effort removal of written files that will not be committed.
+/// Best-effort removal of written files that will not be committed. An Add with a
+/// deletion vector names a file already in the table (the engine only gives vectors to
+/// stored files): only its vector file was written, and only that goes.
 pub(crate) async fn delete_adds<'a>(
     store: &Arc<dyn ObjectStore>,
     adds: impl Iterator<Item = &'a Add>,
 ) {
     for add in adds {
-        let path = object_store::path::Path::from(add.path.as_str());
+        let path = match &add.deletion_vector {
+            Some(dv) => match crate::io::dv::own_file(dv) {
+                Some(path) => path,
+                None => continue,
+            },
+            None => object_store::path::Path::from(add.path.as_str()),
+        };
         if let Err(e) = store.delete(&path).await {
             tracing::warn!(path = %add.path, error = %e, "could not delete an uncommitted file");
         }

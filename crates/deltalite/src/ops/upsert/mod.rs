@@ -5,10 +5,12 @@
 //!        → `source::prepare` (conform, split by partition, dedup, key index)
 //!        → per partition: `target::stats_may_match` → the probe cache → `probe::probe_file`
 //!        → `rewrite::rewrite_group` for the files the source changes (in groups up to the
-//!          target size), inserts for the rest
+//!          target size), or `mark::mark` (a deletion vector) where the table writes them
+//!          and few of a file's rows change; inserts and marked files' replacements after
 //!        → `commit::commit` (one Delta commit for every partition).
 
 mod keys;
+mod mark;
 mod outcome;
 mod probe;
 mod relax;
@@ -33,6 +35,7 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 
 use crate::error::{DeltaLiteError, Result};
+use crate::io::dv::Deleted;
 use crate::io::upload::MultipartPolicy;
 use crate::io::writer::abort;
 use crate::io::writer::{WriterFactory, WriterSettings};
@@ -44,10 +47,10 @@ use crate::ops::upsert::target::stats_may_match;
 use crate::options::{Knobs, OmittedColumns, PruneStrategy, UpsertOptions};
 use crate::runtime::budget::CallBudget;
 use crate::runtime::probe_cache::{CacheKey, FileKeys, ProbeCache};
-use crate::schema::features::check_supported;
+use crate::schema::features::{check_supported, writes_deletion_vectors};
 use crate::stats::{PhaseTimings, UpsertStats};
 use crate::table::DeltaLiteTable;
-use crate::table::files::{TargetFile, active_files, check_file_supported};
+use crate::table::files::{TargetFile, active_files, active_files_with_stats};
 use crate::txn::{self, CommitSpec, Done, Policy, ReadSet, Staged, delete_adds};
 
 use crate::options::MIB;
@@ -222,6 +225,9 @@ struct Shared {
     cache: Option<&'static ProbeCache>,
     /// The table's URL (the prefix of every cache key's location).
     table_url: String,
+    table_root: url::Url,
+    /// Files whose few rows change get a deletion vector instead of a rewrite.
+    marks: bool,
     /// The key columns and their types, as cache keys name them.
     key_spec: String,
 }
@@ -284,6 +290,7 @@ struct PartitionResult {
     copied: usize,
     lost: usize,
     probe_cached: usize,
+    marked: usize,
     prune_time: Duration,
 }
 
@@ -295,7 +302,13 @@ async fn plan_and_write(
 ) -> Result<Written> {
     let state = table.snapshot()?;
     check_supported(state)?;
-    let files = active_files(state)?;
+    let write_dvs = writes_deletion_vectors(state);
+    // A file given a deletion vector is added again with its statistics.
+    let files = if write_dvs {
+        active_files_with_stats(state)?
+    } else {
+        active_files(state)?
+    };
     let relax_started = Instant::now();
     let to_relax = relax::columns_to_relax(state, schema, batches, &files, options.nullability);
     let relaxed = if to_relax.is_empty() {
@@ -350,7 +363,6 @@ async fn plan_and_write(
         .collect();
     for file in files {
         if touched.contains(&file.partition) {
-            check_file_supported(&file)?;
             by_partition
                 .entry(file.partition.clone())
                 .or_default()
@@ -384,6 +396,12 @@ async fn plan_and_write(
         target_file_size,
         cache: Some(ProbeCache::global()).filter(|c| c.stats().max_bytes > 0),
         table_url: table.table_url().to_string(),
+        table_root: table.table_url().clone(),
+        // A replacing row that keeps a stored value of an omitted column needs the stored
+        // row: that takes a rewrite.
+        marks: write_dvs
+            && (options.omitted_columns != OmittedColumns::Keep
+                || source.carried.iter().all(|&c| c)),
         key_spec,
     });
     let write_started = Instant::now();
@@ -446,6 +464,7 @@ async fn plan_and_write(
         stats.files_carried_over += r.carried_over;
         stats.files_probed += r.probed;
         stats.files_probe_cached += r.probe_cached;
+        stats.files_marked += r.marked;
         stats.pages_skipped += r.pages_skipped;
         stats.rows_updated += r.updated;
         stats.rows_replaced += r.replaced;
@@ -670,9 +689,12 @@ async fn process_partition(
                     async move {
                         let task = tokio::spawn(async move {
                             let _slot = shared.budget.file((file.size as usize).min(4 * MIB)).await;
+                            let deleted =
+                                Deleted::of(&shared.store, &shared.table_root, &file).await?;
                             let mut found = probe_file(
                                 Arc::clone(&shared.store),
                                 &file,
+                                deleted.as_ref(),
                                 &part,
                                 &shared.layout,
                                 &shared.decider,
@@ -713,6 +735,11 @@ async fn process_partition(
     };
     result.prune_time = prune_started.elapsed();
     result.carried_over = total_files - to_rewrite.len();
+    let max_share = shared.knobs.deletion_vector_max_share;
+    let (to_mark, to_rewrite): (Vec<Candidate>, Vec<Candidate>) =
+        to_rewrite.into_iter().partition(|(file, replaced)| {
+            shared.marks && mark::worth_marking(file, replaced.as_deref(), max_share)
+        });
 
     let isolate = shared.knobs.isolate_source_rows;
     let groups = rewrite::groups(to_rewrite, shared.target_file_size);
@@ -739,6 +766,7 @@ async fn process_partition(
                         read_batch_size: shared.knobs.read_batch_size,
                         read_window_bytes: shared.read_window_bytes,
                         writers: &shared.writers,
+                        table_url: &shared.table_root,
                     };
                     let rewritten = rewrite_group(&ctx, &group, isolate).await?;
                     let removes = group.into_iter().map(|(file, _)| file.remove).collect();
@@ -760,6 +788,38 @@ async fn process_partition(
         result.replaced += rewritten.counts.updated;
         result.deleted += rewritten.counts.deleted;
         replacements.extend(rewritten.replacements);
+    }
+    let marked: Vec<Result<mark::Marked>> =
+        stream::iter(to_mark.into_iter().map(|(file, replaced)| {
+            let shared = Arc::clone(&shared);
+            let part = Arc::clone(&part);
+            async move {
+                let replaced = replaced.unwrap_or_default();
+                mark::mark(&shared.store, &shared.table_root, file, replaced, &part).await
+            }
+        }))
+        .buffer_unordered(shared.knobs.max_parallel_files)
+        .collect()
+        .await;
+    let marked = match all_or_cleanup(&shared.store, marked, |m| &m.adds).await {
+        Ok(marked) => marked,
+        Err(e) => {
+            delete_adds(&shared.store, result.adds.iter()).await;
+            return Err(e);
+        }
+    };
+    for marked in marked {
+        result.marked += 1;
+        result.adds.extend(marked.adds);
+        result.removes.push(marked.remove);
+        result.replaced += marked.written.len();
+        result.deleted += marked.deleted;
+        if !marked.written.is_empty() {
+            replacements.push(take_record_batch(
+                &part.batch,
+                &UInt32Array::from(marked.written),
+            )?);
+        }
     }
 
     // Everything not matched is inserted; NULL keys always are.

@@ -14,6 +14,7 @@ use futures::TryStreamExt;
 use object_store::ObjectStore;
 
 use crate::error::{DeltaLiteError, Result};
+use crate::io::dv::Deleted;
 use crate::io::read::{
     open_with_row_numbers, present_roots, row_numbers, row_numbers_are_positions, sparse_columns,
     stream_projected,
@@ -47,10 +48,14 @@ pub(crate) struct ProbeResult {
 }
 
 /// Probe `file` for the keys of `part`; with `collect_keys`, also return every key of the
-/// file (see [`ProbeResult::keys`]).
+/// file (see [`ProbeResult::keys`]). Rows of `deleted` (the file's deletion vector) are
+/// not in the table and match nothing; their keys may still be collected (a superset of
+/// a file's keys only costs the cache a read).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn probe_file(
     store: Arc<dyn ObjectStore>,
     file: &TargetFile,
+    deleted: Option<&Deleted>,
     part: &SourcePartition,
     layout: &Layout,
     decider: &Decider,
@@ -185,7 +190,15 @@ pub(crate) async fn probe_file(
         }
         None => stream_projected(builder, &root_indices, selected, read_batch_size)?,
     };
-    let mut replaced = row_numbers_are_positions(&metadata).then(Vec::new);
+    let trusted = row_numbers_are_positions(&metadata);
+    if deleted.is_some() && !trusted {
+        return Err(DeltaLiteError::UnsupportedTable(format!(
+            "{} has a deletion vector but its row groups are not stored in order, so its \
+             row positions are unknown",
+            file.path
+        )));
+    }
+    let mut replaced = trusted.then(Vec::new);
     while let Some(batch) = stream.try_next().await? {
         let columns = sparse_columns(&batch, &layout.data_schema, &wanted)?;
         let stored = decider.encode(&columns, batch.num_rows())?;
@@ -196,6 +209,11 @@ pub(crate) async fn probe_file(
             keys = None;
         }
         decider.for_each_match(part, &stored, |row, source_row, outcome| {
+            if let Some(deleted) = deleted
+                && deleted.contains(position(positions, row)?)
+            {
+                return Ok(());
+            }
             if outcome == Outcome::Updated {
                 result.rewrite = true;
                 if let Some(replaced) = replaced.as_mut() {

@@ -13,6 +13,7 @@ use futures::TryStreamExt;
 use object_store::ObjectStore;
 
 use crate::error::{DeltaLiteError, Result};
+use crate::io::dv::Deleted;
 use crate::io::read::stream_file_windowed;
 use crate::io::writer::WriterFactory;
 use crate::io::writer::abort;
@@ -43,6 +44,8 @@ pub(crate) struct RewriteContext<'a> {
     /// Compressed bytes of pages fetched at a time while streaming a file.
     pub read_window_bytes: usize,
     pub writers: &'a WriterFactory,
+    /// Where `u` and `p` deletion vectors of the files are found.
+    pub table_url: &'a url::Url,
 }
 
 /// A stored row that the source replaces: its position among all rows of the file (row
@@ -82,6 +85,8 @@ pub(crate) async fn rewrite_group(
     let mut replacements: Vec<RecordBatch> = Vec::new();
     let result: Result<()> = async {
         for (file, known) in group {
+            // Rows a deletion vector removed are neither decided nor copied.
+            let deleted = Deleted::of(ctx.store, ctx.table_url, file).await?;
             let (stored_layout, mut stream) = stream_file_windowed(
                 Arc::clone(ctx.store),
                 file,
@@ -106,13 +111,22 @@ pub(crate) async fn rewrite_group(
                 let stored =
                     crate::schema::conform::conform_stored(&batch, &ctx.layout.data_schema)?;
                 let end = start + stored.num_rows() as u64;
+                let gone = deleted
+                    .as_ref()
+                    .map(|d| d.within(start, stored.num_rows()))
+                    .unwrap_or_default();
                 let split = match remaining.as_mut() {
-                    Some(rest) => {
-                        split_batch(ctx, &stored, start, take_before(rest, end), &mut counts)?
-                    }
+                    Some(rest) => split_batch(
+                        ctx,
+                        &stored,
+                        start,
+                        take_before(rest, end),
+                        &gone,
+                        &mut counts,
+                    )?,
                     None => {
-                        let decided = decide_batch(ctx, &stored, start)?;
-                        split_batch(ctx, &stored, start, &decided, &mut counts)?
+                        let decided = decide_batch(ctx, &stored, start, &gone)?;
+                        split_batch(ctx, &stored, start, &decided, &gone, &mut counts)?
                     }
                 };
                 for kept in &split.kept {
@@ -187,18 +201,23 @@ fn take_before<'a>(rest: &mut &'a [Replacement], end: u64) -> &'a [Replacement] 
     here
 }
 
-/// Decide every row of a stored batch that starts at file position `start`: record each
-/// match's outcome and return the rows the source replaces.
+/// Decide every row of a stored batch that starts at file position `start`, except the
+/// `gone` ones (deleted by vector; ascending offsets): record each match's outcome and
+/// return the rows the source replaces.
 fn decide_batch(
     ctx: &RewriteContext<'_>,
     stored: &RecordBatch,
     start: u64,
+    gone: &[u32],
 ) -> Result<Vec<Replacement>> {
     let rows = stored.num_rows();
     let keys = ctx.decider.encode(stored.columns(), rows)?;
     let mut replaced = Vec::new();
     ctx.decider
         .for_each_match(ctx.part, &keys, |row, source_row, outcome| {
+            if gone.binary_search(&(row as u32)).is_ok() {
+                return Ok(());
+            }
             ctx.outcomes.record(source_row, outcome);
             if outcome == Outcome::Updated {
                 replaced.push(Replacement {
@@ -222,12 +241,14 @@ struct Split {
 }
 
 /// Split a batch that starts at file position `start` around the stored rows named by
-/// `replaced` (ascending positions within the batch).
+/// `replaced` (ascending positions within the batch); the `gone` rows (deleted by
+/// vector, ascending offsets) are dropped.
 fn split_batch(
     ctx: &RewriteContext<'_>,
     stored: &RecordBatch,
     start: u64,
     replaced: &[Replacement],
+    gone: &[u32],
     counts: &mut RewriteCounts,
 ) -> Result<Split> {
     let rows = stored.num_rows();
@@ -241,14 +262,17 @@ fn split_batch(
         .partition(|(_, r)| !ctx.part.is_deleted(r.source_row as usize));
     counts.updated += written.len();
     counts.deleted += removed.len();
-    counts.copied += rows - local.len();
-    if local.is_empty() {
+    counts.copied += rows - local.len() - gone.len();
+    if local.is_empty() && gone.is_empty() {
         return Ok(Split {
             kept: vec![stored.clone()],
             replacements: None,
         });
     }
-    let kept = kept_ranges(rows, &local)
+    let mut skipped = local.clone();
+    skipped.extend_from_slice(gone);
+    skipped.sort_unstable();
+    let kept = kept_ranges(rows, &skipped)
         .map(|(offset, len)| stored.slice(offset, len))
         .collect();
     if written.is_empty() {

@@ -1,0 +1,85 @@
+//! Merge-on-read: instead of rewriting a file whose few stored rows the source replaces
+//! or deletes, give the file a deletion vector naming them (merged with the one it has)
+//! and write the replacing rows with the inserts. Chosen per file, on tables that write
+//! deletion vectors: a file whose deleted share would pass
+//! `Knobs::deletion_vector_max_share` is rewritten instead (which drops its vector).
+//! The cost then follows the batch: a small vector file per touched file, not the files.
+
+use std::sync::Arc;
+
+use deltalake::kernel::{Add, Remove};
+use object_store::ObjectStore;
+use url::Url;
+
+use crate::error::{DeltaLiteError, Result};
+use crate::io::dv::{self, Deleted};
+use crate::ops::upsert::rewrite::Replacement;
+use crate::ops::upsert::source::SourcePartition;
+use crate::table::files::TargetFile;
+
+/// What marking one file produced.
+pub(crate) struct Marked {
+    pub remove: Remove,
+    /// The file again with its new vector; none when every row of it is now deleted.
+    pub adds: Vec<Add>,
+    /// Source rows that replace the marked stored rows (the caller writes them).
+    pub written: Vec<u32>,
+    /// Stored rows a delete-marked source row removed.
+    pub deleted: usize,
+}
+
+/// Whether `file` is better marked than rewritten: the probe knows the positions of the
+/// rows it replaces, the log knows its row count, and the share of deleted rows stays
+/// at or under `max_share`.
+pub(crate) fn worth_marking(
+    file: &TargetFile,
+    replaced: Option<&[Replacement]>,
+    max_share: f64,
+) -> bool {
+    let (Some(replaced), Some(rows)) = (replaced, file.num_records) else {
+        return false;
+    };
+    let already = file
+        .deletion_vector
+        .as_ref()
+        .map_or(0, |dv| dv.cardinality.max(0) as usize);
+    rows > 0 && (already + replaced.len()) as f64 <= max_share * rows as f64
+}
+
+/// Give `file` a deletion vector with the rows of `replaced` added to the ones it has.
+pub(crate) async fn mark(
+    store: &Arc<dyn ObjectStore>,
+    table_url: &Url,
+    file: TargetFile,
+    replaced: Vec<Replacement>,
+    part: &SourcePartition,
+) -> Result<Marked> {
+    let before = Deleted::of(store, table_url, &file)
+        .await?
+        .unwrap_or_default();
+    let count = before.len();
+    let deleted = before.with(replaced.iter().map(|r| r.position));
+    if deleted.len() != count + replaced.len() as u64 {
+        // The probe skips deleted rows and names each position once.
+        return Err(DeltaLiteError::Other(format!(
+            "{}: the upsert replaces a row its deletion vector already removed",
+            file.path
+        )));
+    }
+    let rows = file.num_records.unwrap_or(usize::MAX) as u64;
+    let adds = if deleted.len() >= rows {
+        Vec::new()
+    } else {
+        vec![file.add_with(dv::write(store, deleted.treemap()).await?)]
+    };
+    let (written, removed): (Vec<u32>, Vec<u32>) = replaced
+        .iter()
+        .map(|r| r.source_row)
+        .partition(|&row| !part.is_deleted(row as usize));
+    Ok(Marked {
+        remove: file.remove,
+        adds,
+        written,
+        deleted: removed.len(),
+    })
+}

@@ -1,0 +1,300 @@
+//! Deletion vectors: tables with `delta.enableDeletionVectors=true` get a vector for the
+//! few rows an upsert replaces or deletes in a file instead of a rewrite; every path of
+//! the engine honours vectors; compaction purges them. Contents are checked through
+//! delta-rs's own DataFusion scan (which applies vectors, independently of our reader)
+//! against a model table without vectors that took the same calls.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use common::*;
+use datafusion::prelude::SessionContext;
+use deltalite::arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch};
+use deltalite::arrow::datatypes::{DataType, Field, Schema};
+use deltalite::compact::CompactOptions;
+use deltalite::{DeltaLiteTable, UpsertOptions, UpsertStats};
+use rand::{Rng, SeedableRng};
+
+fn schema() -> Schema {
+    Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("v", DataType::Utf8, true),
+        Field::new("deleted", DataType::Boolean, true),
+    ])
+}
+
+fn rows_of(ids: &[i64], v: &str, deleted: bool) -> RecordBatch {
+    batch(vec![
+        ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
+        ("v", strings(&vec![Some(v); ids.len()])),
+        (
+            "deleted",
+            Arc::new(BooleanArray::from(vec![deleted; ids.len()])),
+        ),
+    ])
+}
+
+fn options() -> UpsertOptions {
+    let mut o = UpsertOptions::new(["id"]);
+    o.delete_column = Some("deleted".into());
+    o
+}
+
+/// A table with deletion vectors on and a model without them.
+async fn pair(dir: &tempfile::TempDir) -> (DeltaLiteTable, DeltaLiteTable) {
+    let with = DeltaLiteTable::create(
+        &tmp_uri(dir, "dv"),
+        HashMap::new(),
+        &schema(),
+        &[],
+        HashMap::from([("delta.enableDeletionVectors".into(), "true".into())]),
+    )
+    .await
+    .unwrap();
+    (with, create(&tmp_uri(dir, "model"), &schema(), &[]).await)
+}
+
+/// The same upsert into both tables; the stats of the one with vectors.
+async fn both(
+    t: &mut DeltaLiteTable,
+    m: &mut DeltaLiteTable,
+    b: &RecordBatch,
+    o: &UpsertOptions,
+) -> UpsertStats {
+    let model = upsert(m, b, o).await.unwrap();
+    assert_eq!(model.files_marked, 0, "{model:?}");
+    upsert(t, b, o).await.unwrap()
+}
+
+/// Every row as delta-rs's DataFusion scan reads it (deletion vectors applied), sorted.
+async fn scanned(t: &DeltaLiteTable) -> Vec<Vec<String>> {
+    let ctx = SessionContext::new();
+    let provider = t.delta_table().table_provider().await.unwrap();
+    ctx.register_table("t", provider).unwrap();
+    let batches = ctx
+        .sql("SELECT id, v, deleted FROM t")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut out: Vec<Vec<String>> = batches.iter().flat_map(batch_rows).collect();
+    out.sort();
+    out
+}
+
+/// (path, cardinality) of every active file's deletion vector.
+fn vectors(t: &DeltaLiteTable) -> Vec<(String, i64)> {
+    let state = t.delta_table().snapshot().unwrap();
+    state
+        .log_data()
+        .iter()
+        .filter_map(|f| {
+            f.deletion_vector_descriptor()
+                .map(|dv| (f.path().to_string(), dv.cardinality))
+        })
+        .collect()
+}
+
+async fn same(t: &DeltaLiteTable, m: &DeltaLiteTable) {
+    let model = scanned(m).await;
+    assert_eq!(model, rows(m.uri()).await, "the model has no vectors");
+    assert_eq!(scanned(t).await, model);
+}
+
+#[tokio::test]
+async fn a_small_change_marks_the_file_and_readers_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, mut m) = pair(&dir).await;
+    let ids: Vec<i64> = (0..1000).collect();
+    both(&mut t, &mut m, &rows_of(&ids, "a", false), &options()).await;
+    let file = t.files().unwrap()[0].path.clone();
+
+    // 30 updates, 10 deletes, 5 inserts.
+    let updates = rows_of(&(0..30).collect::<Vec<_>>(), "u", false);
+    let deletes = rows_of(&(100..110).collect::<Vec<_>>(), "", true);
+    let inserts = rows_of(&(1000..1005).collect::<Vec<_>>(), "i", false);
+    let s = both(
+        &mut t,
+        &mut m,
+        &concat(&[updates, deletes, inserts]),
+        &options(),
+    )
+    .await;
+    assert_eq!(
+        (
+            s.files_marked,
+            s.files_removed,
+            s.files_added,
+            s.rows_copied
+        ),
+        (1, 1, 2, 0),
+        "{s:?}"
+    );
+    assert_eq!(
+        (s.rows_replaced, s.rows_deleted, s.rows_inserted),
+        (30, 10, 5),
+        "{s:?}"
+    );
+    assert_eq!(vectors(&t), vec![(file.clone(), 40)]);
+    same(&t, &m).await;
+
+    // A second call merges its rows into the file's vector; rows already deleted by it
+    // match nothing (ids 100..105 are inserted again); ids 0..5 live in the file the
+    // first call wrote, which gets a vector of its own.
+    let again = concat(&[
+        rows_of(&(500..520).collect::<Vec<_>>(), "w", false),
+        rows_of(&(100..105).collect::<Vec<_>>(), "back", false),
+        rows_of(&(0..5).collect::<Vec<_>>(), "x", false),
+    ]);
+    let s = both(&mut t, &mut m, &again, &options()).await;
+    assert_eq!((s.files_marked, s.rows_inserted), (2, 5), "{s:?}");
+    let mut marked = vectors(&t);
+    marked.sort_by_key(|(path, _)| *path != file);
+    assert_eq!(marked.len(), 2, "{marked:?}");
+    assert_eq!(marked[0], (file, 60));
+    assert_eq!(marked[1].1, 5);
+    same(&t, &m).await;
+
+    // A new handle reads the vectors from the log.
+    let mut reopened = DeltaLiteTable::open(t.uri(), HashMap::new()).await.unwrap();
+    let s = both(
+        &mut reopened,
+        &mut m,
+        &rows_of(&[30, 31, 100], "y", false),
+        &options(),
+    )
+    .await;
+    // 30 and 31 in the first file, 100 (inserted again above) in the second call's.
+    assert_eq!((s.files_marked, s.rows_replaced), (2, 3), "{s:?}");
+    same(&reopened, &m).await;
+}
+
+#[tokio::test]
+async fn past_the_share_a_file_is_rewritten_and_loses_its_vector() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, mut m) = pair(&dir).await;
+    both(
+        &mut t,
+        &mut m,
+        &rows_of(&(0..100).collect::<Vec<_>>(), "a", false),
+        &options(),
+    )
+    .await;
+    let s = both(
+        &mut t,
+        &mut m,
+        &rows_of(&(0..10).collect::<Vec<_>>(), "b", false),
+        &options(),
+    )
+    .await;
+    assert_eq!(s.files_marked, 1, "{s:?}");
+    // 10 deleted already + 45 more = 55% of the file: rewritten, the vector dropped and
+    // its rows left behind.
+    let s = both(
+        &mut t,
+        &mut m,
+        &rows_of(&(40..85).collect::<Vec<_>>(), "c", false),
+        &options(),
+    )
+    .await;
+    assert_eq!((s.files_marked, s.rows_copied), (0, 45), "{s:?}");
+    assert_eq!(vectors(&t), vec![]);
+    same(&t, &m).await;
+
+    // The knob: 0 rewrites every file.
+    let mut o = options();
+    o.knobs.deletion_vector_max_share = 0.0;
+    let s = both(&mut t, &mut m, &rows_of(&[90], "d", false), &o).await;
+    assert_eq!(s.files_marked, 0, "{s:?}");
+    o.knobs.deletion_vector_max_share = 1.5;
+    let err = upsert(&mut t, &rows_of(&[1], "e", false), &o)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid argument: deletion_vector_max_share must be between 0 and 1, got 1.5"
+    );
+    same(&t, &m).await;
+}
+
+#[tokio::test]
+async fn deleting_every_row_of_a_file_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, mut m) = pair(&dir).await;
+    both(
+        &mut t,
+        &mut m,
+        &rows_of(&[1, 2, 3, 4], "a", false),
+        &options(),
+    )
+    .await;
+    let mut o = options();
+    o.knobs.deletion_vector_max_share = 1.0;
+    let s = both(&mut t, &mut m, &rows_of(&[1, 2], "", true), &o).await;
+    assert_eq!(s.files_marked, 1, "{s:?}");
+    let s = both(&mut t, &mut m, &rows_of(&[3, 4], "", true), &o).await;
+    assert_eq!(
+        (s.files_marked, s.files_removed, s.files_added),
+        (1, 1, 0),
+        "{s:?}"
+    );
+    assert_eq!(t.files().unwrap().len(), 0);
+    same(&t, &m).await;
+}
+
+#[tokio::test]
+async fn compaction_purges_vectors_and_keeps_the_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, mut m) = pair(&dir).await;
+    both(
+        &mut t,
+        &mut m,
+        &rows_of(&(0..200).collect::<Vec<_>>(), "a", false),
+        &options(),
+    )
+    .await;
+    both(&mut t, &mut m, &rows_of(&[5, 6, 7], "", true), &options()).await;
+    assert_eq!(vectors(&t).len(), 1);
+    let before = scanned(&t).await;
+    let c = t.compact(&CompactOptions::default()).await.unwrap();
+    assert_eq!(c.files_removed, 1, "{c:?}");
+    assert_eq!(vectors(&t), vec![]);
+    assert_eq!(scanned(&t).await, before);
+    // Plain reads agree now: no file holds a deleted row.
+    assert_eq!(rows(t.uri()).await, before);
+    same(&t, &m).await;
+}
+
+#[tokio::test]
+async fn random_sequences_agree_with_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, mut m) = pair(&dir).await;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    for step in 0..30 {
+        let n = rng.random_range(1..60);
+        let mut ids: Vec<i64> = (0..n).map(|_| rng.random_range(0..400)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let deleted: Vec<bool> = ids.iter().map(|_| rng.random_bool(0.3)).collect();
+        let b = batch(vec![
+            ("id", Arc::new(Int64Array::from(ids.clone())) as ArrayRef),
+            (
+                "v",
+                strings(&vec![Some(format!("s{step}").as_str()); ids.len()]),
+            ),
+            ("deleted", Arc::new(BooleanArray::from(deleted))),
+        ]);
+        let mut o = options();
+        // Small files, so that calls touch several and mark some, rewrite others.
+        o.knobs.target_file_size = Some(4 * 1024);
+        o.knobs.deletion_vector_max_share = 0.3;
+        both(&mut t, &mut m, &b, &o).await;
+        if step % 10 == 9 {
+            t.compact(&CompactOptions::default()).await.unwrap();
+        }
+        same(&t, &m).await;
+    }
+}
