@@ -158,6 +158,14 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "DELTALITE_MAINTENANCE_MEMORY_MB", default_value_t = deltalite_server::config::DEFAULT_MAINTENANCE_MEMORY_BYTES / deltalite::MIB)]
     maintenance_memory_mb: usize,
 
+    /// Tables the server creates write deletion vectors (delta.enableDeletionVectors =
+    /// true): an upsert, DELETE, UPDATE or MERGE that changes few rows of a file marks them
+    /// deleted instead of rewriting the file. Readers need Delta reader version 3 (Spark
+    /// 3.4+, delta-rs/deltalake 1.x, DuckDB, polars). One table at a time:
+    /// `ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')`.
+    #[arg(long, env = "DELTALITE_DELETION_VECTORS", default_value = "off", value_parser = ["on", "off"])]
+    deletion_vectors: String,
+
     /// PEM certificate chain for TLS on both listeners (HTTP becomes HTTPS, Flight SQL
     /// gRPC over TLS); needs --tls-key. SIGHUP reloads both files: new connections get
     /// the new certificate, established ones keep theirs; a failed reload keeps the old.
@@ -363,6 +371,7 @@ pub(crate) fn run(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
     };
     config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout_secs);
     config.flight_max_sessions = args.flight_max_sessions.max(1);
+    config.deletion_vectors = args.deletion_vectors == "on";
     config.maintenance = deltalite_server::config::MaintenanceConfig {
         enabled: args.maintenance == "on",
         interval: Duration::from_secs(args.maintenance_interval_secs.max(1)),

@@ -266,8 +266,8 @@ fn every_wrapper_of_a_forbidden_statement_is_refused_and_leaves_nothing() {
         ),
         (
             ALICE,
-            "ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')".into(),
-            "Not implemented Error: ALTER TABLE SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true') is not supported".into(),
+            "ALTER TABLE t SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')".into(),
+            "Not implemented Error: ALTER TABLE SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true') is not supported".into(),
         ),
     ];
     for (user, sql, expected) in &cases {

@@ -1255,7 +1255,6 @@ async fn unsupported_table_features_are_refused_before_writing() {
             "delta.enableChangeDataFeed",
         ),
         ("delta.constraints.positive", "id > 0", "CHECK constraint"),
-        ("delta.enableDeletionVectors", "true", "deletionVectors"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let uri = tmp_uri(&dir, "t");

@@ -14,7 +14,9 @@ use datafusion::prelude::SessionContext;
 use deltalite::arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch};
 use deltalite::arrow::datatypes::{DataType, Field, Schema};
 use deltalite::compact::CompactOptions;
-use deltalite::{DeltaLiteTable, UpsertOptions, UpsertStats};
+use deltalite::{
+    DELETION_VECTORS_PROPERTY, DeltaLiteTable, MetadataChange, UpsertOptions, UpsertStats,
+};
 use rand::{Rng, SeedableRng};
 
 fn schema() -> Schema {
@@ -297,4 +299,47 @@ async fn random_sequences_agree_with_the_model() {
         }
         same(&t, &m).await;
     }
+}
+
+#[tokio::test]
+async fn setting_the_property_upgrades_the_protocol_in_the_same_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = create(&tmp_uri(&dir, "t"), &schema(), &[]).await;
+    let mut m = create(&tmp_uri(&dir, "model"), &schema(), &[]).await;
+    both(
+        &mut t,
+        &mut m,
+        &rows_of(&(0..100).collect::<Vec<_>>(), "a", false),
+        &options(),
+    )
+    .await;
+    let before = t.version();
+    let set = MetadataChange::Property {
+        key: DELETION_VECTORS_PROPERTY.into(),
+        value: Some("true".into()),
+    };
+    let version = t.change_metadata(&[set.clone()], 3).await.unwrap();
+    assert_eq!(version, before + 1);
+    let protocol = serde_json::to_value(t.delta_table().snapshot().unwrap().protocol()).unwrap();
+    assert_eq!(
+        (&protocol["minReaderVersion"], &protocol["minWriterVersion"]),
+        (&serde_json::json!(3), &serde_json::json!(7))
+    );
+    assert!(
+        protocol["readerFeatures"]
+            .as_array()
+            .unwrap()
+            .contains(&"deletionVectors".into()),
+        "{protocol}"
+    );
+    // The features the legacy writer version implied stay listed.
+    let writers = protocol["writerFeatures"].as_array().unwrap();
+    for feature in ["deletionVectors", "appendOnly", "invariants"] {
+        assert!(writers.contains(&feature.into()), "{protocol}");
+    }
+    // Setting it again changes nothing.
+    assert_eq!(t.change_metadata(&[set], 3).await.unwrap(), version);
+    let s = both(&mut t, &mut m, &rows_of(&[3, 4], "b", false), &options()).await;
+    assert_eq!(s.files_marked, 1, "{s:?}");
+    same(&t, &m).await;
 }

@@ -111,6 +111,8 @@ pub struct Storage {
     /// Scratch catalogs this process created and has not removed: two sessions attaching
     /// the same name at once cannot both get it.
     scratch: Mutex<std::collections::HashSet<String>>,
+    /// Properties every table this server creates gets, unless its statement sets them.
+    new_table_properties: HashMap<String, String>,
 }
 
 /// The per-table writer locks. Entries are weak: a lock lives as long as a request holds
@@ -168,6 +170,7 @@ impl Storage {
                 locks: Mutex::new(TableLocks::default()),
                 table_store: None,
                 scratch: Mutex::default(),
+                new_table_properties: HashMap::new(),
             })
         } else {
             let path = PathBuf::from(root.trim_start_matches("file://"));
@@ -186,7 +189,34 @@ impl Storage {
                 locks: Mutex::new(TableLocks::default()),
                 table_store: None,
                 scratch: Mutex::default(),
+                new_table_properties: HashMap::new(),
             })
+        }
+    }
+
+    /// Give every table created from now on `key = value`, unless its statement sets it.
+    pub fn with_new_table_property(mut self, key: &str, value: &str) -> Self {
+        self.new_table_properties
+            .insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// The spec of a new table: the server's default properties under the statement's.
+    pub fn table_spec(
+        &self,
+        schema: arrow::datatypes::Schema,
+        partition_columns: Vec<String>,
+        mut configuration: HashMap<String, String>,
+    ) -> deltalite::TableSpec {
+        for (key, value) in &self.new_table_properties {
+            configuration
+                .entry(key.clone())
+                .or_insert_with(|| value.clone());
+        }
+        deltalite::TableSpec {
+            schema,
+            partition_columns,
+            configuration,
         }
     }
 

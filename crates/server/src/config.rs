@@ -198,6 +198,10 @@ pub struct ServerConfig {
     pub flight_max_sessions: usize,
     /// The background maintainer (compaction, vacuum).
     pub maintenance: MaintenanceConfig,
+    /// Tables this server creates get `delta.enableDeletionVectors=true`: upserts,
+    /// `DELETE`, `UPDATE` and `MERGE` then mark the few changed rows of a file deleted in
+    /// a deletion vector instead of rewriting it (readers need Delta reader version 3).
+    pub deletion_vectors: bool,
     /// TLS certificate and key of both listeners; `None` serves plain HTTP and gRPC.
     pub tls: Option<crate::tls::TlsFiles>,
     /// After the shutdown signal, how long in-flight requests may take to finish before
@@ -326,6 +330,7 @@ impl ServerConfig {
             flight_session_idle_timeout: DEFAULT_FLIGHT_SESSION_IDLE_TIMEOUT,
             flight_max_sessions: DEFAULT_FLIGHT_MAX_SESSIONS,
             maintenance: MaintenanceConfig::default(),
+            deletion_vectors: false,
             tls: None,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
         })

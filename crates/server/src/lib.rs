@@ -108,6 +108,11 @@ pub async fn serve_on(
     if !swept.is_empty() {
         tracing::info!(catalogs = ?swept, "removed scratch catalogs of a previous run");
     }
+    let storage = if config.deletion_vectors {
+        storage.with_new_table_property(deltalite::DELETION_VECTORS_PROPERTY, "true")
+    } else {
+        storage
+    };
     let mut config = config;
     if config.spool_dir.is_none() {
         config.spool_dir = default_spool_dir(&config.data_root)?;

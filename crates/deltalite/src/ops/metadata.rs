@@ -9,7 +9,7 @@ use arrow::datatypes::Field;
 use delta_kernel::schema::{MetadataValue, StructField, StructType};
 use deltalake::DeltaTable;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalake::kernel::{Action, MetadataExt};
+use deltalake::kernel::{Action, MetadataExt, Protocol};
 use deltalake::protocol::DeltaOperation;
 use futures::future::BoxFuture;
 
@@ -17,6 +17,62 @@ use crate::error::{DeltaLiteError, Result};
 use crate::schema::features::check_supported;
 use crate::table::DeltaLiteTable;
 use crate::txn::{self, CommitSpec, Done, Policy, ReadSet, Staged};
+
+/// The property that lets writes mark rows deleted in deletion vectors.
+pub const DELETION_VECTORS_PROPERTY: &str = "delta.enableDeletionVectors";
+
+/// Writer features implied by each legacy writer version (the protocol's table).
+const LEGACY_WRITER_FEATURES: [(i32, &[&str]); 5] = [
+    (2, &["appendOnly", "invariants"]),
+    (3, &["checkConstraints"]),
+    (4, &["changeDataFeed", "generatedColumns"]),
+    (5, &["columnMapping"]),
+    (6, &["identityColumns"]),
+];
+
+/// `protocol` with the `deletionVectors` reader and writer feature (reader 3, writer 7,
+/// the features a legacy version implied listed), as `delta.enableDeletionVectors=true`
+/// requires; `None` when it has it already. Built through the kernel's validated serde
+/// form: its constructors are private.
+fn with_deletion_vectors(protocol: &Protocol) -> Result<Option<Protocol>> {
+    let invalid = |e: serde_json::Error| DeltaLiteError::Other(format!("protocol: {e}"));
+    let value = serde_json::to_value(protocol).map_err(invalid)?;
+    let list = |key: &str| -> Vec<String> {
+        value[key]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|f| f.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (mut readers, mut writers) = (list("readerFeatures"), list("writerFeatures"));
+    if writers.iter().any(|f| f == "deletionVectors") {
+        return Ok(None);
+    }
+    let reader_version = value["minReaderVersion"].as_i64().unwrap_or(1);
+    let writer_version = value["minWriterVersion"].as_i64().unwrap_or(1) as i32;
+    if reader_version == 2 {
+        readers.push("columnMapping".into());
+    }
+    if writer_version < 7 {
+        for (version, features) in LEGACY_WRITER_FEATURES {
+            if writer_version >= version {
+                writers.extend(features.iter().map(|f| f.to_string()));
+            }
+        }
+    }
+    readers.push("deletionVectors".into());
+    writers.push("deletionVectors".into());
+    let upgraded = serde_json::json!({
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": readers,
+        "writerFeatures": writers,
+    });
+    serde_json::from_value(upgraded).map(Some).map_err(invalid)
+}
 
 /// The field metadata key of a column's comment (Spark's and Databricks' convention).
 pub const COLUMN_COMMENT_KEY: &str = "comment";
@@ -150,11 +206,18 @@ impl txn::Attempt for MetadataAttempt<'_> {
                     .with_schema(&schema)
                     .map_err(|e| DeltaLiteError::invalid(e.to_string()))?;
             }
-            let actions = if metadata == current && !schema_changed {
+            let mut actions = if metadata == current && !schema_changed {
                 Vec::new()
             } else {
-                vec![Action::Metadata(metadata)]
+                vec![Action::Metadata(metadata.clone())]
             };
+            let dv_asked = metadata
+                .configuration()
+                .get(DELETION_VECTORS_PROPERTY)
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+            if dv_asked && let Some(protocol) = with_deletion_vectors(state.protocol())? {
+                actions.push(Action::Protocol(protocol));
+            }
             // A metadata commit conflicts with any concurrent metadata change (the commit
             // rule's own check) and with nothing else: data files are not touched.
             let operation = if added.is_empty() {

@@ -53,7 +53,7 @@ pub(crate) fn writes_deletion_vectors(state: &DeltaTableState) -> bool {
     let asked = state
         .metadata()
         .configuration()
-        .get("delta.enableDeletionVectors")
+        .get(crate::ops::metadata::DELETION_VECTORS_PROPERTY)
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     asked
         && state

@@ -17,7 +17,7 @@ use arrow::record_batch::RecordBatch;
 use deltalite::write::{WriteOptions, WriteStats};
 use deltalite::{
     AppTransaction, Created, DeltaLiteError, DeltaLiteTable, InitialData, Nullability,
-    OmittedColumns, OnDuplicate, TableSpec, UpsertOptions,
+    OmittedColumns, OnDuplicate, UpsertOptions,
 };
 use sha2::{Digest, Sha256};
 use tempfile::NamedTempFile;
@@ -270,11 +270,7 @@ async fn create(
     mode: &IngestMode,
 ) -> ApiResult<Option<IngestSummary>> {
     let source = open_source(req.spool.path(), req.format, req.spool_dir.as_deref())?;
-    let spec = TableSpec {
-        schema: storable_schema(&source.schema),
-        partition_columns: Vec::new(),
-        configuration: HashMap::new(),
-    };
+    let spec = storage.table_spec(storable_schema(&source.schema), Vec::new(), HashMap::new());
     let schema_created = storage
         .create_schema(&req.name.catalog, &req.name.schema)
         .await?;

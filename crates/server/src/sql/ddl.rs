@@ -14,7 +14,7 @@ use datafusion::sql::sqlparser::ast::{
 use deltalite::compact::CompactOptions;
 use deltalite::options::DEFAULT_COMMIT_MAX_RETRIES;
 use deltalite::write::WriteOptions;
-use deltalite::{Created, DeltaLiteTable, InitialData, MetadataChange, TableSpec};
+use deltalite::{Created, DELETION_VECTORS_PROPERTY, DeltaLiteTable, InitialData, MetadataChange};
 
 use super::dialect::{PARTITIONED_BY, SORTED_BY};
 use super::layout;
@@ -146,11 +146,9 @@ impl SqlSession {
                     .storage
                     .create_schema(&name.catalog, &name.schema)
                     .await?;
-                let spec = TableSpec {
-                    schema,
-                    partition_columns,
-                    configuration,
-                };
+                let spec = self
+                    .storage
+                    .table_spec(schema, partition_columns, configuration);
                 let data = match rows {
                     Some(rows) => InitialData::Stream(rows),
                     None => InitialData::Empty,
@@ -287,6 +285,20 @@ impl SqlSession {
                 AlterTableOperation::SetTblProperties { table_properties } => {
                     for property in table_properties {
                         let (key, value) = table_property(property)?;
+                        if key == DELETION_VECTORS_PROPERTY {
+                            // The engine upgrades the protocol in the same commit.
+                            table
+                                .change_metadata(
+                                    &[MetadataChange::Property {
+                                        key,
+                                        value: Some(value),
+                                    }],
+                                    DEFAULT_COMMIT_MAX_RETRIES,
+                                )
+                                .await
+                                .map_err(delta_err)?;
+                            continue;
+                        }
                         if let Some(checked) =
                             super::maintenance::maintenance_property(&key, &value)
                         {
@@ -667,14 +679,22 @@ async fn change_column_type(table: &mut DeltaLiteTable, wanted: Field) -> Result
 }
 
 /// A `SET TBLPROPERTIES` entry the server accepts: the layout properties `dialect.rs`
-/// writes for `SET PARTITIONED BY` / `SET SORTED BY`, and the maintenance ones
-/// (`sql/maintenance.rs`); other Delta properties could switch on features the engine
-/// does not honour.
+/// writes for `SET PARTITIONED BY` / `SET SORTED BY`, the maintenance ones
+/// (`sql/maintenance.rs`) and `delta.enableDeletionVectors` (`true`/`false`); other
+/// Delta properties could switch on features the engine does not honour.
 fn table_property(option: &SqlOption) -> Result<(String, String), ApiError> {
     if let SqlOption::KeyValue { key, value } = option
         && let Expr::Value(v) = value
         && let Value::SingleQuotedString(text) | Value::Number(text, _) = &v.value
     {
+        if key.value.eq_ignore_ascii_case(DELETION_VECTORS_PROPERTY)
+            && (text.eq_ignore_ascii_case("true") || text.eq_ignore_ascii_case("false"))
+        {
+            return Ok((
+                DELETION_VECTORS_PROPERTY.to_string(),
+                text.to_ascii_lowercase(),
+            ));
+        }
         if key.value == PARTITIONED_BY || key.value == SORTED_BY {
             return Ok((key.value.clone(), text.clone()));
         }

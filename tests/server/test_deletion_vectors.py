@@ -1,0 +1,177 @@
+"""Deletion vectors through a real `deltalite serve --deletion-vectors on`.
+
+Tables the server creates get `delta.enableDeletionVectors=true`; an `/upsert` that
+changes a few rows of a file gives the file a vector instead of rewriting it; the
+server's SQL (counts included: `numRecords` counts the vector's rows too), delta-rs
+(`deltalake`) and polars read the same rows; SQL `DELETE`, `UPDATE` and `MERGE` on such a
+table stay correct; `ALTER TABLE … SET TBLPROPERTIES` switches a table the server made
+without vectors over, protocol upgrade included.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.request
+from pathlib import Path
+
+import deltalake
+import polars as pl
+import pytest
+from conftest import Client, ServerProcess, SqlError
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    data = tmp_path_factory.mktemp("lake")
+    with ServerProcess(
+        data=data, args=["--deletion-vectors", "on", "--maintenance", "off"]
+    ) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def client(server) -> Client:
+    return Client(server)
+
+
+def upsert(server, table: str, rows: list[dict], extra: str = "") -> dict:
+    body = "\n".join(json.dumps(r) for r in rows).encode()
+    token = base64.b64encode(b"alice:secret").decode()
+    request = urllib.request.Request(
+        f"{server.base}/upsert?catalog=lakehouse&schema=main&table={table}"
+        f"&primary_key=id{extra}",
+        data=body,
+        headers={
+            "Authorization": f"Basic {token}",
+            "Content-Type": "application/x-ndjson",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 200
+        return json.loads(response.read())
+
+
+def path_of(server, name: str) -> Path:
+    return Path(server.data) / "lakehouse" / "main" / name
+
+
+def vectors(server, name: str) -> list[int]:
+    """Cardinalities of the deletion vectors of the active files, by delta-rs."""
+    actions = deltalake.DeltaTable(path_of(server, name)).get_add_actions(flatten=True)
+    columns = actions.column_names
+    if "deletionVector.cardinality" not in columns:
+        return []
+    return sorted(
+        c for c in actions.column("deletionVector.cardinality").to_pylist() if c
+    )
+
+
+def protocol(server, name: str) -> tuple[int, int, list[str]]:
+    p = deltalake.DeltaTable(path_of(server, name)).protocol()
+    return p.min_reader_version, p.min_writer_version, sorted(p.writer_features or [])
+
+
+def read_by_others(server, name: str) -> tuple[list[tuple], list[tuple]]:
+    path = path_of(server, name)
+    by_delta_rs = sorted(
+        (r["id"], r["v"]) for r in deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()
+    )
+    by_polars = sorted(
+        (r["id"], r["v"]) for r in pl.read_delta(str(path)).iter_rows(named=True)
+    )
+    return by_delta_rs, by_polars
+
+
+def check(server, client, name: str, model: dict[int, str]) -> None:
+    expected = sorted(model.items())
+    assert client.rows(f"SELECT id, v FROM {name} ORDER BY id") == expected
+    assert client.count(f"SELECT count(*) FROM {name}") == len(model)
+    assert read_by_others(server, name) == (expected, expected)
+
+
+def test_upserts_mark_files_and_every_reader_agrees(server, client):
+    model = {i: "a" for i in range(2000)}
+    upsert(server, "u", [{"id": i, "v": "a"} for i in range(2000)])
+    reader, writer, features = protocol(server, "u")
+    assert (reader, writer) == (3, 7)
+    assert "deletionVectors" in features
+    assert vectors(server, "u") == []
+    # 40 updates, 10 deletes, 5 inserts: one vector of 50 rows, no rewrite.
+    batch = [{"id": i, "v": "b", "gone": False} for i in range(40)]
+    batch += [{"id": i, "v": None, "gone": True} for i in range(100, 110)]
+    batch += [{"id": i, "v": "new", "gone": False} for i in range(5000, 5005)]
+    upsert(server, "u", batch, "&delete_column=gone")
+    for i in range(40):
+        model[i] = "b"
+    for i in range(100, 110):
+        del model[i]
+    for i in range(5000, 5005):
+        model[i] = "new"
+    assert vectors(server, "u") == [50]
+    check(server, client, "u", model)
+
+
+def test_sql_writes_on_a_table_with_vectors_stay_correct(server, client):
+    upsert(server, "w", [{"id": i, "v": "a"} for i in range(1000)])
+    upsert(server, "w", [{"id": i, "v": "b"} for i in range(10)])
+    assert vectors(server, "w") == [10]
+    model = {i: ("b" if i < 10 else "a") for i in range(1000)}
+    check(server, client, "w", model)
+
+    client.query("DELETE FROM w WHERE id BETWEEN 5 AND 14")
+    for i in range(5, 15):
+        model.pop(i)
+    check(server, client, "w", model)
+
+    client.query("UPDATE w SET v = 'c' WHERE id IN (0, 1, 500)")
+    for i in (0, 1, 500):
+        model[i] = "c"
+    check(server, client, "w", model)
+
+    client.query(
+        "MERGE INTO w USING (SELECT 2 AS id, 'm' AS v UNION ALL SELECT 3000, 'n') AS s "
+        "ON w.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v "
+        "WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, s.v)"
+    )
+    model[2] = "m"
+    model[3000] = "n"
+    check(server, client, "w", model)
+
+
+def test_optimize_purges_vectors(server, client):
+    upsert(server, "o", [{"id": i, "v": "a"} for i in range(300)])
+    upsert(server, "o", [{"id": i, "v": "b"} for i in range(3)])
+    assert vectors(server, "o") == [3]
+    model = {i: ("b" if i < 3 else "a") for i in range(300)}
+    client.query("OPTIMIZE o")
+    assert vectors(server, "o") == []
+    check(server, client, "o", model)
+
+
+def test_alter_table_switches_an_existing_table_over(tmp_path):
+    with ServerProcess(data=tmp_path, args=["--maintenance", "off"]) as plain:
+        client = Client(plain)
+        upsert(plain, "t", [{"id": i, "v": "a"} for i in range(100)])
+        assert protocol(plain, "t")[0] < 3
+        upsert(plain, "t", [{"id": 1, "v": "b"}])
+        assert vectors(plain, "t") == []
+        client.query(
+            "ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+        )
+        reader, writer, features = protocol(plain, "t")
+        assert (reader, writer) == (3, 7)
+        assert "deletionVectors" in features
+        upsert(plain, "t", [{"id": 50, "v": "c"}, {"id": 51, "v": "c"}])
+        assert vectors(plain, "t") == [2]
+        model = {i: "a" for i in range(100)}
+        model.update({1: "b", 50: "c", 51: "c"})
+        check(plain, client, "t", model)
+        with pytest.raises(SqlError) as refused:
+            client.query(
+                "ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'maybe')"
+            )
+        assert refused.value.message == (
+            "Not implemented Error: ALTER TABLE SET TBLPROPERTIES "
+            "('delta.enableDeletionVectors' = 'maybe') is not supported"
+        )
