@@ -67,3 +67,38 @@ class DeltaLogWatcher:
             "checkpoints": len(self.checkpoints),
             "checkpoint_actions": checkpoint_actions,
         }
+
+
+def deletion_vectors(table_dir: Path) -> list[int]:
+    """Cardinalities of the active files' deletion vectors, ascending, by replaying the
+    commit JSONs (a file is active as (path, vector): a commit that gives a file a new
+    vector removes it with its old one and adds it with the new). The deltalake package
+    does not show vectors; this reads the log itself, apart from every engine."""
+    log_dir = Path(table_dir) / "_delta_log"
+    versions = sorted(
+        int(m.group(1))
+        for m in map(_COMMIT.match, (p.name for p in log_dir.iterdir()))
+        if m is not None
+    )
+    if versions != list(range(len(versions))):
+        raise AssertionError(f"commits are missing from {log_dir}: {versions}")
+
+    def key(action: dict) -> tuple[str, str]:
+        dv = action.get("deletionVector") or {}
+        return action["path"], f"{dv.get('storageType', '')}{dv.get('pathOrInlineDv', '')}"
+
+    active: dict[tuple[str, str], int] = {}
+    for v in versions:
+        actions = [
+            json.loads(line)
+            for line in (log_dir / f"{v:020d}.json").read_text().splitlines()
+            if line.strip()
+        ]
+        for a in actions:
+            if "remove" in a:
+                active.pop(key(a["remove"]), None)
+        for a in actions:
+            if "add" in a:
+                dv = a["add"].get("deletionVector")
+                active[key(a["add"])] = dv["cardinality"] if dv else 0
+    return sorted(c for c in active.values() if c)

@@ -258,13 +258,15 @@ class DeltaLiteTable:
         max_row_group_bytes: int | None = None,
         isolate_source_rows: bool | None = None,
         use_probe_cache: bool | None = None,
+        deletion_vector_max_share: float | None = None,
     ) -> UpsertStats:
         """Insert-or-replace `data` by key in one atomic commit.
 
         A knob left at `None` takes the engine's default, which `knob_defaults()` lists
         (`max_parallel_partitions` 2, `max_parallel_files` 4, `max_buffered_bytes` 64 MiB,
         `prune_strategy` "probe", `probe_concurrency` 8, `read_batch_size` 8192,
-        `commit_max_retries` 15, `use_probe_cache` True; byte guards from the process
+        `commit_max_retries` 15, `use_probe_cache` True, `deletion_vector_max_share`
+        0.5; byte guards from the process
         environment). `skip_unmatched_files=False` is `prune_strategy="none"`.
         `prune_strategy`: "probe" (log statistics, then an exact read of the key
         columns), "stats" (log statistics only; surviving files are rewritten) or "none"
@@ -272,7 +274,10 @@ class DeltaLiteTable:
         output row groups at that many encoded bytes (`None`: sized from
         `max_buffered_bytes`). `isolate_source_rows` writes the batch's rows to their own
         file, apart from copied rows. `use_probe_cache` lets the process's probe cache rule
-        files out unread. An empty batch still commits (no actions, its metadata).
+        files out unread. On tables with ``delta.enableDeletionVectors=true`` a file
+        whose replaced or deleted rows (with the ones its vector has) stay within
+        `deletion_vector_max_share` of its rows gets a deletion vector instead of a
+        rewrite (`UpsertStats.files_marked`). An empty batch still commits (no actions, its metadata).
         `delete_column`: a row marked there (boolean `True`, other types any non-null
         value) removes its key instead of being written, under the cursor rule.
         Non-nullable columns that must hold a NULL are made nullable in the same commit."""

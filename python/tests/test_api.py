@@ -78,6 +78,7 @@ def test_upsert_signature_defaults():
         "max_row_group_bytes",
         "isolate_source_rows",
         "use_probe_cache",
+        "deletion_vector_max_share",
     ]
     for name in knobs:
         assert defaults[name] is None, name
@@ -96,6 +97,7 @@ def test_upsert_signature_defaults():
             "max_row_group_bytes",
             "isolate_source_rows",
             "use_probe_cache",
+            "deletion_vector_max_share",
         ]
     } == {
         "max_parallel_partitions": 2,
@@ -108,6 +110,7 @@ def test_upsert_signature_defaults():
         "max_row_group_bytes": None,
         "isolate_source_rows": False,
         "use_probe_cache": True,
+        "deletion_vector_max_share": 0.5,
     }
     # The byte guards come from the process environment (2 GiB / 64 MiB / 16 MiB unless set).
     for name in ["max_source_bytes", "multipart_threshold", "multipart_part_size"]:

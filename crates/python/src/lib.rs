@@ -37,6 +37,7 @@ fn knob_defaults(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
     out.set_item("max_row_group_bytes", knobs.max_row_group_bytes)?;
     out.set_item("isolate_source_rows", knobs.isolate_source_rows)?;
     out.set_item("use_probe_cache", knobs.use_probe_cache)?;
+    out.set_item("deletion_vector_max_share", knobs.deletion_vector_max_share)?;
     Ok(out)
 }
 

@@ -193,6 +193,7 @@ impl PyDeltaLiteTable {
         max_row_group_bytes=None,
         isolate_source_rows=None,
         use_probe_cache=None,
+        deletion_vector_max_share=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn upsert(
@@ -221,6 +222,7 @@ impl PyDeltaLiteTable {
         max_row_group_bytes: Option<usize>,
         isolate_source_rows: Option<bool>,
         use_probe_cache: Option<bool>,
+        deletion_vector_max_share: Option<f64>,
     ) -> PyResult<PyUpsertStats> {
         // `None` is the engine's default (`Knobs::default()`, shown by `knob_defaults()`):
         // the binding writes no default of its own.
@@ -249,7 +251,8 @@ impl PyDeltaLiteTable {
             max_row_group_bytes: max_row_group_bytes.or(defaults.max_row_group_bytes),
             isolate_source_rows: isolate_source_rows.unwrap_or(defaults.isolate_source_rows),
             use_probe_cache: use_probe_cache.unwrap_or(defaults.use_probe_cache),
-            deletion_vector_max_share: defaults.deletion_vector_max_share,
+            deletion_vector_max_share: deletion_vector_max_share
+                .unwrap_or(defaults.deletion_vector_max_share),
         };
         knobs.validate().map_err(to_py)?;
         let options = UpsertOptions {
