@@ -85,7 +85,9 @@ def deletion_vectors(table_dir: Path) -> list[int]:
 
     def key(action: dict) -> tuple[str, str]:
         dv = action.get("deletionVector") or {}
-        return action["path"], f"{dv.get('storageType', '')}{dv.get('pathOrInlineDv', '')}"
+        return action[
+            "path"
+        ], f"{dv.get('storageType', '')}{dv.get('pathOrInlineDv', '')}"
 
     active: dict[tuple[str, str], int] = {}
     for v in versions:

@@ -277,7 +277,8 @@ class DeltaLiteTable:
         files out unread. On tables with ``delta.enableDeletionVectors=true`` a file
         whose replaced or deleted rows (with the ones its vector has) stay within
         `deletion_vector_max_share` of its rows gets a deletion vector instead of a
-        rewrite (`UpsertStats.files_marked`). An empty batch still commits (no actions, its metadata).
+        rewrite (`UpsertStats.files_marked`). An empty batch still commits (no actions,
+        its metadata).
         `delete_column`: a row marked there (boolean `True`, other types any non-null
         value) removes its key instead of being written, under the cursor rule.
         Non-nullable columns that must hold a NULL are made nullable in the same commit."""

@@ -29,9 +29,7 @@ DV = {"delta.enableDeletionVectors": "true"}
 
 def batch(ids, v: str, gone: bool = False) -> pa.Table:
     ids = list(ids)
-    return pa.table(
-        {"id": ids, "v": [v] * len(ids), "gone": [gone] * len(ids)}, schema=SCHEMA
-    )
+    return pa.table({"id": ids, "v": [v] * len(ids), "gone": [gone] * len(ids)}, schema=SCHEMA)
 
 
 def vectors(path) -> list[int]:
@@ -81,14 +79,10 @@ def test_random_upserts_agree_with_delta_rs_merge_and_readers(tmp_path):
     for step in range(25):
         ids = sorted(set(rng.randrange(0, 3000) for _ in range(rng.randrange(1, 200))))
         gone = [rng.random() < 0.25 for _ in ids]
-        rows = pa.table(
-            {"id": ids, "v": [f"s{step}"] * len(ids), "gone": gone}, schema=SCHEMA
-        )
+        rows = pa.table({"id": ids, "v": [f"s{step}"] * len(ids), "gone": gone}, schema=SCHEMA)
         if step == 0:
             rows = batch(range(3000), "s0")
-        stats = table.upsert(
-            rows, "id", delete_column="gone", target_file_size=16 * 1024
-        )
+        stats = table.upsert(rows, "id", delete_column="gone", target_file_size=16 * 1024)
         marked += stats.files_marked
         merge_by_delta_rs(peer, rows)
         apply(model, rows)

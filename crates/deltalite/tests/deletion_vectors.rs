@@ -343,3 +343,110 @@ async fn setting_the_property_upgrades_the_protocol_in_the_same_commit() {
     assert_eq!(s.files_marked, 1, "{s:?}");
     same(&t, &m).await;
 }
+
+/// The table folder's file names (data and vector files; not the log), sorted.
+fn on_disk(t: &DeltaLiteTable) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(t.uri())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n != "_delta_log")
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_failed_commit_deletes_the_new_vector_and_never_the_marked_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, mut m) = pair(&dir).await;
+    both(
+        &mut t,
+        &mut m,
+        &rows_of(&(0..100).collect::<Vec<_>>(), "a", false),
+        &options(),
+    )
+    .await;
+    both(&mut t, &mut m, &rows_of(&[1], "b", false), &options()).await;
+    let (version, disk) = (t.version(), on_disk(&t));
+    assert_eq!(disk.len(), 3, "two data files and one vector: {disk:?}");
+    let mut o = options();
+    o.pre_commit_hook = Some(Arc::new(|| {
+        Err(deltalite::DeltaLiteError::Other("injected fault".into()))
+    }));
+    let err = upsert(&mut t, &rows_of(&[2, 3, 500], "c", false), &o)
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "injected fault");
+    t.reload().await.unwrap();
+    assert_eq!(t.version(), version);
+    assert_eq!(
+        on_disk(&t),
+        disk,
+        "the new vector and insert file went, nothing else"
+    );
+    same(&t, &m).await;
+}
+
+#[tokio::test]
+async fn two_writers_marking_one_file_both_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, mut m) = pair(&dir).await;
+    both(
+        &mut t,
+        &mut m,
+        &rows_of(&(0..100).collect::<Vec<_>>(), "a", false),
+        &options(),
+    )
+    .await;
+    // Two handles at the same version: the second plans against the file as it was,
+    // loses the race to the first's vector, and plans again on top of it.
+    let mut other = DeltaLiteTable::open(t.uri(), HashMap::new()).await.unwrap();
+    let first = upsert(&mut t, &rows_of(&[5], "", true), &options())
+        .await
+        .unwrap();
+    let second = upsert(&mut other, &rows_of(&[7], "x", false), &options())
+        .await
+        .unwrap();
+    assert_eq!((first.files_marked, second.files_marked), (1, 1));
+    assert_eq!(second.replans, 1, "{second:?}");
+    upsert(&mut m, &rows_of(&[5], "", true), &options())
+        .await
+        .unwrap();
+    upsert(&mut m, &rows_of(&[7], "x", false), &options())
+        .await
+        .unwrap();
+    other.reload().await.unwrap();
+    assert_eq!(
+        vectors(&other),
+        vec![(t.files().unwrap()[0].path.clone(), 2)]
+    );
+    same(&other, &m).await;
+}
+
+#[tokio::test]
+async fn vacuum_keeps_live_vectors_and_deletes_replaced_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, mut m) = pair(&dir).await;
+    both(
+        &mut t,
+        &mut m,
+        &rows_of(&(0..100).collect::<Vec<_>>(), "a", false),
+        &options(),
+    )
+    .await;
+    both(&mut t, &mut m, &rows_of(&[1], "", true), &options()).await;
+    let replaced: Vec<String> = on_disk(&t)
+        .into_iter()
+        .filter(|n| n.starts_with("deletion_vector_"))
+        .collect();
+    both(&mut t, &mut m, &rows_of(&[2], "", true), &options()).await;
+    assert_eq!(vectors(&t).len(), 1);
+    let deleted = vacuum_now(&mut t).await;
+    assert_eq!(deleted, replaced, "only the superseded vector");
+    let left: Vec<String> = on_disk(&t)
+        .into_iter()
+        .filter(|n| n.starts_with("deletion_vector_"))
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    same(&t, &m).await;
+}

@@ -13,13 +13,14 @@
 //! and then the caller saw an error, or a retry below delta-rs found the entry "already
 //! existing". Before reporting a failure or treating a lost race as someone else's win,
 //! the engine looks for its own commit (an Add of a file this attempt wrote, whose name is
-//! unique) among the new log entries; if it is there, the call succeeded at that version,
+//! unique, or of a deletion vector it wrote: a file given a vector keeps its name, which
+//! another writer's commit may add too) among the new log entries; if it is there, the call succeeded at that version,
 //! and its files are neither deleted nor committed a second time.
 
 use std::collections::{HashMap, HashSet};
 
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
-use deltalake::kernel::{Action, Transaction};
+use deltalake::kernel::{Action, Add, Transaction};
 use deltalake::logstore::get_actions;
 use deltalake::protocol::DeltaOperation;
 use deltalake::{DeltaTable, DeltaTableError};
@@ -74,10 +75,10 @@ pub(crate) async fn commit(
     read_set: &ReadSet,
     tally: &mut Tally,
 ) -> Result<Committed> {
-    let own_adds: HashSet<&str> = actions
+    let own_adds: HashSet<String> = actions
         .iter()
         .filter_map(|a| match a {
-            Action::Add(add) => Some(add.path.as_str()),
+            Action::Add(add) => Some(identity(add)),
             _ => None,
         })
         .collect();
@@ -167,13 +168,22 @@ pub(crate) async fn commit(
     }
 }
 
-/// The version in `from..=to` whose commit adds one of `own_adds` (file names are unique
+/// What makes an Add this attempt's: the file's name, which is unique per attempt, or for
+/// a stored file given a deletion vector (its name is not new) the vector's, also unique.
+fn identity(add: &Add) -> String {
+    match &add.deletion_vector {
+        Some(dv) => format!("{}#{}{}", add.path, dv.storage_type, dv.path_or_inline_dv),
+        None => add.path.clone(),
+    }
+}
+
+/// The version in `from..=to` whose commit adds one of `own_adds` ([`identity`]: unique
 /// per attempt, so such a commit can only be this attempt's).
 async fn own_commit(
     table: &DeltaTable,
     from: u64,
     to: u64,
-    own_adds: &HashSet<&str>,
+    own_adds: &HashSet<String>,
 ) -> Result<Option<u64>> {
     if own_adds.is_empty() {
         return Ok(None);
@@ -185,7 +195,7 @@ async fn own_commit(
         };
         let ours = get_actions(version, &bytes)?
             .iter()
-            .any(|a| matches!(a, Action::Add(add) if own_adds.contains(add.path.as_str())));
+            .any(|a| matches!(a, Action::Add(add) if own_adds.contains(&identity(add))));
         if ours {
             return Ok(Some(version));
         }
