@@ -338,15 +338,17 @@ def test_refusals_say_what_was_refused(tmp_path):
         table.upsert(rows(["x", "x"], 1), "id", P)
     with pytest.raises(DeltaLiteSourceTooLargeError, match="ceiling"):
         table.upsert(rows(["x"], 1), "id", P, max_source_bytes=1)
-    dv = str(tmp_path / "dv")
+    # Deletion vectors are honoured now (tests/test_deletion_vectors.py); a change data
+    # feed is still a feature we refuse, before anything is written.
+    cdf = str(tmp_path / "cdf")
     DeltaTable.create(
-        dv, rows([], []).schema, configuration={"delta.enableDeletionVectors": "true"}
+        cdf, rows([], []).schema, configuration={"delta.enableChangeDataFeed": "true"}
     )
-    with pytest.raises(DeltaLiteUnsupportedTableError, match="deletionVectors"):
-        DeltaLiteTable.open(dv).upsert(rows(["x"], 1), "id")
-    with pytest.raises(DeltaLiteUnsupportedTableError, match="deletionVectors"):
-        DeltaLiteTable.open(dv).compact()
-    assert table.version() == 0 and DeltaTable(dv).version() == 0
+    with pytest.raises(DeltaLiteUnsupportedTableError, match="change data feed"):
+        DeltaLiteTable.open(cdf).upsert(rows(["x"], 1), "id")
+    with pytest.raises(DeltaLiteUnsupportedTableError, match="change data feed"):
+        DeltaLiteTable.open(cdf).compact()
+    assert table.version() == 0 and DeltaTable(cdf).version() == 0
 
 
 def test_an_explicit_target_file_size_wins_over_the_table_property(tmp_path):

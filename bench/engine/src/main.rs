@@ -3,7 +3,9 @@
 //! table (half uniform updates, half inserts), each step in a fresh process so that peak
 //! RSS (VmHWM) belongs to that step alone.
 //!
-//! `engine-bench run --sizes 1,4,16 --dir /tmp/deltalite-bench` prints one line per size.
+//! `engine-bench run --sizes 1,4,16 --dir /tmp/deltalite-bench` prints one line per size;
+//! with `--deletion-vectors`, two: copy-on-write, then the same upsert on a copy of the
+//! table with `delta.enableDeletionVectors=true` (merge-on-read).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -41,6 +43,9 @@ enum Cmd {
         /// Where base tables live (built once, copied for every upsert).
         #[arg(long, default_value = "/tmp/deltalite-bench")]
         dir: PathBuf,
+        /// Also run each upsert on a copy with deletion vectors enabled.
+        #[arg(long)]
+        deletion_vectors: bool,
         #[command(flatten)]
         knobs: KnobArgs,
     },
@@ -59,6 +64,9 @@ enum Cmd {
         table: PathBuf,
         #[arg(long, default_value_t = 7)]
         seed: u64,
+        /// Enable deletion vectors on the table first (not timed).
+        #[arg(long)]
+        deletion_vectors: bool,
         #[command(flatten)]
         knobs: KnobArgs,
     },
@@ -148,7 +156,21 @@ async fn build(millions: i64, table: &Path) -> deltalite::Result<()> {
     Ok(())
 }
 
-async fn upsert(millions: i64, table: &Path, seed: u64, knobs: KnobArgs) -> deltalite::Result<()> {
+async fn upsert(
+    millions: i64,
+    table: &Path,
+    seed: u64,
+    deletion_vectors: bool,
+    knobs: KnobArgs,
+) -> deltalite::Result<()> {
+    if deletion_vectors {
+        let mut t = DeltaLiteTable::open(&uri(table), HashMap::new()).await?;
+        let enable = deltalite::MetadataChange::Property {
+            key: deltalite::DELETION_VECTORS_PROPERTY.into(),
+            value: Some("true".into()),
+        };
+        t.change_metadata(&[enable], 0).await?;
+    }
     let mut rng = StdRng::seed_from_u64(seed);
     let existing = millions * MILLION;
     let half = BATCH_ROWS / 2;
@@ -170,7 +192,8 @@ async fn upsert(millions: i64, table: &Path, seed: u64, knobs: KnobArgs) -> delt
         "{}",
         serde_json::json!({
             "rows_m": millions, "wall_s": wall, "peak_rss_mb": peak_rss_mb(),
-            "files_probed": s.files_probed, "files_rewritten": s.files_removed,
+            "files_probed": s.files_probed,
+            "files_rewritten": s.files_removed - s.files_marked, "files_marked": s.files_marked,
             "files_carried_over": s.files_carried_over, "files_added": s.files_added,
             "rows_updated": s.rows_updated, "rows_inserted": s.rows_inserted,
             "rows_copied": s.rows_copied,
@@ -209,15 +232,17 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-fn run(sizes: &[i64], dir: &Path, knobs: KnobArgs) {
+fn run(sizes: &[i64], dir: &Path, knobs: KnobArgs, deletion_vectors: bool) {
     std::fs::create_dir_all(dir).expect("bench dir");
     println!(
-        "{:>6} {:>8} {:>9} {:>7} {:>10} {:>12} {:>6} {:>8} {:>8}",
+        "{:>6} {:>4} {:>8} {:>9} {:>7} {:>10} {:>7} {:>12} {:>6} {:>8} {:>8}",
         "rows",
+        "mode",
         "wall_s",
         "peak_MB",
         "probed",
         "rewritten",
+        "marked",
         "carried_over",
         "added",
         "updated",
@@ -236,36 +261,50 @@ fn run(sizes: &[i64], dir: &Path, knobs: KnobArgs) {
                 uri(&base),
             ]);
         }
-        // Upsert into a fresh copy, so every run measures the same table.
-        let table = dir.join(format!("run_{m}m"));
-        if table.exists() {
-            std::fs::remove_dir_all(&table).expect("remove the previous run's copy");
+        let modes: &[bool] = if deletion_vectors {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for &dv in modes {
+            // Upsert into a fresh copy, so every run measures the same table.
+            let table = dir.join(format!("run_{m}m"));
+            if table.exists() {
+                std::fs::remove_dir_all(&table).expect("remove the previous run's copy");
+            }
+            copy_dir(&base, &table).expect("copy the base table");
+            let mut args = vec![
+                "upsert".into(),
+                "--millions".into(),
+                m.to_string(),
+                "--table".into(),
+                uri(&table),
+            ];
+            if dv {
+                args.push("--deletion-vectors".into());
+            }
+            args.extend(knobs.args());
+            let line = child(&args);
+            let v: serde_json::Value = serde_json::from_str(line.trim()).expect("child JSON");
+            let rss = v["peak_rss_mb"].as_f64().unwrap_or(0.0);
+            if !dv {
+                peaks.push((m, rss));
+            }
+            println!(
+                "{:>5}M {:>4} {:>8.2} {:>9.1} {:>7} {:>10} {:>7} {:>12} {:>6} {:>8} {:>8}",
+                m,
+                if dv { "dv" } else { "cow" },
+                v["wall_s"].as_f64().unwrap_or(0.0),
+                rss,
+                v["files_probed"],
+                v["files_rewritten"],
+                v["files_marked"],
+                v["files_carried_over"],
+                v["files_added"],
+                v["rows_updated"],
+                v["rows_inserted"]
+            );
         }
-        copy_dir(&base, &table).expect("copy the base table");
-        let mut args = vec![
-            "upsert".into(),
-            "--millions".into(),
-            m.to_string(),
-            "--table".into(),
-            uri(&table),
-        ];
-        args.extend(knobs.args());
-        let line = child(&args);
-        let v: serde_json::Value = serde_json::from_str(line.trim()).expect("child JSON");
-        let rss = v["peak_rss_mb"].as_f64().unwrap_or(0.0);
-        peaks.push((m, rss));
-        println!(
-            "{:>5}M {:>8.2} {:>9.1} {:>7} {:>10} {:>12} {:>6} {:>8} {:>8}",
-            m,
-            v["wall_s"].as_f64().unwrap_or(0.0),
-            rss,
-            v["files_probed"],
-            v["files_rewritten"],
-            v["files_carried_over"],
-            v["files_added"],
-            v["rows_updated"],
-            v["rows_inserted"]
-        );
     }
     if let (Some((m0, r0)), Some((m1, r1))) = (peaks.first(), peaks.last())
         && *r0 > 0.0
@@ -282,15 +321,21 @@ fn main() {
         .build()
         .expect("tokio runtime");
     match cli.command {
-        Cmd::Run { sizes, dir, knobs } => run(&sizes, &dir, knobs),
+        Cmd::Run {
+            sizes,
+            dir,
+            deletion_vectors,
+            knobs,
+        } => run(&sizes, &dir, knobs, deletion_vectors),
         Cmd::Build { millions, table } => rt.block_on(build(millions, &table)).expect("build"),
         Cmd::Upsert {
             millions,
             table,
             seed,
+            deletion_vectors,
             knobs,
         } => rt
-            .block_on(upsert(millions, &table, seed, knobs))
+            .block_on(upsert(millions, &table, seed, deletion_vectors, knobs))
             .expect("upsert"),
     }
 }
