@@ -10,6 +10,7 @@ a checkpoint too.
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 from pathlib import Path
@@ -132,3 +133,75 @@ def test_a_table_delta_rs_made_takes_our_vectors_and_its_writes(tmp_path):
     reopened.compact()
     assert vectors(path) == []
     assert by_deltalake(path) == model
+
+
+Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def z85(data: bytes) -> str:
+    """ZeroMQ's base-85 (the Delta protocol's inline vector encoding); len % 4 == 0."""
+    out = []
+    for i in range(0, len(data), 4):
+        value = int.from_bytes(data[i : i + 4], "big")
+        chunk = []
+        for _ in range(5):
+            value, digit = divmod(value, 85)
+            chunk.append(Z85[digit])
+        out.extend(reversed(chunk))
+    return "".join(out)
+
+
+def test_an_inline_vector_another_writer_left_is_honoured(tmp_path):
+    """A commit written by hand, as an engine that stores small vectors inline would:
+    the file's vector moves from its `u` file into the log (`i`), same rows. delta-rs
+    reads it; our next upsert merges its own rows into it."""
+    path = tmp_path / "t"
+    table = DeltaLiteTable.create(str(path), SCHEMA, configuration=DV)
+    table.upsert(batch(range(100), "a"), "id", delete_column="gone")
+    table.upsert(batch([3, 4, 5], "", True), "id", delete_column="gone")
+    model = {i: "a" for i in range(100) if i not in (3, 4, 5)}
+    log = path / "_delta_log"
+    last = max(int(p.stem) for p in log.glob("*.json"))
+    add = next(
+        json.loads(line)["add"]
+        for line in (log / f"{last:020d}.json").read_text().splitlines()
+        if "add" in json.loads(line) and json.loads(line)["add"].get("deletionVector")
+    )
+    dv = add["deletionVector"]
+    # The stored vector: a version byte, then at `offset` a big-endian size, the magic
+    # and bitmap (`size` bytes), a checksum. Inline is the magic and bitmap, z85.
+    stored = next(path.glob("deletion_vector_*.bin")).read_bytes()
+    body = stored[dv["offset"] + 4 : dv["offset"] + 4 + dv["sizeInBytes"]]
+    padded = body + b"\0" * (-len(body) % 4)
+    inline = {
+        "storageType": "i",
+        "pathOrInlineDv": z85(padded),
+        "sizeInBytes": len(body),
+        "cardinality": dv["cardinality"],
+    }
+    remove = {
+        "path": add["path"],
+        "deletionTimestamp": add["modificationTime"],
+        "dataChange": True,
+        "extendedFileMetadata": True,
+        "partitionValues": add["partitionValues"],
+        "size": add["size"],
+        "deletionVector": dv,
+    }
+    commit = [
+        {"commitInfo": {"operation": "WRITE", "engineInfo": "hand-written inline vector"}},
+        {"remove": remove},
+        {"add": {**add, "deletionVector": inline}},
+    ]
+    (log / f"{last + 1:020d}.json").write_text("\n".join(json.dumps(a) for a in commit))
+    for leftover in path.glob("deletion_vector_*.bin"):
+        leftover.unlink()  # nothing may still read the file-stored copy
+    assert by_deltalake(str(path)) == model == by_polars(str(path))
+
+    reopened = DeltaLiteTable.open(str(path))
+    rows = pa.concat_tables([batch([10], "b"), batch([3, 11], "", True)])
+    stats = reopened.upsert(rows, "id", delete_column="gone")
+    apply(model, rows)
+    assert stats.files_marked == 1
+    assert vectors(path) == [5]  # 3, 4, 5 from the inline vector, then 10 and 11
+    assert by_deltalake(str(path)) == model == by_polars(str(path))
