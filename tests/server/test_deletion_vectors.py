@@ -113,6 +113,12 @@ def test_upserts_mark_files_and_every_reader_agrees(server, client):
         model[i] = "new"
     assert vectors(path_of(server, "u")) == [50]
     check(server, client, "u", model)
+    request = urllib.request.Request(
+        f"{server.base}/metrics", headers={"Authorization": client.auth}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        text = response.read().decode()
+    assert "deltalite_files_marked_total 1\n" in text
 
 
 def test_sql_writes_on_a_table_with_vectors_stay_correct(server, client):

@@ -21,20 +21,45 @@ use crate::txn::{self, CommitSpec, Done, Policy, ReadSet, Staged};
 /// The property that lets writes mark rows deleted in deletion vectors.
 pub const DELETION_VECTORS_PROPERTY: &str = "delta.enableDeletionVectors";
 
-/// Writer features implied by each legacy writer version (the protocol's table).
-const LEGACY_WRITER_FEATURES: [(i32, &[&str]); 5] = [
-    (2, &["appendOnly", "invariants"]),
-    (3, &["checkConstraints"]),
-    (4, &["changeDataFeed", "generatedColumns"]),
-    (5, &["columnMapping"]),
-    (6, &["identityColumns"]),
+/// Writer features implied by each legacy writer version (the protocol's table), and
+/// whether the table uses them. The engine refuses tables that use any but `appendOnly`
+/// and `invariants` (`schema/features.rs`), so those two are what an upgrade can find.
+const LEGACY_WRITER_FEATURES: [(i32, &str); 7] = [
+    (2, "appendOnly"),
+    (2, "invariants"),
+    (3, "checkConstraints"),
+    (4, "changeDataFeed"),
+    (4, "generatedColumns"),
+    (5, "columnMapping"),
+    (6, "identityColumns"),
 ];
 
-/// `protocol` with the `deletionVectors` reader and writer feature (reader 3, writer 7,
-/// the features a legacy version implied listed), as `delta.enableDeletionVectors=true`
-/// requires; `None` when it has it already. Built through the kernel's validated serde
-/// form: its constructors are private.
-fn with_deletion_vectors(protocol: &Protocol) -> Result<Option<Protocol>> {
+/// Whether a legacy-implied writer feature is in use by the table.
+fn in_use(feature: &str, metadata: &deltalake::kernel::Metadata, schema: &StructType) -> bool {
+    match feature {
+        "appendOnly" => metadata
+            .configuration()
+            .get("delta.appendOnly")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+        "invariants" => schema
+            .fields()
+            .any(|f| f.metadata.contains_key("delta.invariants")),
+        // Refused by the engine before any write (`schema/features.rs`): keep listed.
+        _ => true,
+    }
+}
+
+/// `protocol` with the `deletionVectors` reader and writer feature (reader 3, writer 7),
+/// as `delta.enableDeletionVectors=true` requires; `None` when it has it already. Of the
+/// features a legacy writer version implied, those the table uses are listed: listing
+/// `invariants` unused would bar writers that cannot enforce invariants (delta-rs built
+/// without DataFusion) for nothing. Built through the kernel's validated serde form: its
+/// constructors are private.
+fn with_deletion_vectors(
+    protocol: &Protocol,
+    metadata: &deltalake::kernel::Metadata,
+    schema: &StructType,
+) -> Result<Option<Protocol>> {
     let invalid = |e: serde_json::Error| DeltaLiteError::Other(format!("protocol: {e}"));
     let value = serde_json::to_value(protocol).map_err(invalid)?;
     let list = |key: &str| -> Vec<String> {
@@ -57,9 +82,9 @@ fn with_deletion_vectors(protocol: &Protocol) -> Result<Option<Protocol>> {
         readers.push("columnMapping".into());
     }
     if writer_version < 7 {
-        for (version, features) in LEGACY_WRITER_FEATURES {
-            if writer_version >= version {
-                writers.extend(features.iter().map(|f| f.to_string()));
+        for (version, feature) in LEGACY_WRITER_FEATURES {
+            if writer_version >= version && in_use(feature, metadata, schema) {
+                writers.push(feature.to_string());
             }
         }
     }
@@ -215,7 +240,10 @@ impl txn::Attempt for MetadataAttempt<'_> {
                 .configuration()
                 .get(DELETION_VECTORS_PROPERTY)
                 .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-            if dv_asked && let Some(protocol) = with_deletion_vectors(state.protocol())? {
+            if dv_asked
+                && let Some(protocol) =
+                    with_deletion_vectors(state.protocol(), &metadata, state.schema().as_ref())?
+            {
                 actions.push(Action::Protocol(protocol));
             }
             // A metadata commit conflicts with any concurrent metadata change (the commit
