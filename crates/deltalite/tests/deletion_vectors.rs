@@ -318,7 +318,10 @@ async fn setting_the_property_upgrades_the_protocol_in_the_same_commit() {
         key: DELETION_VECTORS_PROPERTY.into(),
         value: Some("true".into()),
     };
-    let version = t.change_metadata(&[set.clone()], 3).await.unwrap();
+    let version = t
+        .change_metadata(std::slice::from_ref(&set), 3)
+        .await
+        .unwrap();
     assert_eq!(version, before + 1);
     let protocol = serde_json::to_value(t.delta_table().snapshot().unwrap().protocol()).unwrap();
     assert_eq!(
