@@ -454,3 +454,111 @@ async fn vacuum_keeps_live_vectors_and_deletes_replaced_ones() {
     assert_eq!(left.len(), 1, "{left:?}");
     same(&t, &m).await;
 }
+
+const CRASH_KEYS: i64 = 2000;
+
+/// The keys round `round` of the crash child writes (a few per file: they get vectors).
+fn crash_keys(round: i64) -> Vec<i64> {
+    let mut keys: Vec<i64> = (0..20)
+        .map(|i| (round * 37 + i * 101) % CRASH_KEYS)
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// The child of `kills_while_marking_leave_a_committed_version`: upsert a few keys per
+/// round until killed, compacting every fifth round and vacuuming every seventh.
+#[tokio::test]
+#[ignore = "child process of kills_while_marking_leave_a_committed_version"]
+async fn dv_crash_child_writer() {
+    let Ok(uri) = std::env::var("DELTALITE_DV_CRASH_URI") else {
+        return;
+    };
+    let mut t = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+    let mut round = t.version() as i64 * 1000;
+    loop {
+        round += 1;
+        match round % 7 {
+            5 => {
+                t.compact(&CompactOptions::default()).await.unwrap();
+            }
+            6 => {
+                vacuum_now(&mut t).await;
+            }
+            _ => {
+                let keys = crash_keys(round);
+                let mut o = options();
+                o.commit_metadata =
+                    HashMap::from([("crash_round".to_string(), serde_json::json!(round))]);
+                upsert(&mut t, &rows_of(&keys, &round.to_string(), false), &o)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kills_while_marking_leave_a_committed_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, _) = pair(&dir).await;
+    let all: Vec<i64> = (0..CRASH_KEYS).collect();
+    upsert(&mut t, &rows_of(&all, "0", false), &options())
+        .await
+        .unwrap();
+    let uri = t.uri().to_string();
+    let exe = std::env::current_exe().unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    let mut marked = 0;
+    for _ in 0..5 {
+        let mut child = std::process::Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "dv_crash_child_writer",
+                "--nocapture",
+            ])
+            .env("DELTALITE_DV_CRASH_URI", &uri)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(
+            rng.random_range(300..1500),
+        ))
+        .await;
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+
+        // The committed rounds, replayed: each key holds the last round that wrote it.
+        let mut t = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+        let mut model: HashMap<i64, String> = all.iter().map(|&k| (k, "0".into())).collect();
+        let mut history = t.history(None).await.unwrap();
+        history.reverse();
+        for commit in history {
+            if let Some(round) = commit["crash_round"].as_i64() {
+                for k in crash_keys(round) {
+                    model.insert(k, round.to_string());
+                }
+            }
+        }
+        let mut expected: Vec<Vec<String>> = model
+            .into_iter()
+            .map(|(k, v)| vec![k.to_string(), v, "false".into()])
+            .collect();
+        expected.sort();
+        assert_eq!(scanned(&t).await, expected, "v{}", t.version());
+        marked += vectors(&t).len();
+        // The dead writer's orphans go (its vector files included); what the log
+        // references, vectors included, stays readable.
+        vacuum_now(&mut t).await;
+        assert_eq!(
+            scanned(&t).await,
+            expected,
+            "after vacuum, v{}",
+            t.version()
+        );
+    }
+    assert!(marked > 0, "the kills saw files with vectors");
+}

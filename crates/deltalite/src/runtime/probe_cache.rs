@@ -6,7 +6,9 @@
 //!
 //! The answer never depends on the cache: equal hashes are only candidates (an upsert
 //! then reads the file as if nothing were cached), and a missing or evicted entry means a
-//! read. Entries are complete or absent. They are filled by probes that happened to read
+//! read. Entries are complete or absent (a file with a deletion vector may hold keys its
+//! vector removed: a superset only costs a read, and a file keeps its name and size when
+//! it gets a vector). They are filled by probes that happened to read
 //! every key of a file (no row group or page skipped) and found no source key in it: a
 //! file the upsert is about to rewrite leaves the table with its commit, so its keys are
 //! not worth keeping, and collecting stops at its first match. The writer of an upsert's
