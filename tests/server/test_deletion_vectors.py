@@ -119,6 +119,10 @@ def test_upserts_mark_files_and_every_reader_agrees(server, client):
     with urllib.request.urlopen(request, timeout=30) as response:
         text = response.read().decode()
     assert "deltalite_files_marked_total 1\n" in text
+    # The probe cache (keys of files the upserts read) is published too.
+    limit = 'deltalite_query_cache_limit_bytes{cache="probe_keys"} 134217728\n'
+    assert limit in text
+    assert 'deltalite_probe_cache_events_total{event="miss"}' in text
 
 
 def test_sql_writes_on_a_table_with_vectors_stay_correct(server, client):

@@ -37,7 +37,7 @@ pub use runtime::{alloc, budget};
 
 pub use error::{DeltaLiteError, ErrorKind, Result};
 pub use ops::create::{CreateStats, Created, InitialData, NewTable, TableSpec};
-pub use ops::metadata::{COLUMN_COMMENT_KEY, DELETION_VECTORS_PROPERTY, MetadataChange};
+pub use ops::metadata::{COLUMN_COMMENT_KEY, MetadataChange};
 pub use ops::replace::{
     ReplaceKind, ReplaceOptions, ReplacePlanner, ReplaceReads, ReplaceStats, Replacement,
 };
@@ -45,6 +45,7 @@ pub use options::{
     AppTransaction, Knobs, MIB, Nullability, OmittedColumns, OnDuplicate, PreCommitHook,
     PruneStrategy, UpsertOptions,
 };
+pub use schema::features::DELETION_VECTORS_PROPERTY;
 pub use stats::{PhaseTimings, UpsertStats};
 pub use table::{ActiveFile, DeltaLiteTable, TableLocation, VacuumOptions, Vacuumed};
 

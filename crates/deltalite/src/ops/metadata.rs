@@ -14,12 +14,9 @@ use deltalake::protocol::DeltaOperation;
 use futures::future::BoxFuture;
 
 use crate::error::{DeltaLiteError, Result};
-use crate::schema::features::check_supported;
+use crate::schema::features::{DELETION_VECTORS_PROPERTY, check_supported};
 use crate::table::DeltaLiteTable;
 use crate::txn::{self, CommitSpec, Done, Policy, ReadSet, Staged};
-
-/// The property that lets writes mark rows deleted in deletion vectors.
-pub const DELETION_VECTORS_PROPERTY: &str = "delta.enableDeletionVectors";
 
 /// Writer features implied by each legacy writer version (the protocol's table), and
 /// whether the table uses them. The engine refuses tables that use any but `appendOnly`

@@ -46,6 +46,9 @@ pub(crate) fn check_supported(state: &DeltaTableState) -> Result<()> {
     Ok(())
 }
 
+/// The property that lets writes mark rows deleted in deletion vectors.
+pub const DELETION_VECTORS_PROPERTY: &str = "delta.enableDeletionVectors";
+
 /// Whether writes may mark rows deleted with deletion vectors instead of rewriting their
 /// files: the table asks for it (`delta.enableDeletionVectors=true`) and its protocol
 /// has the `deletionVectors` writer feature (readers then know them too).
@@ -53,7 +56,7 @@ pub(crate) fn writes_deletion_vectors(state: &DeltaTableState) -> bool {
     let asked = state
         .metadata()
         .configuration()
-        .get(crate::ops::metadata::DELETION_VECTORS_PROPERTY)
+        .get(DELETION_VECTORS_PROPERTY)
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     asked
         && state
