@@ -53,6 +53,24 @@ class Client:
         columns = [c["name"] for c in lines[1]]
         return columns, [row for row in lines[2:]]
 
+    def upsert(self, query: str, rows: list[dict]) -> tuple[int, dict | str]:
+        """POST `rows` as NDJSON to `/upsert?{query}`: (status, the JSON summary, or an
+        error's text)."""
+        body = "\n".join(json.dumps(r) for r in rows).encode()
+        request = urllib.request.Request(
+            f"{self.base}/upsert?{query}",
+            data=body,
+            headers={
+                "Authorization": self.auth,
+                "Content-Type": "application/x-ndjson",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
     def rows(self, statement: str) -> list[tuple]:
         return [tuple(r) for r in self.query(statement)[1]]
 

@@ -10,9 +10,6 @@ without vectors over, protocol upgrade included.
 
 from __future__ import annotations
 
-import base64
-import json
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -39,22 +36,10 @@ def client(server) -> Client:
 
 
 def upsert(server, table: str, rows: list[dict], extra: str = "") -> dict:
-    body = "\n".join(json.dumps(r) for r in rows).encode()
-    token = base64.b64encode(b"alice:secret").decode()
-    request = urllib.request.Request(
-        f"{server.base}/upsert?catalog=lakehouse&schema=main&table={table}"
-        f"&primary_key=id{extra}",
-        data=body,
-        headers={
-            "Authorization": f"Basic {token}",
-            "Content-Type": "application/x-ndjson",
-        },
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        raise AssertionError(f"{e.code}: {e.read().decode()}") from None
+    query = f"catalog=lakehouse&schema=main&table={table}&primary_key=id{extra}"
+    status, body = Client(server).upsert(query, rows)
+    assert status == 200, body
+    return body
 
 
 def path_of(server, name: str) -> Path:

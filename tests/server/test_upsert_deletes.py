@@ -2,33 +2,17 @@
 real server process; a new table never stores them; a bad delete column is a 400 that
 leaves the table as it was."""
 
-import base64
-import json
-import urllib.error
-import urllib.request
-
 import pytest
+from conftest import Client
 
 TABLE = "lakehouse.dels.t"
 
 
 def post(server, params: str, rows: list[dict]) -> tuple[int, dict | str]:
     """(status, the JSON summary, or an error's text)."""
-    body = "\n".join(json.dumps(r) for r in rows).encode()
-    token = base64.b64encode(b"alice:secret").decode()
-    request = urllib.request.Request(
-        f"{server.base}/upsert?catalog=lakehouse&schema=dels&table=t&{params}",
-        data=body,
-        headers={
-            "Authorization": f"Basic {token}",
-            "Content-Type": "application/x-ndjson",
-        },
+    return Client(server).upsert(
+        f"catalog=lakehouse&schema=dels&table=t&{params}", rows
     )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def contents(client) -> list[tuple]:

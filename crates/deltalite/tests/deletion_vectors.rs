@@ -58,6 +58,14 @@ async fn pair(dir: &tempfile::TempDir) -> (DeltaLiteTable, DeltaLiteTable) {
     (with, create(&tmp_uri(dir, "model"), &schema(), &[]).await)
 }
 
+/// [`pair`], both holding ids `0..rows` with value "a".
+async fn seeded(dir: &tempfile::TempDir, rows: i64) -> (DeltaLiteTable, DeltaLiteTable) {
+    let (mut t, mut m) = pair(dir).await;
+    let ids: Vec<i64> = (0..rows).collect();
+    both(&mut t, &mut m, &rows_of(&ids, "a", false), &options()).await;
+    (t, m)
+}
+
 /// The same upsert into both tables; the stats of the one with vectors.
 async fn both(
     t: &mut DeltaLiteTable,
@@ -177,14 +185,7 @@ async fn a_small_change_marks_the_file_and_readers_agree() {
 #[tokio::test]
 async fn past_the_share_a_file_is_rewritten_and_loses_its_vector() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut t, mut m) = pair(&dir).await;
-    both(
-        &mut t,
-        &mut m,
-        &rows_of(&(0..100).collect::<Vec<_>>(), "a", false),
-        &options(),
-    )
-    .await;
+    let (mut t, mut m) = seeded(&dir, 100).await;
     let s = both(
         &mut t,
         &mut m,
@@ -250,14 +251,7 @@ async fn deleting_every_row_of_a_file_removes_it() {
 #[tokio::test]
 async fn compaction_purges_vectors_and_keeps_the_rows() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut t, mut m) = pair(&dir).await;
-    both(
-        &mut t,
-        &mut m,
-        &rows_of(&(0..200).collect::<Vec<_>>(), "a", false),
-        &options(),
-    )
-    .await;
+    let (mut t, mut m) = seeded(&dir, 200).await;
     both(&mut t, &mut m, &rows_of(&[5, 6, 7], "", true), &options()).await;
     assert_eq!(vectors(&t).len(), 1);
     let before = scanned(&t).await;
@@ -362,14 +356,7 @@ fn on_disk(t: &DeltaLiteTable) -> Vec<String> {
 #[tokio::test]
 async fn a_failed_commit_deletes_the_new_vector_and_never_the_marked_file() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut t, mut m) = pair(&dir).await;
-    both(
-        &mut t,
-        &mut m,
-        &rows_of(&(0..100).collect::<Vec<_>>(), "a", false),
-        &options(),
-    )
-    .await;
+    let (mut t, mut m) = seeded(&dir, 100).await;
     both(&mut t, &mut m, &rows_of(&[1], "b", false), &options()).await;
     let (version, disk) = (t.version(), on_disk(&t));
     assert_eq!(disk.len(), 3, "two data files and one vector: {disk:?}");
@@ -394,14 +381,7 @@ async fn a_failed_commit_deletes_the_new_vector_and_never_the_marked_file() {
 #[tokio::test]
 async fn two_writers_marking_one_file_both_land() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut t, mut m) = pair(&dir).await;
-    both(
-        &mut t,
-        &mut m,
-        &rows_of(&(0..100).collect::<Vec<_>>(), "a", false),
-        &options(),
-    )
-    .await;
+    let (mut t, mut m) = seeded(&dir, 100).await;
     // Two handles at the same version: the second plans against the file as it was,
     // loses the race to the first's vector, and plans again on top of it.
     let mut other = DeltaLiteTable::open(t.uri(), HashMap::new()).await.unwrap();
@@ -430,14 +410,7 @@ async fn two_writers_marking_one_file_both_land() {
 #[tokio::test]
 async fn vacuum_keeps_live_vectors_and_deletes_replaced_ones() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut t, mut m) = pair(&dir).await;
-    both(
-        &mut t,
-        &mut m,
-        &rows_of(&(0..100).collect::<Vec<_>>(), "a", false),
-        &options(),
-    )
-    .await;
+    let (mut t, mut m) = seeded(&dir, 100).await;
     both(&mut t, &mut m, &rows_of(&[1], "", true), &options()).await;
     let replaced: Vec<String> = on_disk(&t)
         .into_iter()

@@ -285,24 +285,16 @@ impl SqlSession {
                 AlterTableOperation::SetTblProperties { table_properties } => {
                     for property in table_properties {
                         let (key, value) = table_property(property)?;
-                        if key == DELETION_VECTORS_PROPERTY {
-                            // The engine upgrades the protocol in the same commit.
-                            table
-                                .change_metadata(
-                                    &[MetadataChange::Property {
-                                        key,
-                                        value: Some(value),
-                                    }],
-                                    DEFAULT_COMMIT_MAX_RETRIES,
-                                )
-                                .await
-                                .map_err(delta_err)?;
-                            continue;
-                        }
-                        if let Some(checked) =
+                        // Properties stored as they are (for deletion vectors the engine
+                        // upgrades the protocol in the same commit); the rest are layout.
+                        let plain = if key == DELETION_VECTORS_PROPERTY {
+                            Some(key.clone())
+                        } else {
                             super::maintenance::maintenance_property(&key, &value)
-                        {
-                            let key = checked?.to_string();
+                                .transpose()?
+                                .map(str::to_string)
+                        };
+                        if let Some(key) = plain {
                             table
                                 .change_metadata(
                                     &[MetadataChange::Property {
