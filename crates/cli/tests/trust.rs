@@ -260,6 +260,20 @@ fn every_wrapper_of_a_forbidden_statement_is_refused_and_leaves_nothing() {
             no_lakehouse.into(),
         ),
         (
+            BOB,
+            "ALTER TABLE lakehouse.main.t SET TBLPROPERTIES \
+             ('delta.enableDeletionVectors' = 'true')"
+                .into(),
+            no_lakehouse.into(),
+        ),
+        (
+            BOB,
+            "SELECT 1; ALTER TABLE lakehouse.main.t SET TBLPROPERTIES \
+             ('delta.enableDeletionVectors' = 'true')"
+                .into(),
+            no_lakehouse.into(),
+        ),
+        (
             ALICE,
             "EXPLAIN MERGE INTO t USING t AS s ON t.a = s.a WHEN MATCHED THEN DELETE".into(),
             explain.into(),
