@@ -148,6 +148,11 @@ impl Authenticator {
         self.check(&decoded)
     }
 
+    /// The user signing in with `user` and `password` (the console's form).
+    pub fn authenticate_password(&self, user: &str, password: &str) -> Result<User, ApiError> {
+        self.check(format!("{user}:{password}").as_bytes())
+    }
+
     /// The user whose `user:password` is `decoded`.
     fn check(&self, decoded: &[u8]) -> Result<User, ApiError> {
         let presented = digest(decoded);

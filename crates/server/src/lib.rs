@@ -26,6 +26,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod config;
+pub mod console;
 pub mod error;
 pub mod flight;
 pub mod http;

@@ -67,6 +67,10 @@ pub struct StateSizes<'a> {
     pub query_log_bytes: usize,
     /// Task ids remembered for `GET /tasks/{id}`.
     pub tasks: usize,
+    /// The web console's live sign-in sessions.
+    pub console_sessions: usize,
+    /// The web console's spooled results.
+    pub console_results: usize,
     /// Per-table writer locks held in the lock map.
     pub table_locks: usize,
     /// The query runtime, whose caches (Parquet footers, file statistics, listings) are
@@ -81,6 +85,8 @@ pub fn record_state(s: &StateSizes<'_>) {
     metrics::gauge!("deltalite_query_log_bytes").set(s.query_log_bytes as f64);
     metrics::gauge!("deltalite_tasks_entries").set(s.tasks as f64);
     metrics::gauge!("deltalite_table_locks").set(s.table_locks as f64);
+    metrics::gauge!("deltalite_console_sessions").set(s.console_sessions as f64);
+    metrics::gauge!("deltalite_console_results").set(s.console_results as f64);
     let caches = s.query_runtime.cache_manager.as_ref();
     let report = |name: &'static str, entries: usize, bytes: usize, limit: usize| {
         metrics::gauge!("deltalite_query_cache_entries", "cache" => name).set(entries as f64);

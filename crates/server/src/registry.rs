@@ -261,6 +261,27 @@ impl QueryLog {
             .map(|e| e.to_json(query_id))
     }
 
+    /// The newest `limit` visible entries of `user`, newest first (the console's
+    /// history; what the bounded log still holds).
+    pub fn recent(&self, user: &str, limit: usize) -> Vec<Value> {
+        let mut newest: Vec<(&String, &QueryEntry)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.user == user && e.visible)
+            .collect();
+        // Start times are ISO-8601 in UTC with a fixed width: text order is time order.
+        newest.sort_by(|a, b| b.1.start_time.cmp(&a.1.start_time));
+        newest
+            .into_iter()
+            .take(limit)
+            .map(|(id, e)| {
+                let mut v = e.to_json(id);
+                v["running"] = Value::Bool(e.running);
+                v
+            })
+            .collect()
+    }
+
     /// Cancel `query_id` for `user` (and `session_id`, when given).
     pub fn cancel(&self, query_id: &str, user: &str, session_id: Option<&str>) -> Cancel {
         match self.entries.get(query_id) {

@@ -18,6 +18,8 @@ pub struct AppState {
     pub(crate) config: ServerConfig,
     pub(crate) storage: Arc<Storage>,
     pub(crate) auth: Authenticator,
+    /// The web console's sessions, results and tickets (each bounded).
+    pub(crate) console: crate::console::Console,
     pub(crate) prometheus: Option<PrometheusHandle>,
     /// One DataFusion runtime for every query: its memory pool bounds them together.
     pub(crate) query_runtime: Arc<RuntimeEnv>,
@@ -41,6 +43,7 @@ impl AppState {
         let queries = QueryLog::new(config.query_log_entries, config.query_log_bytes);
         Ok(Arc::new(Self {
             auth: Authenticator::new(&config.users),
+            console: Default::default(),
             query_runtime,
             config,
             storage: Arc::new(storage),
@@ -77,6 +80,8 @@ impl AppState {
             query_log_entries: entries,
             query_log_bytes: bytes,
             tasks,
+            console_sessions: self.console.sessions.len(),
+            console_results: self.console.results.len(),
             table_locks: self.storage.table_lock_count(),
             query_runtime: &self.query_runtime,
         });

@@ -1,6 +1,7 @@
 //! The HTTP surface: router, middleware (auth, limits, metrics), shared state.
 
 mod autocomplete;
+mod console;
 mod ingest;
 mod probes;
 mod query;
@@ -38,6 +39,11 @@ pub fn router(state: S) -> Router {
         .route("/tasks/{task_id}", get(ingest::task))
         .route("/healthz", get(probes::healthz))
         .route("/metrics", get(probes::metrics_text))
+        .route("/console/history", get(console::history))
+        .route("/console/table", get(console::table))
+        .route("/console/run", post(console::run))
+        .route("/console/results/{id}", get(console::page))
+        .route("/console/results/{id}/ticket", post(console::ticket))
         .layer(DefaultBodyLimit::max(json_limit))
         // A body that stops arriving (or drips slower than one piece per timeout) fails
         // the request instead of holding a connection and a spool file forever.
@@ -48,9 +54,19 @@ pub fn router(state: S) -> Router {
             Arc::clone(&state),
             authenticate,
         ));
+    // The console's page, assets and sign-in: outside auth (the page signs in).
+    let console = Router::new()
+        .route("/", get(crate::console::assets::index))
+        .route("/console/assets/{*name}", get(crate::console::assets::asset))
+        .route("/console/download", get(console::download))
+        .route("/console/login", post(console::login))
+        .route("/console/session", get(console::session))
+        .route("/console/logout", post(console::logout))
+        .layer(DefaultBodyLimit::max(64 * 1024));
     Router::new()
         .route("/livez", get(probes::livez))
         .route("/readyz", get(probes::readyz))
+        .merge(console)
         .merge(api)
         // A bug in one handler answers 500 instead of dropping the connection.
         .layer(tower_http::catch_panic::CatchPanicLayer::new())
@@ -96,8 +112,20 @@ async fn observe(request: Request, next: Next) -> Response {
     response
 }
 
+/// `Authorization` (Basic or Bearer) when the request has it; else the console's session
+/// cookie, accepted only with its CSRF header.
 async fn authenticate(State(state): State<S>, mut request: Request, next: Next) -> Response {
-    match state.auth.authenticate(request.headers()) {
+    let headers = request.headers();
+    let user = if headers.contains_key(header::AUTHORIZATION) {
+        state.auth.authenticate(headers)
+    } else {
+        match console::session_user(&state, headers) {
+            Some(Ok(user)) => Ok(user),
+            Some(Err(refused)) => return refused,
+            None => state.auth.authenticate(headers),
+        }
+    };
+    match user {
         Ok(user) => {
             request.extensions_mut().insert(user);
             next.run(request).await

@@ -134,7 +134,7 @@ fn now_iso() -> String {
 }
 
 /// Finish a query's log entry.
-fn finish_log(state: &AppState, query_id: &str, start: Instant, rows: u64, error: Option<String>) {
+pub(super) fn finish_log(state: &AppState, query_id: &str, start: Instant, rows: u64, error: Option<String>) {
     let (end, ms) = (now_iso(), start.elapsed().as_millis() as u64);
     state.queries().finish(query_id, end, ms, rows, error);
 }
@@ -153,9 +153,9 @@ fn metadata(req: &QueryRequest, statement: &str, ids: &Ids, start: Instant) -> V
     })
 }
 
-struct Ids {
-    query_id: String,
-    session_id: String,
+pub(super) struct Ids {
+    pub(super) query_id: String,
+    pub(super) session_id: String,
 }
 
 pub(super) async fn query(
@@ -178,32 +178,7 @@ pub(super) async fn query(
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
     };
-    let limits = Limits {
-        token: CancellationToken::new(),
-        deadline: tokio::time::Instant::now() + state.config.query_timeout,
-    };
     let start = Instant::now();
-    state
-        .queries()
-        .start(
-            QueryStart {
-                interface: ClientInterface::HttpQuery,
-                query_id: ids.query_id.clone(),
-                user: user.name.clone(),
-                session_id: ids.session_id.clone(),
-                statement: statement.clone(),
-                start_time: now_iso(),
-                visible: req
-                    .visible
-                    .as_ref()
-                    .and_then(Value::as_bool)
-                    .unwrap_or(true),
-                requested_by: req.requested_by.clone(),
-                user_agent: header_str(&headers, header::USER_AGENT),
-            },
-            limits.token.clone(),
-        )
-        .map_err(|taken| ApiError::BadRequest(taken.to_string()))?;
     // A failure before any result row: logged, then an in-stream `{"error"}` for the
     // NDJSON protocol (still 200, as the protocol says) or an HTTP error for the others.
     // A transient failure is a 503 in every format: clients retry that, while they take
@@ -226,24 +201,23 @@ pub(super) async fn query(
             _ => Err(e),
         }
     };
-    let mut session = match SqlSession::new(
-        Arc::clone(&state.storage),
-        Arc::clone(&state.query_runtime),
-        user,
-        req.catalog.as_deref(),
-        req.schema.as_deref(),
-    ) {
-        Ok(s) => s,
-        Err(e) => return fail(e),
+    let run = Run {
+        statement: &statement,
+        catalog: req.catalog.as_deref(),
+        schema: req.schema.as_deref(),
+        ids: &ids,
+        visible: req
+            .visible
+            .as_ref()
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        requested_by: req.requested_by.clone(),
+        user_agent: header_str(&headers, header::USER_AGENT),
     };
-    // Planning (and DDL/DML execution) runs here, racing cancellation and the timeout.
-    let planned = tokio::select! {
-        r = session.run(&statement) => r,
-        stop = limits.stopped() => Err(stop.into_error()),
-    };
-    let output = match planned {
-        Ok(o) => o,
-        Err(e) => return fail(e),
+    let (output, limits) = match begin(&state, user, run).await {
+        Ok(started) => started,
+        Err(Begin::Refused(e)) => return Err(e),
+        Err(Begin::Failed(e)) => return fail(e),
     };
     let mut result = ResultStream::new(output, limits, req.offset.unwrap_or(0), req.limit);
     // The first batch before any header: an error found this early is a proper answer.
@@ -281,7 +255,70 @@ pub(super) async fn query(
         .into_response())
 }
 
-/// Send a streamed result's body: `head`, then `first` and the rest of `result`. Returns
+/// A statement to start, as `/query` and the console's run both start one.
+pub(super) struct Run<'a> {
+    pub(super) statement: &'a str,
+    pub(super) catalog: Option<&'a str>,
+    pub(super) schema: Option<&'a str>,
+    pub(super) ids: &'a Ids,
+    pub(super) visible: bool,
+    pub(super) requested_by: Option<Value>,
+    pub(super) user_agent: Option<String>,
+}
+
+/// Why a statement did not start.
+pub(super) enum Begin {
+    /// Refused before it was logged (its query id names another user's query).
+    Refused(ApiError),
+    /// Logged as running, then failed: the caller ends its log entry.
+    Failed(ApiError),
+}
+
+/// Log `run` as running (cancellable through `DELETE /query/{id}`), then plan it (and
+/// execute DDL and DML) racing cancellation and the server's query timeout. The output
+/// streams under the returned limits.
+pub(super) async fn begin(
+    state: &AppState,
+    user: User,
+    run: Run<'_>,
+) -> Result<(crate::sql::Output, Limits), Begin> {
+    let limits = Limits {
+        token: CancellationToken::new(),
+        deadline: tokio::time::Instant::now() + state.config.query_timeout,
+    };
+    state
+        .queries()
+        .start(
+            QueryStart {
+                interface: ClientInterface::HttpQuery,
+                query_id: run.ids.query_id.clone(),
+                user: user.name.clone(),
+                session_id: run.ids.session_id.clone(),
+                statement: run.statement.to_string(),
+                start_time: now_iso(),
+                visible: run.visible,
+                requested_by: run.requested_by,
+                user_agent: run.user_agent,
+            },
+            limits.token.clone(),
+        )
+        .map_err(|taken| Begin::Refused(ApiError::BadRequest(taken.to_string())))?;
+    let mut session = SqlSession::new(
+        Arc::clone(&state.storage),
+        Arc::clone(&state.query_runtime),
+        user,
+        run.catalog,
+        run.schema,
+    )
+    .map_err(Begin::Failed)?;
+    let planned = tokio::select! {
+        r = session.run(run.statement) => r,
+        stop = limits.stopped() => Err(stop.into_error()),
+    };
+    planned.map(|output| (output, limits)).map_err(Begin::Failed)
+}
+
+/// Send a streamed result's body/// Send a streamed result's body: `head`, then `first` and the rest of `result`. Returns
 /// the error that ended it early, if one did. After an error the NDJSON protocol sends an
 /// `{"error"}` line and ends; CSV and JSONL send an I/O error down the body, which aborts
 /// the response so the client sees an incomplete body, never a short but complete one.
@@ -375,7 +412,7 @@ async fn parquet_response(
         .into_response())
 }
 
-fn columns_json(schema: &Schema) -> Value {
+pub(super) fn columns_json(schema: &Schema) -> Value {
     Value::Array(
         schema
             .fields()
