@@ -642,6 +642,9 @@ $("upload-submit").addEventListener("click", () => {
   xhr.send(uploadFile);
 });
 
+// What the page holds, for a person (or a test) looking at its memory from the devtools.
+window.deltaliteConsole = { heldRows: () => grid.source.heldRows() };
+
 // ---- start ----------------------------------------------------------------------------
 
 (async () => {

@@ -7,6 +7,9 @@
 
 const ROW_HEIGHT = 28;
 const OVERSCAN = 10;
+// Browsers cap an element's height (Chrome near 33M px, Firefox near 18M): past this the
+// scrollbar covers the rows at a scale, and rows are placed relative to the viewport.
+const MAX_SCROLL_PX = 8_000_000;
 
 // Rows of a spooled server result (GET console/results/{id}), `pageRows` per request,
 // at most `maxPages` held (least recently used out).
@@ -112,7 +115,7 @@ class Grid {
       cell.append(name, type);
       this.head.append(cell);
     }
-    this.body.style.height = source.count * ROW_HEIGHT + "px";
+    this.body.style.height = Math.min(source.count * ROW_HEIGHT, MAX_SCROLL_PX) + "px";
     this.scroller.scrollTop = 0;
     this.render();
   }
@@ -147,17 +150,21 @@ class Grid {
     if (!this.columns.length) return;
     const top = this.scroller.scrollTop;
     const height = this.scroller.clientHeight || 400;
-    const first = Math.max(0, Math.floor(top / ROW_HEIGHT) - OVERSCAN);
-    const last = Math.min(this.source.count, Math.ceil((top + height) / ROW_HEIGHT) + OVERSCAN);
+    // The rows' own pixel offset at this scroll position (equal to `top` unless scaled).
+    const full = this.source.count * ROW_HEIGHT;
+    const shown = Math.min(full, MAX_SCROLL_PX);
+    const offset = shown > height ? (top * (full - height)) / (shown - height) : top;
+    const first = Math.max(0, Math.floor(offset / ROW_HEIGHT) - OVERSCAN);
+    const last = Math.min(this.source.count, Math.ceil((offset + height) / ROW_HEIGHT) + OVERSCAN);
     const rows = [];
-    for (let i = first; i < last; i++) rows.push(this.renderRow(i));
+    for (let i = first; i < last; i++) rows.push(this.renderRow(i, i * ROW_HEIGHT - offset + top));
     this.body.replaceChildren(...rows);
   }
 
-  renderRow(i) {
+  renderRow(i, y) {
     const row = document.createElement("div");
     row.className = "grid-row";
-    row.style.top = i * ROW_HEIGHT + "px";
+    row.style.top = y + "px";
     row.style.height = ROW_HEIGHT + "px";
     row.style.lineHeight = ROW_HEIGHT - 1 + "px";
     const num = document.createElement("div");
