@@ -6,11 +6,13 @@ measured."""
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import time
 import urllib.error
 import urllib.request
 
+import pyarrow.parquet as pq
 import pytest
 from conftest import ARTIFACTS, sql
 from selenium.webdriver.common.by import By
@@ -83,14 +85,41 @@ def test_sign_in_browse_query_chart_history_upload(server, browser, tmp_path):
     assert chart == ["bar", ["purchase", "login", "signup"], [12, 7.25, 3.5]]
     assert b.find("#chart-note").text == "3 rows"
     b.shot("chart")
+    # Over time: a line; two numbers: a scatter.
+    b.run("SELECT day, amount FROM lakehouse.main.events ORDER BY day")
+    b.wait().until(lambda d: b.js("return Chart.getChart('chart')?.config.type") == "line")
+    assert b.js("return Chart.getChart('chart').data.labels") == [
+        "2026-01-01",
+        "2026-01-02",
+        "2026-01-03",
+    ]
+    b.run("SELECT id, amount FROM lakehouse.main.events ORDER BY id")
+    b.wait().until(lambda d: b.js("return Chart.getChart('chart')?.config.type") == "scatter")
+    assert b.js("return Chart.getChart('chart').data.datasets[0].data") == [
+        {"x": 1, "y": 3.5},
+        {"x": 2, "y": 7.25},
+        {"x": 3, "y": 12},
+    ]
     b.find(".seg[data-result=grid]").click()
 
     # An error, shown with its message and where it happened.
     b.run("SELECT nope\nFROM lakehouse.main.events")
     assert b.text_in("#status", "Failed")
     message = b.visible("#error-box").text
-    assert "nope" in message, message
+    assert message.startswith("Binder Error: No field named nope."), message
+    # Marked where it happened: `nope` on the first line.
+    mark = b.js(
+        """const m = document.querySelector('.CodeMirror').CodeMirror.getAllMarks()[0].find();
+           return [m.from.line, m.from.ch, m.to.line, m.to.ch]"""
+    )
+    assert mark == [0, 7, 0, 11]
+    assert b.find(".cm-error-mark").text == "nope"
     b.shot("error")
+    # A table that does not exist, on the second line.
+    b.run("SELECT 1\nFROM lakehouse.main.missing_table")
+    assert b.text_in("#status", "Failed")
+    b.wait().until(lambda d: b.finds(".cm-error-mark"))
+    assert b.find(".cm-error-mark").text == "missing_table", b.find("#error-box").text
 
     # Cancel a long statement: the server stops it, the page says so.
     b.run(SLOW)
@@ -110,12 +139,14 @@ def test_sign_in_browse_query_chart_history_upload(server, browser, tmp_path):
     b.wait().until(lambda d: len(b.finds("#history-table .history-row")) >= 3)
     rows = [r.text for r in b.finds("#history-table .history-row")]
     assert rows[0].startswith("cancelled") and "range(1, 100000000000)" in rows[0]
-    assert rows[1].startswith("failed") and "nope" in rows[1]
-    assert rows[2].startswith("ok") and "ORDER BY amount DESC" in rows[2]
+    assert rows[1].startswith("failed") and "missing_table" in rows[1]
+    assert rows[2].startswith("failed") and "nope" in rows[2]
+    assert rows[3].startswith("ok") and "ORDER BY id" in rows[3]
+    assert rows[5].startswith("ok") and "ORDER BY amount DESC" in rows[5]
     # The tree's metadata queries are not in it.
     assert not any("information_schema" in r for r in rows)
     b.shot("history")
-    b.finds("#history-table .history-row")[2].find_element(By.CSS_SELECTOR, "button").click()
+    b.finds("#history-table .history-row")[5].find_element(By.CSS_SELECTOR, "button").click()
     b.visible("#view-query")
     assert b.text_in("#status", "3 rows")
     assert b.cells()[0] == ["purchase", "12"]
@@ -148,6 +179,35 @@ def test_sign_in_browse_query_chart_history_upload(server, browser, tmp_path):
         [10, 99.5],
         [11, 5.25],
         [12, 1.0],
+    ]
+    b.find("#upload-close").click()
+    b.visible("#view-query")
+
+    # Drop a JSON file on the new table in the tree: an upsert by order_id.
+    b.find("#refresh-tree").click()
+    b.visible(".tree .node[data-name=lakehouse]").click()
+    b.visible(".tree .node[data-name=main]").click()
+    node = b.visible(".tree .node[data-name=orders]")
+    b.js(
+        """const dt = new DataTransfer();
+           dt.items.add(new File([arguments[1]], 'changes.json', {type: 'application/json'}));
+           arguments[0].dispatchEvent(new DragEvent('drop', {bubbles: true, cancelable: true, dataTransfer: dt}));""",
+        node,
+        '[{"order_id": 11, "total": 6.5}, {"order_id": 13, "total": 40.0}]',
+    )
+    b.visible("#upload-dialog")
+    assert b.find("#upload-table").get_attribute("value") == "orders"
+    assert b.find("#upload-mode").get_attribute("value") == "append"
+    b.js("const m = document.getElementById('upload-mode'); m.value = 'upsert'; m.dispatchEvent(new Event('change'))")
+    b.visible("#upload-key").send_keys("order_id")
+    b.find("#upload-submit").click()
+    assert b.text_in("#upload-result", "Done: 2 rows written, table version 1.")
+    b.shot("upsert")
+    assert sql(server.base, "SELECT * FROM lakehouse.main.orders ORDER BY order_id") == [
+        [10, 99.5],
+        [11, 6.5],
+        [12, 1.0],
+        [13, 40.0],
     ]
     b.find("#upload-close").click()
 
@@ -268,6 +328,17 @@ def test_the_session_cookie_needs_its_csrf_token(server):
     status, (text, headers) = console_get(server, path, cookie=token, csrf=None)
     assert status == 200 and text == b'one,two\n1,"a,b"\n'
     assert headers["Content-Disposition"] == 'attachment; filename="result.csv"'
+    conn.request(
+        "POST",
+        f"/console/results/{run['result_id']}/ticket",
+        headers={"Cookie": f"deltalite_session={token}", "X-Deltalite-Csrf": csrf},
+    )
+    ticket = json.loads(conn.getresponse().read())["ticket"]
+    path = f"console/download?ticket={ticket}&format=parquet"
+    status, (data, headers) = console_get(server, path, cookie=token, csrf=None)
+    assert status == 200 and data[:4] == b"PAR1"
+    table = pq.read_table(io.BytesIO(data))
+    assert table.to_pylist() == [{"one": 1, "two": "a,b"}]
     # Another user cannot read the result's pages.
     status, _ = console_get(server, f"console/results/{run['result_id']}?offset=0", cookie=bob, csrf=bob_csrf)
     assert status == 404

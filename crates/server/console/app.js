@@ -310,26 +310,51 @@ async function showResult() {
   const sample = r.rows ? await source.load(0) : [];
   grid.show(r.columns, source, sample.slice(0, 100));
   if (!r.rows) grid.message("No rows.");
-  if (!$("result-chart").hidden) drawChart();
+  if (!$("result-chart").hidden) drawChart(true);
 }
 
-// An error is shown where it happened when its text says (sqlparser's "Line: 1, Column: 8",
-// DuckDB's "LINE 1:" with a caret line).
+// An error is shown where it happened: at the line and column its text gives
+// (sqlparser's "Line: 1, Column: 8"), else at the first mention of the name it complains
+// about (DataFusion's binder names the field, table or function but gives no position).
+const NAMED = [
+  /No field named ([^\s.]+(?:\.[^\s.]+)*)\./,
+  /[Tt]able '([^']+)' not found/,
+  /with name ([^\s!]+) does not exist/,
+  /[Ii]nvalid function '([^']+)'/,
+  /column "([^"]+)"/,
+  /"([^"]+)" not found/,
+];
+
+function errorRange(message, statement) {
+  const at = /Line: (\d+), Column:? (\d+)/i.exec(message);
+  if (at) {
+    const line = Number(at[1]) - 1;
+    const ch = Math.max(0, Number(at[2]) - 1);
+    const rest = (statement.split("\n")[line] || "").slice(ch);
+    return { line, ch, end: ch + Math.max(1, (/^[\w."]+/.exec(rest) || [""])[0].length) };
+  }
+  for (const pattern of NAMED) {
+    const named = pattern.exec(message);
+    if (!named) continue;
+    const name = named[1].split(".").pop().replace(/"/g, "");
+    const lines = statement.split("\n");
+    const word = new RegExp(`(^|[^\\w])(${name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")})(?![\\w])`, "i");
+    for (let line = 0; line < lines.length; line++) {
+      const m = word.exec(lines[line]);
+      if (m) return { line, ch: m.index + m[1].length, end: m.index + m[1].length + name.length };
+    }
+  }
+  return null;
+}
+
 function showError(message, statement) {
   $("error-box").hidden = false;
   $("error-box").textContent = message;
   grid.message("No result.");
-  let where = /Line: (\d+), Column:? (\d+)/i.exec(message);
-  if (!where) {
-    const caret = /LINE (\d+):.*\n(\s*)\^/.exec(message);
-    if (caret) where = [null, caret[1], String(caret[2].length - `LINE ${caret[1]}: `.length + 1)];
-  }
-  if (where && statement === editor().getValue()) {
-    const line = Number(where[1]) - 1;
-    const ch = Math.max(0, Number(where[2]) - 1);
-    const end = editor().getLine(line) === undefined ? ch + 1 : Math.max(ch + 1, (/^\S*/.exec(editor().getLine(line).slice(ch)) || [""])[0].length + ch);
-    errorMark = editor().markText({ line, ch }, { line, ch: end }, { className: "cm-error-mark" });
-    editor().setCursor({ line, ch });
+  const range = statement === editor().getValue() ? errorRange(message, statement) : null;
+  if (range) {
+    errorMark = editor().markText({ line: range.line, ch: range.ch }, { line: range.line, ch: range.end }, { className: "cm-error-mark", title: message });
+    editor().setCursor({ line: range.line, ch: range.ch });
   }
 }
 
@@ -369,14 +394,14 @@ for (const seg of document.querySelectorAll(".seg")) {
 }
 for (const id of ["chart-kind", "chart-x", "chart-y"]) $(id).addEventListener("change", () => drawChart());
 
-// Defaults from the column types: a numeric Y; X the first other column; a line over
-// time, a scatter of two numbers, else bars.
+// Defaults from the column types: X the first non-numeric column (else the first), Y the
+// first other numeric one; a line over time, a scatter of two numbers, else bars.
 function chooseChart(columns) {
-  const y = columns.findIndex((c) => isNumeric(c.type));
-  let x = columns.findIndex((c, i) => i !== y && !isNumeric(c.type));
-  if (x < 0) x = columns.findIndex((_, i) => i !== y);
-  const kind = x >= 0 && isTemporal(columns[x].type) ? "line" : x >= 0 && isNumeric(columns[x].type) ? "scatter" : "bar";
-  return { x: Math.max(x, 0), y, kind };
+  let x = columns.findIndex((c) => !isNumeric(c.type));
+  if (x < 0) x = 0;
+  const y = columns.findIndex((c, i) => i !== x && isNumeric(c.type));
+  const kind = isTemporal(columns[x].type) ? "line" : isNumeric(columns[x].type) ? "scatter" : "bar";
+  return { x, y, kind };
 }
 
 async function drawChart(reset = false) {
