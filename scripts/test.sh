@@ -47,7 +47,7 @@ cargo test --workspace -- --test-threads 4
 export DELTALITE_BIN="$CARGO_TARGET_DIR/debug/deltalite"
 # server-sql: DuckDB oracle + interop (needs the wheel test-python builds); clients,
 # dlt-differential and flight run the real PyPI clients (CPython 3.13 root).
-for part in python server-sql dlt clients dlt-differential flight; do
+for part in python server-sql console dlt clients dlt-differential flight; do
   if [ -x "scripts/test-$part.sh" ]; then
     echo "== $part"
     "scripts/test-$part.sh"

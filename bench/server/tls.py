@@ -22,7 +22,6 @@ import json
 import shutil
 import ssl
 import statistics
-import subprocess
 import sys
 import time
 import urllib.request
@@ -33,25 +32,13 @@ import adbc_driver_flightsql.dbapi as adbc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness"))
+from certs import self_signed
 from ingest_query import make_parquet
 from server_process import ServerProcess
 
 USER, PASSWORD = "b", "b"
 AUTH = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
 TABLE = "lakehouse.bench.facts"
-
-
-def self_signed(work: Path) -> tuple[Path, Path]:
-    cert, key = work / "cert.pem", work / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt"]
-        + ["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"]
-        + ["-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"]
-        + ["-keyout", str(key), "-out", str(cert)],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
 
 
 def ndjson_rows(s: ServerProcess, context) -> int:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "harness"))
+from certs import self_signed
 from server_process import ServerProcess, server_binary
 
 
@@ -99,36 +100,6 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(certs, ignore_errors=True)
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for localhost and 127.0.0.1, and its key."""
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
 
 
 if __name__ == "__main__":

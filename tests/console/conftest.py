@@ -5,10 +5,13 @@ Selenium (headless). Screenshots of every step go to `$CONSOLE_ARTIFACTS` (defau
 from __future__ import annotations
 
 import base64
+import http.client
+import http.server
 import json
 import os
 import shutil
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -22,7 +25,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "harness"))
-from server_process import ServerProcess  # noqa: E402
+from server_process import ServerProcess
 
 ARTIFACTS = Path(
     os.environ.get("CONSOLE_ARTIFACTS", REPO / "target" / "console-screenshots")
@@ -31,7 +34,7 @@ USERS = (("alice", "secret"), ("bob", "hunter2"))
 GRANTS = {"alice": ["lakehouse"], "bob": ["bobs"]}
 
 
-def http(
+def api_request(
     base: str,
     path: str,
     *,
@@ -57,7 +60,7 @@ def http(
 
 def sql(base: str, statement: str, **kw) -> list[list]:
     """Run `statement` over `/query`; its rows (a SQL error fails the test)."""
-    status, body = http(base, "query", body={"statement": statement}, **kw)
+    status, body = api_request(base, "query", body={"statement": statement}, **kw)
     lines = [json.loads(line) for line in body.splitlines() if line]
     assert status == 200 and not any(
         isinstance(line, dict) and "error" in line for line in lines
@@ -67,9 +70,7 @@ def sql(base: str, statement: str, **kw) -> list[list]:
 
 @pytest.fixture(scope="module")
 def server():
-    with ServerProcess(
-        users=USERS, catalogs=("lakehouse", "bobs"), grants=GRANTS
-    ) as s:
+    with ServerProcess(users=USERS, catalogs=("lakehouse", "bobs"), grants=GRANTS) as s:
         sql(
             s.base,
             "CREATE TABLE lakehouse.main.events AS SELECT * FROM (VALUES "
@@ -109,6 +110,8 @@ def browser(request):
         "--force-device-scale-factor=1",
         "--enable-precise-memory-info",
         "--js-flags=--expose-gc",
+        # The TLS test's server has a self-signed certificate.
+        "--ignore-certificate-errors",
     ):
         options.add_argument(arg)
     options.add_experimental_option(
@@ -166,7 +169,10 @@ class Browser:
         self.find("#signin-submit").click()
 
     def set_sql(self, statement: str):
-        self.js("document.querySelector('.CodeMirror').CodeMirror.setValue(arguments[0])", statement)
+        self.js(
+            "document.querySelector('.CodeMirror').CodeMirror.setValue(arguments[0])",
+            statement,
+        )
 
     def run(self, statement: str):
         self.set_sql(statement)
@@ -189,3 +195,57 @@ class Browser:
         metrics = self.driver.execute_cdp_cmd("Performance.getMetrics", {})["metrics"]
         used = next(m["value"] for m in metrics if m["name"] == "JSHeapUsedSize")
         return used / 1e6
+
+
+class PrefixProxy:
+    """A reverse proxy serving `upstream` under `/PREFIX/` (as nginx's `location /lake/ {
+    proxy_pass http://upstream/; }` does): the console must work behind it unchanged."""
+
+    HOP = frozenset(
+        {"connection", "keep-alive", "transfer-encoding", "host", "content-length"}
+    )
+
+    def __init__(self, upstream: tuple[str, int], prefix: str):
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def forward(self):
+                if not self.path.startswith(proxy.prefix + "/"):
+                    self.send_error(404)
+                    return
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                conn = http.client.HTTPConnection(*upstream, timeout=120)
+                headers = {
+                    k: v for k, v in self.headers.items() if k.lower() not in proxy.HOP
+                }
+                conn.request(
+                    self.command, self.path[len(proxy.prefix) :], body, headers
+                )
+                response = conn.getresponse()
+                data = response.read()
+                self.send_response(response.status)
+                for k, v in response.getheaders():
+                    if k.lower() not in proxy.HOP:
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                proxy.paths.append(self.path)
+
+            do_GET = do_POST = do_DELETE = forward
+
+        self.prefix = "/" + prefix.strip("/")
+        self.paths: list[str] = []
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}{self.prefix}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()

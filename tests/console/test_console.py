@@ -14,7 +14,8 @@ import urllib.request
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import ARTIFACTS, sql
+from certs import self_signed
+from conftest import ARTIFACTS, USERS, PrefixProxy, ServerProcess, sql
 from selenium.webdriver.common.by import By
 
 SLOW = "SELECT sum(value % 7) FROM range(1, 100000000000)"
@@ -37,7 +38,9 @@ def test_sign_in_browse_query_chart_history_upload(server, browser, tmp_path):
     assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
     # Alice's catalogs only.
     b.visible(".tree .node[data-kind=c]")
-    assert [n.get_attribute("data-name") for n in b.finds(".tree .node[data-kind=c]")] == ["lakehouse"]
+    assert [
+        n.get_attribute("data-name") for n in b.finds(".tree .node[data-kind=c]")
+    ] == ["lakehouse"]
     b.shot("signed-in")
 
     # Browse: catalog → schema → table, then the table's page.
@@ -48,7 +51,9 @@ def test_sign_in_browse_query_chart_history_upload(server, browser, tmp_path):
     assert b.text_in("#table-title", "lakehouse.main.events")
     b.wait().until(lambda d: "3" in b.find("#table-cards .stat .value").text)
     cards = {
-        c.find_element(By.CSS_SELECTOR, ".label").text: c.find_element(By.CSS_SELECTOR, ".value").text
+        c.find_element(By.CSS_SELECTOR, ".label").text: c.find_element(
+            By.CSS_SELECTOR, ".value"
+        ).text
         for c in b.finds("#table-cards .stat")
     }
     assert cards["Rows"] == "3" and cards["Files"] == "1" and cards["Version"] == "0"
@@ -87,14 +92,18 @@ def test_sign_in_browse_query_chart_history_upload(server, browser, tmp_path):
     b.shot("chart")
     # Over time: a line; two numbers: a scatter.
     b.run("SELECT day, amount FROM lakehouse.main.events ORDER BY day")
-    b.wait().until(lambda d: b.js("return Chart.getChart('chart')?.config.type") == "line")
+    b.wait().until(
+        lambda d: b.js("return Chart.getChart('chart')?.config.type") == "line"
+    )
     assert b.js("return Chart.getChart('chart').data.labels") == [
         "2026-01-01",
         "2026-01-02",
         "2026-01-03",
     ]
     b.run("SELECT id, amount FROM lakehouse.main.events ORDER BY id")
-    b.wait().until(lambda d: b.js("return Chart.getChart('chart')?.config.type") == "scatter")
+    b.wait().until(
+        lambda d: b.js("return Chart.getChart('chart')?.config.type") == "scatter"
+    )
     assert b.js("return Chart.getChart('chart').data.datasets[0].data") == [
         {"x": 1, "y": 3.5},
         {"x": 2, "y": 7.25},
@@ -129,9 +138,10 @@ def test_sign_in_browse_query_chart_history_upload(server, browser, tmp_path):
     b.find("#cancel").click()
     assert b.text_in("#status", "Cancelled", timeout=30)
     assert time.monotonic() - started < 20
-    assert "Query cancelled" in b.find("#error-box").text or "cancel" in b.find(
-        "#error-box"
-    ).text.lower()
+    assert (
+        "Query cancelled" in b.find("#error-box").text
+        or "cancel" in b.find("#error-box").text.lower()
+    )
     b.shot("cancelled")
 
     # History: the user's statements, newest first, with their outcome; run one again.
@@ -146,7 +156,9 @@ def test_sign_in_browse_query_chart_history_upload(server, browser, tmp_path):
     # The tree's metadata queries are not in it.
     assert not any("information_schema" in r for r in rows)
     b.shot("history")
-    b.finds("#history-table .history-row")[5].find_element(By.CSS_SELECTOR, "button").click()
+    b.finds("#history-table .history-row")[5].find_element(
+        By.CSS_SELECTOR, "button"
+    ).click()
     b.visible("#view-query")
     assert b.text_in("#status", "3 rows")
     assert b.cells()[0] == ["purchase", "12"]
@@ -172,10 +184,14 @@ def test_sign_in_browse_query_chart_history_upload(server, browser, tmp_path):
     b.find("#upload-file").send_keys(str(source))
     assert b.find("#upload-table").get_attribute("value") == "orders"
     b.find("#upload-submit").click()
-    assert b.text_in("#upload-result", "Done: 3 rows written, table version 0, table created.")
+    assert b.text_in(
+        "#upload-result", "Done: 3 rows written, table version 0, table created."
+    )
     assert b.find("#upload-progress").get_attribute("value") == "100"
     b.shot("upload")
-    assert sql(server.base, "SELECT * FROM lakehouse.main.orders ORDER BY order_id") == [
+    assert sql(
+        server.base, "SELECT * FROM lakehouse.main.orders ORDER BY order_id"
+    ) == [
         [10, 99.5],
         [11, 5.25],
         [12, 1.0],
@@ -198,12 +214,16 @@ def test_sign_in_browse_query_chart_history_upload(server, browser, tmp_path):
     b.visible("#upload-dialog")
     assert b.find("#upload-table").get_attribute("value") == "orders"
     assert b.find("#upload-mode").get_attribute("value") == "append"
-    b.js("const m = document.getElementById('upload-mode'); m.value = 'upsert'; m.dispatchEvent(new Event('change'))")
+    b.js(
+        "const m = document.getElementById('upload-mode'); m.value = 'upsert'; m.dispatchEvent(new Event('change'))"
+    )
     b.visible("#upload-key").send_keys("order_id")
     b.find("#upload-submit").click()
     assert b.text_in("#upload-result", "Done: 2 rows written, table version 1.")
     b.shot("upsert")
-    assert sql(server.base, "SELECT * FROM lakehouse.main.orders ORDER BY order_id") == [
+    assert sql(
+        server.base, "SELECT * FROM lakehouse.main.orders ORDER BY order_id"
+    ) == [
         [10, 99.5],
         [11, 6.5],
         [12, 1.0],
@@ -225,7 +245,9 @@ def test_another_user_sees_only_their_catalogs(server, browser):
     b = browser
     b.sign_in(server.base, "bob", "hunter2")
     b.visible(".tree .node[data-kind=c]")
-    assert [n.get_attribute("data-name") for n in b.finds(".tree .node[data-kind=c]")] == ["bobs"]
+    assert [
+        n.get_attribute("data-name") for n in b.finds(".tree .node[data-kind=c]")
+    ] == ["bobs"]
     assert [o.text for o in b.finds("#ctx-catalog option")] == ["bobs"]
     b.run("SELECT * FROM lakehouse.main.events")
     assert b.text_in("#status", "Failed")
@@ -268,16 +290,25 @@ def test_the_session_cookie_needs_its_csrf_token(server):
     assert "Secure" not in attributes  # plain HTTP here
     # The cookie alone: refused, without a Basic challenge (no browser dialog).
     for headers in ({"cookie": token, "csrf": None}, {"cookie": token, "csrf": ""}):
-        status, (text, response_headers) = console_get(server, "console/history", **headers)
+        status, (text, response_headers) = console_get(
+            server, "console/history", **headers
+        )
         if headers["csrf"] is None:
             # Not a console request at all: the API's own Basic challenge.
-            assert status == 401 and response_headers["WWW-Authenticate"] == 'Basic realm="lakehouse"'
+            assert (
+                status == 401
+                and response_headers["WWW-Authenticate"] == 'Basic realm="lakehouse"'
+            )
         else:
             assert status == 401 and "WWW-Authenticate" not in response_headers
-            assert json.loads(text) == {"error": "Not signed in, or the session has expired"}
+            assert json.loads(text) == {
+                "error": "Not signed in, or the session has expired"
+            }
     # Another session's CSRF token does not fit this cookie.
     _, other_csrf, _, _ = login(server, "alice", "secret")
-    assert console_get(server, "console/history", cookie=token, csrf=other_csrf)[0] == 401
+    assert (
+        console_get(server, "console/history", cookie=token, csrf=other_csrf)[0] == 401
+    )
     # The pair works, for every API route.
     status, (text, _) = console_get(server, "console/history", cookie=token, csrf=csrf)
     assert status == 200 and isinstance(json.loads(text), list)
@@ -300,7 +331,11 @@ def test_the_session_cookie_needs_its_csrf_token(server):
         "POST",
         "/console/run",
         body=json.dumps({"statement": "SELECT 1 AS one, 'a,b' AS two"}),
-        headers={"Cookie": f"deltalite_session={token}", "X-Deltalite-Csrf": csrf, "Content-Type": "application/json"},
+        headers={
+            "Cookie": f"deltalite_session={token}",
+            "X-Deltalite-Csrf": csrf,
+            "Content-Type": "application/json",
+        },
     )
     run = json.loads(conn.getresponse().read())
     assert run["rows"] == 1 and run["columns"] == [
@@ -340,7 +375,12 @@ def test_the_session_cookie_needs_its_csrf_token(server):
     table = pq.read_table(io.BytesIO(data))
     assert table.to_pylist() == [{"one": 1, "two": "a,b"}]
     # Another user cannot read the result's pages.
-    status, _ = console_get(server, f"console/results/{run['result_id']}?offset=0", cookie=bob, csrf=bob_csrf)
+    status, _ = console_get(
+        server,
+        f"console/results/{run['result_id']}?offset=0",
+        cookie=bob,
+        csrf=bob_csrf,
+    )
     assert status == 404
     # Nor another user's table page.
     path = "console/table?catalog=lakehouse&schema=main&table=events"
@@ -376,11 +416,17 @@ def test_the_page_is_hardened(server):
     assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
     assert response.headers["X-Content-Type-Options"] == "nosniff"
     # Every asset the page names is served; relative, so a path prefix works.
-    for src in ("console/assets/app.js", "console/assets/grid.js", "console/assets/vendor/codemirror.js"):
+    for src in (
+        "console/assets/app.js",
+        "console/assets/grid.js",
+        "console/assets/vendor/codemirror.js",
+    ):
         assert f'"{src}"' in page
         conn.request("GET", "/" + src)
         r = conn.getresponse()
-        assert r.status == 200 and r.headers["Content-Type"].startswith("text/javascript"), src
+        assert r.status == 200 and r.headers["Content-Type"].startswith(
+            "text/javascript"
+        ), src
         r.read()
     conn.request("GET", "/console/assets/../../Cargo.toml")
     r = conn.getresponse()
@@ -421,3 +467,39 @@ def test_a_million_rows_scroll_in_bounded_memory(server, browser):
     assert peak_dom <= 60
     assert 0 < peak_rows <= 16 * 500
     assert after - before < 20, (before, after)
+
+
+def test_behind_a_reverse_proxy_under_a_path_prefix(server, browser):
+    proxy = PrefixProxy(server.addr, "lake")
+    try:
+        b = browser
+        b.sign_in(proxy.base, "alice", "secret")
+        b.visible(".tree .node[data-name=lakehouse]").click()
+        b.visible(".tree .node[data-name=main]")
+        b.run("SELECT count(*) AS n FROM lakehouse.main.events")
+        assert b.text_in("#status", "1 row")
+        assert b.cells() == [["3"]]
+        b.shot("prefix")
+        # Every request went through the prefix: the page, its assets and the API.
+        assert "/lake/" in proxy.paths and "/lake/console/login" in proxy.paths
+        assert "/lake/console/assets/app.js" in proxy.paths
+        assert "/lake/query" in proxy.paths and "/lake/console/run" in proxy.paths
+    finally:
+        proxy.close()
+
+
+def test_over_tls(browser, tmp_path):
+    cert, key = self_signed(tmp_path)
+    with ServerProcess(
+        users=USERS, args=["--tls-cert", str(cert), "--tls-key", str(key)]
+    ) as tls:
+        assert tls.base.startswith("https://")
+        b = browser
+        b.sign_in(tls.base, "alice", "secret")
+        b.visible("#app")
+        cookie = b.driver.get_cookie("deltalite_session")
+        assert cookie["secure"] is True and cookie["httpOnly"] is True
+        b.run("SELECT 'over tls' AS how")
+        assert b.text_in("#status", "1 row")
+        assert b.cells() == [["over tls"]]
+        b.shot("tls")

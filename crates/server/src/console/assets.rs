@@ -74,7 +74,10 @@ fn harden(response: &mut Response) {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     // A new binary's assets are picked up at once; they are small.
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
 }

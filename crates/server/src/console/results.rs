@@ -135,7 +135,10 @@ impl Spooled {
         if offset >= end {
             return Ok(Vec::new());
         }
-        let first = self.starts.partition_point(|s| *s <= offset).saturating_sub(1);
+        let first = self
+            .starts
+            .partition_point(|s| *s <= offset)
+            .saturating_sub(1);
         let file = self.file.reopen().map_err(|e| err(&e))?;
         let mut reader = FileReader::try_new(file, None).map_err(|e| err(&e))?;
         reader.set_index(first).map_err(|e| err(&e))?;
@@ -241,13 +244,14 @@ mod tests {
 
     use super::*;
 
-    fn spooled(user: &str, batches: &[std::ops::Range<i64>]) -> Spooled {
+    /// A result of `user` whose batches hold the values `start..end` of each pair.
+    fn spooled(user: &str, batches: &[(i64, i64)]) -> Spooled {
         let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
         let mut s = Spooler::new(None, Arc::clone(&schema)).expect("spool");
-        for r in batches {
+        for &(start, end) in batches {
             let batch = RecordBatch::try_new(
                 Arc::clone(&schema),
-                vec![Arc::new(Int64Array::from_iter_values(r.clone()))],
+                vec![Arc::new(Int64Array::from_iter_values(start..end))],
             )
             .expect("batch");
             assert!(s.push(&batch).expect("push"));
@@ -271,21 +275,30 @@ mod tests {
 
     #[test]
     fn pages_cross_batch_boundaries() {
-        let r = spooled("a", &[0..3, 3..10, 10..11, 11..20]);
+        let r = spooled("a", &[(0, 3), (3, 10), (10, 11), (11, 20)]);
         assert_eq!(r.rows(), 20);
-        assert_eq!(values(&r.read(0, 5).expect("read")), (0..5).collect::<Vec<_>>());
-        assert_eq!(values(&r.read(2, 9).expect("read")), (2..11).collect::<Vec<_>>());
+        assert_eq!(
+            values(&r.read(0, 5).expect("read")),
+            (0..5).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            values(&r.read(2, 9).expect("read")),
+            (2..11).collect::<Vec<_>>()
+        );
         assert_eq!(values(&r.read(10, 1).expect("read")), vec![10]);
-        assert_eq!(values(&r.read(15, 100).expect("read")), (15..20).collect::<Vec<_>>());
+        assert_eq!(
+            values(&r.read(15, 100).expect("read")),
+            (15..20).collect::<Vec<_>>()
+        );
         assert!(r.read(20, 5).expect("read").is_empty());
     }
 
     #[test]
     fn results_are_their_users_and_bounded_per_user() {
         let store = Results::default();
-        let theirs = store.insert(spooled("bob", &[0..1]));
+        let theirs = store.insert(spooled("bob", &[(0, 1)]));
         let mine: Vec<String> = (0..MAX_RESULTS_PER_USER + 2)
-            .map(|_| store.insert(spooled("alice", &[0..1])))
+            .map(|_| store.insert(spooled("alice", &[(0, 1)])))
             .collect();
         assert!(store.get(&theirs, "alice").is_none());
         assert!(store.get(&theirs, "bob").is_some());

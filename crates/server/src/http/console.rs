@@ -43,9 +43,13 @@ pub(super) fn unauthorized() -> Response {
 /// The user of a console request: the session cookie with its CSRF header. `None` when
 /// the request is not a console request (no CSRF header); `Some(Err)` when it is one
 /// that is not signed in.
-pub(super) fn session_user(state: &AppState, headers: &HeaderMap) -> Option<Result<User, Response>> {
+pub(super) fn session_user(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Option<Result<User, Response>> {
     let csrf = headers.get(sessions::CSRF_HEADER)?.to_str().unwrap_or("");
-    let user = session_token(headers).and_then(|token| state.console.sessions.authorise(token, csrf));
+    let user =
+        session_token(headers).and_then(|token| state.console.sessions.authorise(token, csrf));
     Some(user.ok_or_else(unauthorized))
 }
 
@@ -129,8 +133,7 @@ pub(crate) async fn session(State(state): State<S>, headers: HeaderMap) -> Respo
 
 /// `POST /console/logout`: ends the session (needs its CSRF header) and clears the cookie.
 pub(crate) async fn logout(State(state): State<S>, headers: HeaderMap) -> Response {
-    if let (Some(token), Some(Ok(_))) = (session_token(&headers), session_user(&state, &headers))
-    {
+    if let (Some(token), Some(Ok(_))) = (session_token(&headers), session_user(&state, &headers)) {
         state.console.sessions.end(token);
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
@@ -172,7 +175,12 @@ pub(crate) async fn table(
     Extension(user): Extension<User>,
     Query(p): Query<TableParams>,
 ) -> ApiResult<Json<Value>> {
-    let missing = || ApiError::NotFound(format!("Table {}.{}.{} not found", p.catalog, p.schema, p.table));
+    let missing = || {
+        ApiError::NotFound(format!(
+            "Table {}.{}.{} not found",
+            p.catalog, p.schema, p.table
+        ))
+    };
     if !user.can_see(&p.catalog) {
         return Err(missing());
     }
@@ -272,8 +280,8 @@ pub(crate) async fn run(
     };
     let mut result = ResultStream::new(output, limits, 0, None);
     let schema = plain_schema(&result.schema());
-    let mut spool = Spooler::new(state.config.spool_dir.as_deref(), Arc::clone(&schema))
-        .map_err(fail)?;
+    let mut spool =
+        Spooler::new(state.config.spool_dir.as_deref(), Arc::clone(&schema)).map_err(fail)?;
     while let Some(batch) = result.next().await {
         let batch = batch.map_err(|stop| fail(stop.into_error()))?;
         // A full spool ends the result there (dropping the stream stops the execution).

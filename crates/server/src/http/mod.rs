@@ -57,7 +57,10 @@ pub fn router(state: S) -> Router {
     // The console's page, assets and sign-in: outside auth (the page signs in).
     let console = Router::new()
         .route("/", get(crate::console::assets::index))
-        .route("/console/assets/{*name}", get(crate::console::assets::asset))
+        .route(
+            "/console/assets/{*name}",
+            get(crate::console::assets::asset),
+        )
         .route("/console/download", get(console::download))
         .route("/console/login", post(console::login))
         .route("/console/session", get(console::session))

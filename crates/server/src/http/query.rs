@@ -134,7 +134,13 @@ fn now_iso() -> String {
 }
 
 /// Finish a query's log entry.
-pub(super) fn finish_log(state: &AppState, query_id: &str, start: Instant, rows: u64, error: Option<String>) {
+pub(super) fn finish_log(
+    state: &AppState,
+    query_id: &str,
+    start: Instant,
+    rows: u64,
+    error: Option<String>,
+) {
     let (end, ms) = (now_iso(), start.elapsed().as_millis() as u64);
     state.queries().finish(query_id, end, ms, rows, error);
 }
@@ -315,7 +321,9 @@ pub(super) async fn begin(
         r = session.run(run.statement) => r,
         stop = limits.stopped() => Err(stop.into_error()),
     };
-    planned.map(|output| (output, limits)).map_err(Begin::Failed)
+    planned
+        .map(|output| (output, limits))
+        .map_err(Begin::Failed)
 }
 
 /// Send a streamed result's body/// Send a streamed result's body: `head`, then `first` and the rest of `result`. Returns
