@@ -187,6 +187,12 @@ class Browser:
             css,
         )
 
+    def dom_nodes(self) -> int:
+        """DOM nodes alive in the tab (Chromium's count)."""
+        self.driver.execute_cdp_cmd("Performance.enable", {})
+        metrics = self.driver.execute_cdp_cmd("Performance.getMetrics", {})["metrics"]
+        return int(next(m["value"] for m in metrics if m["name"] == "Nodes"))
+
     def heap_mb(self) -> float:
         """The tab's used JS heap after a full garbage collection, MB."""
         self.driver.execute_cdp_cmd("HeapProfiler.enable", {})

@@ -182,11 +182,15 @@ async function tablesOf(catalog, schema) {
   });
 }
 
+// Column names seen in the tree, offered by the editor's completion beside /autocomplete's.
+const knownColumns = new Map(); // name -> type
+
 async function columnsOf(catalog, schema, table) {
   const { rows } = await sql(
     `SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = ${literal(catalog)} AND table_schema = ${literal(schema)} AND table_name = ${literal(table)} ORDER BY ordinal_position`,
     catalog,
   );
+  for (const [name, type] of rows) knownColumns.set(name, type);
   return rows.map(([name, type]) =>
     el("li", { className: "node col" }, el("span", { textContent: name }), el("span", { className: "type", textContent: type })),
   );
@@ -225,7 +229,8 @@ function editor() {
   return cm;
 }
 
-// Completions from /autocomplete (keywords and the names the user can see).
+// Completions: columns of the tables opened in the tree, then /autocomplete's keywords and
+// the catalogs, schemas and tables the user can see.
 async function complete(instance) {
   const cursor = instance.getCursor();
   const before = instance.getRange({ line: 0, ch: 0 }, cursor);
@@ -235,8 +240,12 @@ async function complete(instance) {
     method: "POST",
     json: { statement: before, catalog: $("ctx-catalog").value, schema: $("ctx-schema").value, max_suggestions: 30 },
   });
+  const lower = word.toLowerCase();
+  const columns = [...knownColumns]
+    .filter(([name]) => name.toLowerCase().startsWith(lower))
+    .map(([name, type]) => ({ text: name, displayText: `${name}  · column ${type}` }));
   return {
-    list: answer.suggestions.map((s) => ({ text: s.suggestion, displayText: `${s.suggestion}  · ${s.suggestion_type}` })),
+    list: columns.concat(answer.suggestions.map((s) => ({ text: s.suggestion, displayText: `${s.suggestion}  · ${s.suggestion_type}` }))),
     from: CodeMirror.Pos(cursor.line, cursor.ch - word.length),
     to: cursor,
   };
@@ -280,8 +289,9 @@ async function run(statement = statementToRun()) {
     state.result = { id: result.result_id, columns: result.columns, rows: result.rows, truncated: result.truncated };
     const seconds = ((performance.now() - started) / 1000).toFixed(2);
     const more = result.truncated ? " (cut at the server's result limit)" : "";
-    setStatus(`${result.rows.toLocaleString()} row${result.rows === 1 ? "" : "s"} in ${seconds} s${more}`);
     await showResult();
+    // Said once the first rows are on screen.
+    setStatus(`${result.rows.toLocaleString()} row${result.rows === 1 ? "" : "s"} in ${seconds} s${more}`);
   } catch (e) {
     if (e.status === 401) return;
     const cancelled = /cancel/i.test(e.message);

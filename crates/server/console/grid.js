@@ -115,6 +115,7 @@ class Grid {
       cell.append(name, type);
       this.head.append(cell);
     }
+    this.body.replaceChildren();
     this.body.style.height = Math.min(source.count * ROW_HEIGHT, MAX_SCROLL_PX) + "px";
     this.scroller.scrollTop = 0;
     this.render();
@@ -156,39 +157,54 @@ class Grid {
     const offset = shown > height ? (top * (full - height)) / (shown - height) : top;
     const first = Math.max(0, Math.floor(offset / ROW_HEIGHT) - OVERSCAN);
     const last = Math.min(this.source.count, Math.ceil((offset + height) / ROW_HEIGHT) + OVERSCAN);
-    const rows = [];
-    for (let i = first; i < last; i++) rows.push(this.renderRow(i, i * ROW_HEIGHT - offset + top));
-    this.body.replaceChildren(...rows);
+    // Row elements are reused: scrolling changes their text and position, and never
+    // builds more of them than fit on screen.
+    const needed = last - first;
+    while (this.body.childElementCount > needed) this.body.lastElementChild.remove();
+    while (this.body.childElementCount < needed) this.body.append(this.newRow());
+    for (let k = 0; k < needed; k++) {
+      this.fillRow(this.body.children[k], first + k, (first + k) * ROW_HEIGHT - offset + top);
+    }
   }
 
-  renderRow(i, y) {
+  newRow() {
     const row = document.createElement("div");
     row.className = "grid-row";
-    row.style.top = y + "px";
     row.style.height = ROW_HEIGHT + "px";
     row.style.lineHeight = ROW_HEIGHT - 1 + "px";
     const num = document.createElement("div");
     num.className = "grid-rownum";
-    num.textContent = String(i + 1);
     row.append(num);
+    for (const c of this.columns) {
+      const cell = document.createElement("div");
+      cell.style.width = c.width + "px";
+      row.append(cell);
+    }
+    return row;
+  }
+
+  fillRow(row, i, y) {
+    row.style.top = y + "px";
+    row.firstChild.textContent = String(i + 1);
     const values = this.source.row(i);
     this.columns.forEach((c, j) => {
-      const cell = document.createElement("div");
-      cell.className = "grid-cell" + (c.numeric ? " num" : "");
-      cell.style.width = c.width + "px";
+      const cell = row.children[j + 1];
+      let className = "grid-cell" + (c.numeric ? " num" : "");
+      let content = "";
+      let title = "";
       if (values === undefined) {
-        cell.textContent = j === 0 ? "…" : "";
+        content = j === 0 ? "…" : "";
       } else if (values[j] === null) {
-        cell.textContent = "NULL";
-        cell.classList.add("null");
+        content = "NULL";
+        className += " null";
       } else {
-        const t = text(values[j]);
-        cell.textContent = t;
-        if (t.length > 40) cell.title = t;
+        content = text(values[j]);
+        if (content.length > 40) title = content;
       }
-      row.append(cell);
+      if (cell.className !== className) cell.className = className;
+      if (cell.textContent !== content) cell.textContent = content;
+      if (cell.title !== title) cell.title = title;
     });
-    return row;
   }
 }
 
