@@ -3,8 +3,8 @@
 Tables the server creates get `delta.enableDeletionVectors=true`; an `/upsert` that
 changes a few rows of a file gives the file a vector instead of rewriting it; the
 server's SQL (counts included: `numRecords` counts the vector's rows too), delta-rs
-(`deltalake`) and polars read the same rows; SQL `DELETE`, `UPDATE` and `MERGE` on such a
-table stay correct; `ALTER TABLE … SET TBLPROPERTIES` switches a table the server made
+(`deltalake`) and polars read the same rows; SQL `DELETE` and `UPDATE` mark files the same
+way, checked against the same statements on a table without vectors; `ALTER TABLE … SET TBLPROPERTIES` switches a table the server made
 without vectors over, protocol upgrade included.
 """
 
@@ -117,16 +117,24 @@ def test_sql_writes_on_a_table_with_vectors_stay_correct(server, client):
     model = {i: ("b" if i < 10 else "a") for i in range(1000)}
     check(server, client, "w", model)
 
+    # Two files now: the first 1,000 rows (10 of them in its vector) and the upsert's
+    # 10. The DELETE marks both: 5 more rows of the big file, half of the small one
+    # (0.5, the default `deletion_vector_max_share`, is still marked).
     client.query("DELETE FROM w WHERE id BETWEEN 5 AND 14")
     for i in range(5, 15):
         model.pop(i)
-    assert vectors(path_of(server, "w")) == []
+    assert sorted(vectors(path_of(server, "w"))) == [5, 15]
     check(server, client, "w", model)
 
+    # The UPDATE would leave the small file 7 of 10 rows deleted: rewritten (its 3 rows
+    # left, 2 of them updated, in a new file); id 500 is marked in the big one.
     client.query("UPDATE w SET v = 'c' WHERE id IN (0, 1, 500)")
     for i in (0, 1, 500):
         model[i] = "c"
+    assert sorted(vectors(path_of(server, "w"))) == [16]
     check(server, client, "w", model)
+    history = deltalake.DeltaTable(path_of(server, "w")).history(1)[0]
+    assert history["operation"] == "UPDATE"
 
     client.query(
         "MERGE INTO w USING (SELECT 2 AS id, 'm' AS v UNION ALL SELECT 3000, 'n') AS s "
@@ -135,9 +143,9 @@ def test_sql_writes_on_a_table_with_vectors_stay_correct(server, client):
     )
     model[2] = "m"
     model[3000] = "n"
-    # DELETE and UPDATE rewrote the files they touched (no vector left); this MERGE is
-    # an upsert by key (the engine's path): the file holding id 2 gets a vector.
-    assert vectors(path_of(server, "w")) == [1]
+    # This MERGE is an upsert by key (the engine's path): the rewritten small file holds
+    # id 2 (1 of 3 rows: marked).
+    assert sorted(vectors(path_of(server, "w"))) == [1, 16]
     check(server, client, "w", model)
 
 
@@ -177,3 +185,53 @@ def test_alter_table_switches_an_existing_table_over(tmp_path):
             "Not implemented Error: ALTER TABLE SET TBLPROPERTIES "
             "('delta.enableDeletionVectors' = 'maybe') is not supported"
         )
+
+
+def test_sql_delete_and_update_mark_files_like_rewrites_would(server, client):
+    """Random DELETE and UPDATE statements (ranges, modulo, subqueries) on a table that
+    writes vectors and on one that does not: the same rows after every statement, and
+    delta-rs and polars read the marked table's rows too."""
+    import random
+
+    rng = random.Random(17)
+    for name in ("dv", "cow"):
+        for chunk in range(3):
+            rows = [
+                {"id": i, "v": f"a{i}"} for i in range(chunk * 1000, (chunk + 1) * 1000)
+            ]
+            upsert(server, name, rows)
+    client.query(
+        "ALTER TABLE cow SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')"
+    )
+    client.query(
+        "CREATE TABLE picks AS SELECT * FROM (VALUES (7), (1500), (2999)) AS t(id)"
+    )
+    marked = 0
+    for step in range(24):
+        lo = rng.randrange(0, 3000)
+        hi = lo + rng.choice([1, 3, 20, 300])
+        m = rng.choice([1, 7, 50])
+        where = rng.choice(
+            [
+                f"id BETWEEN {lo} AND {hi}",
+                f"id % {m} = {lo % m} AND id < {hi}",
+                f"id IN (SELECT id + {step} FROM picks)",
+                f"EXISTS (SELECT 1 FROM picks p WHERE p.id = t.id - {lo % 5})",
+            ]
+        )
+        statement = rng.choice(
+            [
+                "DELETE FROM {t} AS t WHERE {w}",
+                "UPDATE {t} AS t SET v = v || '-{s}' WHERE {w}",
+            ]
+        )
+        for name in ("dv", "cow"):
+            client.query(statement.format(t=name, w=where, s=step))
+        assert client.rows("SELECT id, v FROM dv ORDER BY id") == client.rows(
+            "SELECT id, v FROM cow ORDER BY id"
+        ), (step, statement, where)
+        marked = max(marked, len(vectors(path_of(server, "dv"))))
+    assert vectors(path_of(server, "cow")) == []
+    assert marked > 0
+    expected = client.rows("SELECT id, v FROM cow ORDER BY id")
+    assert read_by_others(server, "dv") == (expected, expected)

@@ -39,7 +39,8 @@ pub use error::{DeltaLiteError, ErrorKind, Result};
 pub use ops::create::{CreateStats, Created, InitialData, NewTable, TableSpec};
 pub use ops::metadata::{COLUMN_COMMENT_KEY, MetadataChange};
 pub use ops::replace::{
-    ReplaceKind, ReplaceOptions, ReplacePlanner, ReplaceReads, ReplaceStats, Replacement,
+    MarkedRows, MarkingPolicy, ReplaceKind, ReplaceOptions, ReplacePlanner, ReplaceReads,
+    ReplaceStats, Replacement,
 };
 pub use options::{
     AppTransaction, Knobs, MIB, Nullability, OmittedColumns, OnDuplicate, PreCommitHook,

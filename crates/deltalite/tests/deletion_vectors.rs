@@ -535,3 +535,92 @@ async fn kills_while_marking_leave_a_committed_version() {
     }
     assert!(marked > 0, "the kills saw files with vectors");
 }
+
+/// A planner that marks fixed rows of the table's only file (SQL DELETE's shape).
+struct MarkOnly(Vec<u64>);
+
+impl deltalite::ReplacePlanner for MarkOnly {
+    fn plan<'a>(
+        &'a mut self,
+        table: &'a deltalite::deltalake::DeltaTable,
+    ) -> futures::future::BoxFuture<'a, deltalite::Result<deltalite::Replacement>> {
+        Box::pin(async move {
+            let path = table
+                .snapshot()?
+                .log_data()
+                .iter()
+                .next()
+                .unwrap()
+                .path()
+                .to_string();
+            Ok(deltalite::Replacement {
+                remove: Vec::new(),
+                rows: futures::StreamExt::boxed(futures::stream::empty()),
+                mark: vec![deltalite::MarkedRows {
+                    path,
+                    live_rows: self.0.clone(),
+                }],
+            })
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_replacement_marks_live_rows_past_the_vector_a_file_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, mut m) = seeded(&dir, 100).await;
+    // Ids 0..5 deleted: the only file's vector holds positions 0..5. Then rows are
+    // marked on `t` by hand and the same ids deleted from the model.
+    both(
+        &mut t,
+        &mut m,
+        &rows_of(&[0, 1, 2, 3, 4], "b", true),
+        &options(),
+    )
+    .await;
+    assert_eq!(vectors(&t).len(), 1);
+    // The first live row of the file is id 5; ordinals 0 and 10 are ids 5 and 15.
+    let policy = deltalite::MarkingPolicy::of(t.delta_table(), 0.5)
+        .unwrap()
+        .unwrap();
+    let (path, _) = vectors(&t)[0].clone();
+    assert!(policy.worth_marking(&path, 45));
+    assert!(!policy.worth_marking(&path, 46));
+    let stats = t
+        .replace(
+            &mut MarkOnly(vec![10, 0]),
+            &deltalite::ReplaceOptions::new(deltalite::ReplaceKind::Delete { predicate: None }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (stats.files_marked, stats.files_removed, stats.files_added),
+        (1, 0, 0)
+    );
+    assert_eq!(vectors(&t), vec![(path, 7)]);
+    upsert(&mut m, &rows_of(&[5, 15], "x", true), &options())
+        .await
+        .unwrap();
+    same(&t, &m).await;
+
+    // A table without vectors refuses, and is left as it was.
+    let version = m.version();
+    let err = m
+        .replace(
+            &mut MarkOnly(vec![0]),
+            &deltalite::ReplaceOptions::new(deltalite::ReplaceKind::Delete { predicate: None }),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unsupported table: a replacement marks rows with deletion vectors, which this table does not write"
+    );
+    m.reload().await.unwrap();
+    assert_eq!(m.version(), version);
+    assert!(
+        deltalite::MarkingPolicy::of(m.delta_table(), 0.5)
+            .unwrap()
+            .is_none()
+    );
+}

@@ -5,6 +5,11 @@
 //! removes and adds together through the transaction path, and asks the planner again when
 //! a concurrent commit removed one of those files. Files the plan does not name are not
 //! touched.
+//!
+//! On a table that writes deletion vectors the plan may instead name rows of a file to
+//! delete in place ([`MarkedRows`]): the file keeps its data and gets a vector (its old
+//! one plus these rows), the way an upsert marks files (`ops/upsert/mark.rs`).
+//! [`MarkingPolicy`] tells a planner which files are worth it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,11 +23,12 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 use crate::error::{DeltaLiteError, Result};
+use crate::io::dv::{self, Deleted};
 use crate::ops::write::{rows_writer, write_stream};
 use crate::options::AppTransaction;
-use crate::schema::features::check_supported;
+use crate::schema::features::{check_supported, writes_deletion_vectors};
 use crate::table::DeltaLiteTable;
-use crate::table::files::active_files;
+use crate::table::files::{active_files, active_files_with_stats};
 use crate::txn::{self, CommitSpec, Done, Policy, ReadSet, Staged};
 
 /// The files one plan removes and the rows that take their place.
@@ -32,6 +38,65 @@ pub struct Replacement {
     /// Rows written in their place: whole-table rows, partition columns included, in any
     /// layout the table's schema can take (they are conformed).
     pub rows: BoxStream<'static, Result<RecordBatch>>,
+    /// Files whose rows are deleted in place with a deletion vector instead (only on a
+    /// table that writes them; a file is named here or in `remove`, not both).
+    pub mark: Vec<MarkedRows>,
+}
+
+/// Rows of one file to delete with a deletion vector.
+#[derive(Debug, Clone)]
+pub struct MarkedRows {
+    /// The file, as `remove` names files.
+    pub path: String,
+    /// Which of the rows the file holds now: 0 is its first row that its deletion vector
+    /// (if any) does not already delete, in the file's order. Any order, each once.
+    pub live_rows: Vec<u64>,
+}
+
+/// Which files a planner should mark rather than rewrite: those whose deleted share stays
+/// at or under `max_share` of their rows (`Knobs::deletion_vector_max_share`).
+#[derive(Debug, Clone)]
+pub struct MarkingPolicy {
+    root: url::Url,
+    max_share: f64,
+    /// Table-relative path → (rows stored, rows already deleted).
+    files: HashMap<String, (usize, u64)>,
+}
+
+impl MarkingPolicy {
+    /// The policy for `table`'s current snapshot; `None` when it does not write deletion
+    /// vectors (`delta.enableDeletionVectors` and the `deletionVectors` writer feature).
+    pub fn of(table: &DeltaTable, max_share: f64) -> Result<Option<Self>> {
+        let state = table.snapshot()?;
+        if !crate::schema::features::writes_deletion_vectors(state) {
+            return Ok(None);
+        }
+        let files = active_files(state)?
+            .into_iter()
+            .filter_map(|f| {
+                let deleted = f
+                    .deletion_vector
+                    .as_ref()
+                    .map_or(0, |dv| dv.cardinality.max(0) as u64);
+                Some((f.path.to_string(), (f.num_records?, deleted)))
+            })
+            .collect();
+        Ok(Some(Self {
+            root: table.table_url().clone(),
+            max_share,
+            files,
+        }))
+    }
+
+    /// Whether deleting `matched` more rows of `path` is better done with a vector: the
+    /// log knows the file's row count and the share stays at or under the knob.
+    pub fn worth_marking(&self, path: &str, matched: u64) -> bool {
+        self.files
+            .get(&table_relative(&self.root, path))
+            .is_some_and(|&(rows, deleted)| {
+                rows > 0 && (deleted + matched) as f64 <= self.max_share * rows as f64
+            })
+    }
 }
 
 /// Plans a replacement against a snapshot. Asked again, against the newer snapshot, when
@@ -117,8 +182,10 @@ impl ReplaceOptions {
 pub struct ReplaceStats {
     /// Version committed (the current one when nothing changed).
     pub version: u64,
-    /// Files removed.
+    /// Files removed (marked files not counted).
     pub files_removed: usize,
+    /// Files given a deletion vector instead of being rewritten.
+    pub files_marked: usize,
     /// Files added.
     pub files_added: usize,
     /// Rows written into the new files.
@@ -188,10 +255,14 @@ impl txn::Attempt for ReplaceAttempt<'_> {
             let state = table.snapshot()?;
             check_supported(state)?;
             let plan = self.planner.plan(table).await?;
-            let mut active: HashMap<String, _> = active_files(state)?
-                .into_iter()
-                .map(|f| (f.path.to_string(), f))
-                .collect();
+            // Marking copies a file's log statistics into its new Add.
+            let files = if plan.mark.is_empty() {
+                active_files(state)?
+            } else {
+                active_files_with_stats(state)?
+            };
+            let mut active: HashMap<String, _> =
+                files.into_iter().map(|f| (f.path.to_string(), f)).collect();
             let mut actions = Vec::with_capacity(plan.remove.len());
             let root = table.table_url();
             for path in &plan.remove {
@@ -202,6 +273,24 @@ impl txn::Attempt for ReplaceAttempt<'_> {
                     ))
                 })?;
                 actions.push(Action::Remove(file.remove));
+            }
+            let marked = plan.mark.len();
+            if marked > 0 && !writes_deletion_vectors(state) {
+                return Err(DeltaLiteError::UnsupportedTable(
+                    "a replacement marks rows with deletion vectors, which this table does not write"
+                        .into(),
+                ));
+            }
+            let store = table.object_store();
+            for m in plan.mark {
+                let file = active.remove(&table_relative(root, &m.path)).ok_or_else(|| {
+                    DeltaLiteError::Other(format!(
+                        "a replacement marks {} (named twice, or not an active file of version {})",
+                        m.path,
+                        state.version()
+                    ))
+                })?;
+                actions.extend(mark_rows(&store, root, file, m.live_rows).await?);
             }
             let config = state.table_config();
             let table_schema = state.snapshot().arrow_schema();
@@ -220,7 +309,8 @@ impl txn::Attempt for ReplaceAttempt<'_> {
             );
             let (adds, rows) = write_stream(writer, &table_schema, plan.rows).await?;
             let stats = ReplaceStats {
-                files_removed: actions.len(),
+                files_removed: plan.remove.len(),
+                files_marked: marked,
                 files_added: adds.len(),
                 rows_written: rows,
                 ..Default::default()
@@ -258,6 +348,52 @@ impl txn::Attempt for ReplaceAttempt<'_> {
             Ok((staged, stats))
         })
     }
+}
+
+/// `file` with its rows at the `live` ordinals (see [`MarkedRows`]) deleted: its Remove
+/// and, unless no row is left, its Add with the merged deletion vector.
+async fn mark_rows(
+    store: &Arc<dyn object_store::ObjectStore>,
+    root: &url::Url,
+    file: crate::table::files::TargetFile,
+    mut live: Vec<u64>,
+) -> Result<Vec<Action>> {
+    let before = Deleted::of(store, root, &file).await?.unwrap_or_default();
+    live.sort_unstable();
+    live.dedup();
+    // Walk the physical positions, counting the ones still live.
+    let mut positions = Vec::with_capacity(live.len());
+    let (mut ordinal, mut position) = (0u64, 0u64);
+    let rows = file.num_records.ok_or_else(|| {
+        DeltaLiteError::Other(format!(
+            "{}: cannot mark rows of a file whose row count the log does not record",
+            file.path
+        ))
+    })? as u64;
+    for want in live {
+        while position < rows && (before.contains(position) || ordinal < want) {
+            if !before.contains(position) {
+                ordinal += 1;
+            }
+            position += 1;
+        }
+        if position >= rows {
+            return Err(DeltaLiteError::Other(format!(
+                "{}: a replacement marks row {want}, past the file's live rows",
+                file.path
+            )));
+        }
+        positions.push(position);
+        ordinal += 1;
+        position += 1;
+    }
+    let deleted = before.with(positions);
+    let mut actions = vec![Action::Remove(file.remove.clone())];
+    if deleted.len() < rows {
+        let dv = dv::write(store, deleted.treemap()).await?;
+        actions.push(Action::Add(file.add_with(dv)));
+    }
+    Ok(actions)
 }
 
 /// A planned path as the snapshot names its files: relative to the table root, in

@@ -1022,6 +1022,7 @@ impl MergePlanner<'_> {
         Ok(Replacement {
             remove: files,
             rows: futures::stream::iter(streams).flatten().boxed(),
+            mark: Vec::new(),
         })
     }
 

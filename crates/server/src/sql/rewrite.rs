@@ -22,7 +22,10 @@ use datafusion::sql::sqlparser::ast::{
     Update, UpdateTableFromKind,
 };
 use deltalite::deltalake::DeltaTable;
-use deltalite::{DeltaLiteError, ReplaceKind, ReplaceOptions, ReplacePlanner, Replacement};
+use deltalite::{
+    DeltaLiteError, Knobs, MarkedRows, MarkingPolicy, ReplaceKind, ReplaceOptions, ReplacePlanner,
+    Replacement,
+};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
@@ -36,6 +39,10 @@ use crate::error::ApiError;
 pub(super) const TARGET: &str = "__deltalite_target";
 /// The file column of the target's scan.
 pub(super) const FILE: &str = "__deltalite_file";
+/// The hidden name of the files a statement marks with deletion vectors.
+const MARKED: &str = "__deltalite_marked";
+/// The row number of a marked file's rows.
+const ROW: &str = "__deltalite_row";
 
 /// An identifier, quoted for the SQL this module writes.
 pub(super) fn quote(name: &str) -> String {
@@ -464,7 +471,12 @@ impl WherePlanner<'_> {
                 "SELECT {file}, count(*) FROM {target} AS {alias}{filter} GROUP BY 1"
             ))
             .await?;
+        // On a table that writes deletion vectors, a file with few matching rows is
+        // marked (its matching rows deleted in place) instead of rewritten.
+        let policy = MarkingPolicy::of(table, Knobs::default().deletion_vector_max_share)
+            .map_err(delta_err)?;
         let mut files = Vec::new();
+        let mut marked_files = Vec::new();
         let mut matched = 0u64;
         for batch in &found {
             let names = arrow::compute::cast(batch.column(0), &arrow::datatypes::DataType::Utf8)
@@ -472,17 +484,34 @@ impl WherePlanner<'_> {
             let names = names.as_string::<i32>();
             let counts = batch.column(1).as_primitive::<Int64Type>();
             for row in 0..batch.num_rows() {
+                let count = counts.value(row) as u64;
                 if names.is_valid(row) {
-                    files.push(names.value(row).to_string());
+                    let name = names.value(row).to_string();
+                    if policy
+                        .as_ref()
+                        .is_some_and(|p| p.worth_marking(&name, count))
+                    {
+                        marked_files.push(name);
+                    } else {
+                        files.push(name);
+                    }
                 }
-                matched += counts.value(row) as u64;
+                matched += count;
             }
         }
         self.matched = matched;
-        if files.is_empty() {
+        if files.is_empty() && marked_files.is_empty() {
             return Ok(Replacement {
                 remove: Vec::new(),
                 rows: futures::stream::empty().boxed(),
+                mark: Vec::new(),
+            });
+        }
+        let mut mark = Vec::with_capacity(marked_files.len());
+        for path in &marked_files {
+            mark.push(MarkedRows {
+                path: path.clone(),
+                live_rows: self.matching_rows(table, path).await?,
             });
         }
         let restricted = table
@@ -505,7 +534,8 @@ impl WherePlanner<'_> {
             is("NOT TRUE")
         );
         let sql = match &self.assignments {
-            None => kept,
+            None if files.is_empty() => None,
+            None => Some(kept),
             Some(set) => {
                 let changed: Vec<String> = self
                     .columns
@@ -515,19 +545,102 @@ impl WherePlanner<'_> {
                         None => quote(c),
                     })
                     .collect();
-                format!(
-                    "SELECT {} FROM {target} AS {alias}{} UNION ALL {kept}",
-                    changed.join(", "),
-                    is("TRUE")
-                )
+                let mut parts = Vec::new();
+                if !files.is_empty() {
+                    parts.push(format!(
+                        "SELECT {} FROM {target} AS {alias}{} UNION ALL {kept}",
+                        changed.join(", "),
+                        is("TRUE")
+                    ));
+                }
+                // A marked file's updated rows are new rows; the old ones are in its vector.
+                if !marked_files.is_empty() {
+                    let scan = table
+                        .table_provider()
+                        .with_file_paths(marked_files.clone())
+                        .await
+                        .map_err(delta_err)?;
+                    self.session.register_hidden(MARKED, scan)?;
+                    parts.push(format!(
+                        "SELECT {} FROM {} AS {alias}{}",
+                        changed.join(", "),
+                        quote(MARKED),
+                        is("TRUE")
+                    ));
+                }
+                Some(parts.join(" UNION ALL "))
             }
         };
-        let stream = self.session.stream_sql(&sql).await?;
-        let rows = assigned_rows(stream, Arc::clone(&self.failure), Arc::clone(&self.target));
+        let rows = match sql {
+            Some(sql) => {
+                let stream = self.session.stream_sql(&sql).await?;
+                assigned_rows(stream, Arc::clone(&self.failure), Arc::clone(&self.target))
+            }
+            None => futures::stream::empty().boxed(),
+        };
         Ok(Replacement {
             remove: files,
             rows,
+            mark,
         })
+    }
+
+    /// The rows of `path` the predicate matches, as ordinals of the rows the file holds
+    /// (what [`MarkedRows::live_rows`] wants): a scan of that one file numbered in file
+    /// order, filtered above the numbering so that no pushed filter skips rows.
+    async fn matching_rows(
+        &mut self,
+        table: &DeltaTable,
+        path: &str,
+    ) -> Result<Vec<u64>, ApiError> {
+        let scan = table
+            .table_provider()
+            .with_file_paths(vec![path.to_string()])
+            .await
+            .map_err(delta_err)?;
+        self.session.register_hidden(MARKED, scan)?;
+        let filter = self
+            .predicate
+            .as_ref()
+            .map(|p| format!(" WHERE {p}"))
+            .unwrap_or_default();
+        let sql = format!(
+            "SELECT {row} FROM (SELECT row_number() OVER () - 1 AS {row}, * FROM {}) AS {}{filter}",
+            quote(MARKED),
+            quote(&self.alias),
+            row = quote(ROW),
+        );
+        // One file read as one stream, in its order: no split into byte ranges.
+        let state = self.session.ctx.state_ref();
+        let split = std::mem::replace(
+            &mut state
+                .write()
+                .config_mut()
+                .options_mut()
+                .optimizer
+                .repartition_file_scans,
+            false,
+        );
+        let found = self.session.collect_sql(&sql).await;
+        state
+            .write()
+            .config_mut()
+            .options_mut()
+            .optimizer
+            .repartition_file_scans = split;
+        let mut rows = Vec::new();
+        for batch in &found? {
+            let column = arrow::compute::cast(batch.column(0), &arrow::datatypes::DataType::UInt64)
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
+            rows.extend(
+                column
+                    .as_primitive::<arrow::datatypes::UInt64Type>()
+                    .values()
+                    .iter()
+                    .copied(),
+            );
+        }
+        Ok(rows)
     }
 }
 
