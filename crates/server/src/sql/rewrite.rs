@@ -9,6 +9,12 @@
 //! 2. over those files only, the rows that replace them: `WHERE (p) IS NOT TRUE` (kept
 //!    rows), plus for `UPDATE` the matched rows with the assignments applied.
 //!
+//! On a table that writes deletion vectors, a file whose matched rows stay within
+//! `deletion_vector_max_share` (`deltalite::MarkingPolicy`) is marked instead: its rows
+//! are numbered over a scan of that one file in file order (`row_number() OVER ()`
+//! below the filter, file-scan splitting off), the matching numbers go to the engine as
+//! `deltalite::MarkedRows`, and only an `UPDATE`'s new row versions are written.
+//!
 //! Subqueries naming the target read the table as it was before the statement, as SQL
 //! wants: the target is registered under a hidden name and only aliased as the target.
 
