@@ -235,3 +235,24 @@ def test_sql_delete_and_update_mark_files_like_rewrites_would(server, client):
     assert marked > 0
     expected = client.rows("SELECT id, v FROM cow ORDER BY id")
     assert read_by_others(server, "dv") == (expected, expected)
+
+
+def test_sql_delete_marks_the_right_rows_of_a_large_file(server, client):
+    """A file large enough that DataFusion would split or repartition its scan (1M rows,
+    ~39 MB of incompressible payload, several row groups): the rows a DELETE and an
+    UPDATE mark are the ones their predicates match, found in the file's own order."""
+    client.query(
+        "CREATE TABLE big AS SELECT value AS id, sha256(CAST(value AS VARCHAR)) AS payload "
+        "FROM range(1000000)"
+    )
+    client.query("DELETE FROM big WHERE id % 1000 = 7")
+    assert vectors(path_of(server, "big")) == [1000]
+    assert client.rows(
+        "SELECT count(*), count(*) FILTER (WHERE id % 1000 = 7), sum(id) FROM big"
+    ) == [(999_000, 0, 499_999_500_000 - sum(range(7, 1_000_000, 1000)))]
+    client.query("UPDATE big SET payload = 'new' WHERE id % 100000 = 99")
+    assert vectors(path_of(server, "big")) == [1010]
+    assert client.rows("SELECT id FROM big WHERE payload = 'new' ORDER BY id") == [
+        (i,) for i in range(99, 1_000_000, 100_000)
+    ]
+    assert client.count("SELECT count(*) FROM big") == 999_000

@@ -12,7 +12,7 @@
 //! On a table that writes deletion vectors, a file whose matched rows stay within
 //! `deletion_vector_max_share` (`deltalite::MarkingPolicy`) is marked instead: its rows
 //! are numbered over a scan of that one file in file order (`row_number() OVER ()`
-//! below the filter, file-scan splitting off), the matching numbers go to the engine as
+//! below the filter, in one partition), the matching numbers go to the engine as
 //! `deltalite::MarkedRows`, and only an `UPDATE`'s new row versions are written.
 //!
 //! Subqueries naming the target read the table as it was before the statement, as SQL
@@ -439,6 +439,45 @@ fn parse_expr(sql: &str) -> Option<SqlExpr> {
         .ok()
 }
 
+/// The session planning with one partition until dropped (also when the statement's
+/// future is dropped half-way: a Flight session outlives its statements).
+struct OnePartition {
+    /// A handle on the same session state (a context's clones share it).
+    ctx: datafusion::prelude::SessionContext,
+    before: usize,
+}
+
+impl OnePartition {
+    fn set(ctx: &datafusion::prelude::SessionContext) -> Self {
+        let before = std::mem::replace(
+            &mut ctx
+                .state_ref()
+                .write()
+                .config_mut()
+                .options_mut()
+                .execution
+                .target_partitions,
+            1,
+        );
+        Self {
+            ctx: ctx.clone(),
+            before,
+        }
+    }
+}
+
+impl Drop for OnePartition {
+    fn drop(&mut self) {
+        self.ctx
+            .state_ref()
+            .write()
+            .config_mut()
+            .options_mut()
+            .execution
+            .target_partitions = self.before;
+    }
+}
+
 /// Plans a `DELETE` (no assignments) or an `UPDATE` for the engine.
 struct WherePlanner<'s> {
     session: &'s mut SqlSession,
@@ -616,24 +655,13 @@ impl WherePlanner<'_> {
             quote(&self.alias),
             row = quote(ROW),
         );
-        // One file read as one stream, in its order: no split into byte ranges.
-        let state = self.session.ctx.state_ref();
-        let split = std::mem::replace(
-            &mut state
-                .write()
-                .config_mut()
-                .options_mut()
-                .optimizer
-                .repartition_file_scans,
-            false,
-        );
-        let found = self.session.collect_sql(&sql).await;
-        state
-            .write()
-            .config_mut()
-            .options_mut()
-            .optimizer
-            .repartition_file_scans = split;
+        // One file read as one stream, in its order: one partition, so that neither a
+        // split into byte ranges nor a round-robin repartition (which the window's
+        // coalescing would interleave) reorders its rows.
+        let found = {
+            let _one = OnePartition::set(&self.session.ctx);
+            self.session.collect_sql(&sql).await
+        };
         let mut rows = Vec::new();
         for batch in &found? {
             let column = arrow::compute::cast(batch.column(0), &arrow::datatypes::DataType::UInt64)
