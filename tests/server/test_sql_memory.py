@@ -13,7 +13,7 @@ subqueries' side, it runs in the same pool.
 from __future__ import annotations
 
 import pytest
-from conftest import Client
+from conftest import Client, SqlError
 from server_process import ServerProcess
 
 ROOTS = 250_000
@@ -75,3 +75,28 @@ def test_child_table_delete_runs_in_a_pool_the_target_does_not_fit(lake):
     assert lake.count(
         "SELECT count(*) FROM tags t JOIN staging.tags s ON t._dlt_id = s._dlt_id"
     ) == (CHILDREN - MISSING)
+
+
+def test_a_delete_from_an_empty_table_does_not_run_its_subqueries(lake):
+    """dlt's first load deletes the nested rows of every staged key from a table that has
+    none yet: with no row to match, the predicate's subqueries (here far larger than the
+    pool) are planned, for errors, but not run, and nothing is committed."""
+    lake.query("CREATE TABLE empty_tags AS SELECT * FROM tags WHERE FALSE")
+    before = history(lake, "empty_tags")
+    big = "(SELECT md5(CAST(value AS VARCHAR)) FROM range(20000000))"
+    assert lake.rows(f'DELETE FROM empty_tags WHERE "_dlt_id" IN {big}') == [(0,)]
+    assert lake.rows(f'UPDATE empty_tags SET v = 1 WHERE "_dlt_id" IN {big}') == [(0,)]
+    assert history(lake, "empty_tags") == before
+    # Planning still reports a wrong name.
+    with pytest.raises(SqlError) as wrong:
+        lake.query(f"DELETE FROM empty_tags WHERE nope IN {big}")
+    assert wrong.value.message.startswith("Binder Error: No field named nope."), (
+        wrong.value
+    )
+    assert wrong.value.status == 200
+    # The same predicate on the full table runs out of the pool: the subquery is real.
+    stored = lake.count("SELECT count(*) FROM tags")
+    with pytest.raises(SqlError) as exhausted:
+        lake.query(f'DELETE FROM tags WHERE "_dlt_id" IN {big}')
+    assert exhausted.value.message.startswith("Resources exhausted: "), exhausted.value
+    assert lake.count("SELECT count(*) FROM tags") == stored

@@ -205,6 +205,11 @@ impl SqlSession {
             quote(&target.alias)
         ))
         .await?;
+        // No row, nothing to match: the predicate is not run (its subqueries may be large:
+        // dlt's first load deletes the nested rows of 10M staged keys from an empty table).
+        if table.num_files().map_err(delta_err)? == 0 {
+            return Ok(Self::count(0));
+        }
         let failure = Arc::new(Mutex::new(None));
         let mut planner = WherePlanner {
             session: self,
