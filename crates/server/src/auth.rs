@@ -55,18 +55,6 @@ fn digest(token: &[u8]) -> [u8; 32] {
     Sha256::digest(token).into()
 }
 
-/// Whether `phc` is an argon2 hash this server can verify against.
-pub fn check_argon2_hash(phc: &str) -> Result<(), String> {
-    let parsed = argon2::password_hash::phc::PasswordHash::new(phc).map_err(|e| e.to_string())?;
-    if !parsed.algorithm.as_str().starts_with("argon2") {
-        return Err(format!(
-            "{} is not an argon2 hash (make one with `deltalite hash-password`)",
-            parsed.algorithm
-        ));
-    }
-    Ok(())
-}
-
 /// An argon2id hash of `password` with a random salt, as a PHC string.
 pub fn hash_password(password: &str) -> Result<String, String> {
     use argon2::password_hash::PasswordHasher;
@@ -261,10 +249,10 @@ mod tests {
     fn argon2_users_pass_with_their_password_only_and_are_remembered() {
         let phc = hash_password("s3cret:with:colons").expect("hash");
         assert!(phc.starts_with("$argon2id$"), "{phc}");
-        check_argon2_hash(&phc).expect("valid");
-        check_argon2_hash(DUMMY_HASH).expect("the dummy hash parses");
-        assert!(check_argon2_hash("$pbkdf2$i=1$abc$def").is_err());
-        assert!(check_argon2_hash("plain text").is_err());
+        crate::config::check_argon2_hash(&phc).expect("valid");
+        crate::config::check_argon2_hash(DUMMY_HASH).expect("the dummy hash parses");
+        assert!(crate::config::check_argon2_hash("$pbkdf2$i=1$abc$def").is_err());
+        assert!(crate::config::check_argon2_hash("plain text").is_err());
         let auth = Authenticator::new(&[
             UserConfig {
                 name: "hashed".into(),

@@ -123,6 +123,18 @@ pub struct UserSpec {
     pub catalogs: Option<Vec<String>>,
 }
 
+/// Whether `phc` is an argon2 hash this server can verify against.
+pub fn check_argon2_hash(phc: &str) -> Result<(), String> {
+    let parsed = argon2::password_hash::phc::PasswordHash::new(phc).map_err(|e| e.to_string())?;
+    if !parsed.algorithm.as_str().starts_with("argon2") {
+        return Err(format!(
+            "{} is not an argon2 hash (make one with `deltalite hash-password`)",
+            parsed.algorithm
+        ));
+    }
+    Ok(())
+}
+
 /// Parse `user:password,...` (the `--users` form): plain passwords, no catalogs of
 /// their own.
 pub fn parse_user_list(users: &str) -> Result<Vec<UserSpec>, ConfigError> {
@@ -284,7 +296,7 @@ impl ServerConfig {
                 )));
             }
             if let Password::Argon2(phc) = &user.password {
-                crate::auth::check_argon2_hash(phc).map_err(|e| {
+                check_argon2_hash(phc).map_err(|e| {
                     ConfigError(format!("password hash of user {:?}: {e}", user.name))
                 })?;
             }
