@@ -26,7 +26,11 @@ DIR="${DEB_ROOT:-$(mktemp -d /tmp/deltalite-deb-XXXXXX)}"
 # mktemp's 0700 would be the root's `/`: the service user could not reach its binary.
 chmod 755 "$DIR"
 SERVER_PID=""
+# The server runs under env, chroot and runuser: `$!` is the shell that started them, and
+# a signal to it does not reach the server. It is found by its command line instead.
+SERVER_MATCH=""
 cleanup() {
+    [ -n "$SERVER_MATCH" ] && pkill -KILL -f -- "$SERVER_MATCH" 2>/dev/null || true
     [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null || true
     mountpoint -q "$DIR/proc" && umount "$DIR/proc"
     [ -z "${DEB_ROOT:-}" ] && rm -rf "$DIR"
@@ -69,6 +73,7 @@ port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); 
 in_root runuser -u deltalite -- deltalite serve --config /etc/deltalite/deltalite.toml \
     --listen "127.0.0.1:$port" --flight-listen "" > "$DIR/tmp/serve.out" 2> "$DIR/tmp/serve.log" &
 SERVER_PID=$!
+SERVER_MATCH="deltalite serve --config /etc/deltalite/deltalite.toml --listen 127.0.0.1:$port"
 for _ in $(seq 100); do
     grep -q '^listening on' "$DIR/tmp/serve.out" 2>/dev/null && break
     sleep 0.1
@@ -83,7 +88,16 @@ check test "$(curl -sS --fail -u ops:pa55word "http://127.0.0.1:$port/query" \
 check test "$(in_root stat -c '%U' /var/lib/deltalite/lakehouse/main/t/_delta_log)" = deltalite
 # JSON logs, as the default config asks.
 check head -c1 "$DIR/tmp/serve.log" | grep -q '{'
-kill -TERM "$SERVER_PID"; wait "$SERVER_PID" || true; SERVER_PID=""
+# A clean stop on SIGTERM, as systemd sends it: the process is gone within its deadline.
+pkill -TERM -f -- "$SERVER_MATCH"
+for _ in $(seq 100); do
+    pgrep -f -- "$SERVER_MATCH" >/dev/null || break
+    sleep 0.1
+done
+check test -z "$(pgrep -f -- "$SERVER_MATCH")"
+wait "$SERVER_PID" || true
+SERVER_PID=""
+SERVER_MATCH=""
 
 echo "== dpkg --purge"
 in_root dpkg --purge deltalite
