@@ -20,7 +20,11 @@ mapfile -t built < <(scripts/package.sh | tail -n2)
 DEB="${built[0]}"
 TARBALL="${built[1]}"
 echo "== built $DEB and $TARBALL"
-tar -tzf "$TARBALL" | sort | tee /dev/stderr | grep -q '/deltalite$'
+# Printed through the open stderr, never by reopening /dev/stderr: `tee /dev/stderr`
+# truncated a log file that stderr was redirected to (the whole CI log, every run).
+listing="$(tar -tzf "$TARBALL" | sort)"
+echo "$listing" >&2
+grep -q '/deltalite$' <<<"$listing"
 
 DIR="${DEB_ROOT:-$(mktemp -d /tmp/deltalite-deb-XXXXXX)}"
 # mktemp's 0700 would be the root's `/`: the service user could not reach its binary.
