@@ -318,6 +318,16 @@ def login(server, user: str, password: str):
     return token, body["csrf"], set_cookie, body
 
 
+def new_ticket(conn, result_id: str, token: str, csrf: str) -> str:
+    """A download ticket for a result, asked for with the session's cookie and token."""
+    conn.request(
+        "POST",
+        f"/console/results/{result_id}/ticket",
+        headers={"Cookie": f"deltalite_session={token}", "X-Deltalite-Csrf": csrf},
+    )
+    return json.loads(conn.getresponse().read())["ticket"]
+
+
 def test_the_session_cookie_needs_its_csrf_token(server):
     token, csrf, set_cookie, body = login(server, "alice", "secret")
     assert body == {"user": "alice", "catalogs": ["lakehouse"], "csrf": csrf}
@@ -379,33 +389,18 @@ def test_the_session_cookie_needs_its_csrf_token(server):
         {"name": "one", "type": "BIGINT"},
         {"name": "two", "type": "VARCHAR"},
     ]
-    conn.request(
-        "POST",
-        f"/console/results/{run['result_id']}/ticket",
-        headers={"Cookie": f"deltalite_session={token}", "X-Deltalite-Csrf": csrf},
-    )
-    ticket = json.loads(conn.getresponse().read())["ticket"]
+    ticket = new_ticket(conn, run["result_id"], token, csrf)
     path = f"console/download?ticket={ticket}&format=csv"
     bob, bob_csrf, _, _ = login(server, "bob", "hunter2")
     assert console_get(server, path, cookie=bob, csrf=None)[0] == 404
     # Refused once is used up, even for the right user.
     assert console_get(server, path, cookie=token, csrf=None)[0] == 404
-    conn.request(
-        "POST",
-        f"/console/results/{run['result_id']}/ticket",
-        headers={"Cookie": f"deltalite_session={token}", "X-Deltalite-Csrf": csrf},
-    )
-    ticket = json.loads(conn.getresponse().read())["ticket"]
+    ticket = new_ticket(conn, run["result_id"], token, csrf)
     path = f"console/download?ticket={ticket}&format=csv"
     status, (text, headers) = console_get(server, path, cookie=token, csrf=None)
     assert status == 200 and text == b'one,two\n1,"a,b"\n'
     assert headers["Content-Disposition"] == 'attachment; filename="result.csv"'
-    conn.request(
-        "POST",
-        f"/console/results/{run['result_id']}/ticket",
-        headers={"Cookie": f"deltalite_session={token}", "X-Deltalite-Csrf": csrf},
-    )
-    ticket = json.loads(conn.getresponse().read())["ticket"]
+    ticket = new_ticket(conn, run["result_id"], token, csrf)
     path = f"console/download?ticket={ticket}&format=parquet"
     status, (data, headers) = console_get(server, path, cookie=token, csrf=None)
     assert status == 200 and data[:4] == b"PAR1"
