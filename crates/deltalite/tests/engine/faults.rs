@@ -13,7 +13,7 @@
 //! writes an object and then answers 5xx: the retry of the conditional PUT finds the
 //! commit "already existing".
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

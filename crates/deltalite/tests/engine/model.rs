@@ -1,7 +1,7 @@
 //! Randomized batch sequences checked against a plain reference model of the contract,
 //! under random (often tiny) resource knobs.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Table writes the server needs, and interop with tables delta-rs wrote itself.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! overwrites, compactions, checkpoints and vacuums. After each kill the table opens at a committed version holding exactly
 //! that version's content, and vacuum removes the dead writer's orphans, never a live file.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
@@ -181,7 +181,12 @@ async fn crashes_leave_a_committed_version() {
     let mut orphans_removed = 0;
     for _ in 0..iterations {
         let mut child = Command::new(&exe)
-            .args(["--ignored", "--exact", "crash_child_writer", "--nocapture"])
+            .args([
+                "--ignored",
+                "--exact",
+                "crash::crash_child_writer",
+                "--nocapture",
+            ])
             .env("DELTALITE_CRASH_URI", &uri)
             .stdout(Stdio::null())
             .stderr(Stdio::null())

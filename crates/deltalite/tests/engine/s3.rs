@@ -1,7 +1,7 @@
 //! The engine on `s3://` tables, against a real S3-compatible server (moto's standalone
 //! server, started by the test on a free loopback port).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

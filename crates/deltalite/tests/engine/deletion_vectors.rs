@@ -4,7 +4,7 @@
 //! delta-rs's own DataFusion scan (which applies vectors, independently of our reader)
 //! against a model table without vectors that took the same calls.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -489,7 +489,7 @@ async fn kills_while_marking_leave_a_committed_version() {
             .args([
                 "--ignored",
                 "--exact",
-                "dv_crash_child_writer",
+                "deletion_vectors::dv_crash_child_writer",
                 "--nocapture",
             ])
             .env("DELTALITE_DV_CRASH_URI", &uri)

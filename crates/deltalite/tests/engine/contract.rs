@@ -1,6 +1,6 @@
 //! One test (at least) per rule of the upsert contract, on real Delta tables on disk.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

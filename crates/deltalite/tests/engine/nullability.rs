@@ -1,7 +1,7 @@
 //! Non-nullable columns that must hold a NULL: relaxed in the upsert's own commit
 //! (`Nullability::Relax`, the default) or refused (`Nullability::Refuse`, the server).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

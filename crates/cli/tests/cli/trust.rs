@@ -3,7 +3,7 @@
 //! engine, no statement answers 500, probes answer without credentials, streamed results
 //! are never cut short silently, and writes that create a table make one commit.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! prepared statements, metadata, session options, scratch catalogs, bulk ingest. (The
 //! forbidden-statement wrappers over Flight are in `trust.rs`, next to the HTTP ones.)
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

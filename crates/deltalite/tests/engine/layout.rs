@@ -2,7 +2,7 @@
 //! the target size, `isolate_source_rows` keeps the batch's rows in their own file,
 //! `max_row_group_bytes` closes row groups early.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

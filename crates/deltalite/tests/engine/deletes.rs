@@ -1,7 +1,7 @@
 //! `delete_column`: delete-marked source rows remove their key under the cursor rule and
 //! are never written.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

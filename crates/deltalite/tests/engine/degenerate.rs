@@ -4,7 +4,7 @@
 //! (an empty batch, a partition without files, a file without rows). Every case runs with
 //! and without the probe, and both must leave the same table.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! Concurrent writers on one table: disjoint commits rebase, overlapping ones re-plan,
 //! and the result is always some serial order of the committed calls.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

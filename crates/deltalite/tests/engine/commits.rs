@@ -1,7 +1,7 @@
 //! What the transaction path records: an empty batch's commit, the checkpoints of
 //! `delta.checkpointInterval` written after (not inside) commits.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! rows, are ruled out unread by later upserts (through any handle) when none of their
 //! keys is a source key; every answer equals the answer without the cache.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

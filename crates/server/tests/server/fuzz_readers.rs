@@ -7,7 +7,7 @@
 //! a clean error, and never panics (a panic fails the test).
 //!
 //! The number of cases per property is 256 by default, so the file runs in seconds in a
-//! debug build; `PROPTEST_CASES=100000 cargo test -p deltalite-server --test fuzz_readers`
+//! debug build; `PROPTEST_CASES=100000 cargo test -p deltalite-server --test server fuzz_readers`
 //! runs a longer campaign.
 
 use std::io::Write;

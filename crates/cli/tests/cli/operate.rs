@@ -2,7 +2,7 @@
 //! listeners with a certificate reloaded on SIGHUP, request ids on every request and in
 //! every log line, JSON logs, `RUST_LOG`, and the shutdown deadline.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -1,6 +1,6 @@
 //! End-to-end tests of `deltalite serve`: a real process on loopback, real Delta tables.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! `server.rs` already covers (plain path names, file-access SQL, oversized bodies, simple
 //! malformed files) are not repeated here.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

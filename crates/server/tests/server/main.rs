@@ -1,0 +1,6 @@
+//! The server crate's integration tests, one module per concern, linked into one test
+//! binary (each links DataFusion and delta-rs: one binary saves disk and linking in CI).
+
+mod bounded_state;
+mod fuzz_readers;
+mod transient;
