@@ -12,6 +12,8 @@ cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
 export CARGO_TERM_COLOR=never
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+# CI builds each crate once: incremental caches only cost disk (1.5 GB for the tests).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 echo "== python tooling (.venv): S3 test server"
 [ -x .venv/bin/python ] || python3 -m venv .venv
