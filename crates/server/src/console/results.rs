@@ -19,6 +19,7 @@ use arrow::ipc::writer::FileWriter;
 use arrow::record_batch::RecordBatch;
 
 use crate::error::ApiError;
+use crate::spool::spool_file;
 
 /// Results kept per user.
 pub const MAX_RESULTS_PER_USER: usize = 4;
@@ -46,11 +47,7 @@ impl Spooler {
     /// A new spool file (in `dir`, else the system's temporary folder) for `schema`.
     pub fn new(dir: Option<&std::path::Path>, schema: SchemaRef) -> Result<Self, ApiError> {
         let spool_err = |e: &dyn std::fmt::Display| ApiError::Internal(format!("spool: {e}"));
-        let file = match dir {
-            Some(d) => tempfile::NamedTempFile::new_in(d),
-            None => tempfile::NamedTempFile::new(),
-        }
-        .map_err(|e| spool_err(&e))?;
+        let file = spool_file(dir).map_err(|e| spool_err(&e))?;
         let handle = file.reopen().map_err(|e| spool_err(&e))?;
         let writer = FileWriter::try_new(handle, &schema).map_err(|e| spool_err(&e))?;
         Ok(Self {

@@ -17,6 +17,7 @@ use super::transaction::versions;
 use crate::catalog::TableName;
 use crate::error::ApiError;
 use crate::ingest::{self, Format, INGEST_ERR, IngestMode, IngestRequest, SpoolOrigin, UploadMode};
+use crate::spool::spool_file;
 use crate::sql::targets::Write;
 use crate::state::AppState;
 
@@ -175,11 +176,8 @@ async fn spool(
     stream: PeekableFlightDataStream,
 ) -> Result<tempfile::NamedTempFile, Status> {
     let limit = state.config.max_body_bytes;
-    let spool = match &state.config.spool_dir {
-        Some(d) => tempfile::NamedTempFile::new_in(d),
-        None => tempfile::NamedTempFile::new(),
-    }
-    .map_err(|e| Status::internal(format!("spool: {e}")))?;
+    let spool = spool_file(state.config.spool_dir.as_deref())
+        .map_err(|e| Status::internal(format!("spool: {e}")))?;
     let file = spool
         .reopen()
         .map_err(|e| Status::internal(format!("spool: {e}")))?;

@@ -24,6 +24,7 @@ use crate::console::sessions;
 use crate::error::{ApiError, ApiResult};
 use crate::output::ndjson::RowWriter;
 use crate::output::{Encoder, OutFormat, ResultStream};
+use crate::spool::spool_file;
 use crate::sql::plain::{plain_batch, plain_schema};
 use crate::types::duckdb_field_type;
 
@@ -406,11 +407,7 @@ pub(crate) async fn download(
     // complete file is what a download should be.
     let file = tokio::task::spawn_blocking(move || -> ApiResult<tempfile::NamedTempFile> {
         let err = |e: &dyn std::fmt::Display| ApiError::Internal(format!("download: {e}"));
-        let out = match &spool_dir {
-            Some(d) => tempfile::NamedTempFile::new_in(d),
-            None => tempfile::NamedTempFile::new(),
-        }
-        .map_err(|e| err(&e))?;
+        let out = spool_file(spool_dir.as_deref()).map_err(|e| err(&e))?;
         let handle = out.reopen().map_err(|e| err(&e))?;
         let reader = result.batches()?;
         if format == OutFormat::Parquet {

@@ -20,6 +20,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::output::ndjson::json_line;
 use crate::output::{Encoder, Limits, OutFormat, ResultStream, Stop, write_parquet};
 use crate::registry::{Cancel, ClientInterface, QueryStart};
+use crate::spool::spool_file;
 use crate::sql::SqlSession;
 use crate::types::duckdb_field_type;
 
@@ -393,11 +394,8 @@ async fn parquet_response(
     mut result: ResultStream,
     first: Option<arrow::record_batch::RecordBatch>,
 ) -> ApiResult<Response> {
-    let spool = match &state.config.spool_dir {
-        Some(d) => tempfile::NamedTempFile::new_in(d),
-        None => tempfile::NamedTempFile::new(),
-    }
-    .map_err(|e| ApiError::Internal(format!("spool: {e}")))?;
+    let spool = spool_file(state.config.spool_dir.as_deref())
+        .map_err(|e| ApiError::Internal(format!("spool: {e}")))?;
     if let Err(stop) = write_parquet(&mut result, first, &spool).await {
         let e = stop.into_error();
         finish_log(state, query_id, start, result.rows(), Some(e.to_string()));

@@ -10,6 +10,7 @@ use tokio::io::AsyncWriteExt;
 use crate::error::{ApiError, ApiResult};
 
 use super::{INGEST_ERR, bad, io_err};
+use crate::spool::spool_file;
 
 /// Stream a request body into a temporary file, enforcing the size limit as bytes arrive.
 /// Bytes read and discarded after a 413, so that a client still sending gets the answer
@@ -36,11 +37,7 @@ pub fn drainable(len: u64, limit: u64) -> bool {
 }
 
 pub async fn spool_body(body: Body, limit: u64, dir: Option<&Path>) -> ApiResult<NamedTempFile> {
-    let spool = match dir {
-        Some(d) => NamedTempFile::new_in(d),
-        None => NamedTempFile::new(),
-    }
-    .map_err(io_err)?;
+    let spool = spool_file(dir).map_err(io_err)?;
     let mut file = tokio::fs::File::from_std(spool.reopen().map_err(io_err)?);
     let mut stream = body.into_data_stream();
     let mut total: u64 = 0;

@@ -14,6 +14,7 @@ use tempfile::NamedTempFile;
 use crate::error::{ApiError, ApiResult};
 
 use super::{bad, io_err};
+use crate::spool::spool_file;
 
 /// File formats the server reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,11 +137,7 @@ fn in_written_order(
 }
 
 fn json_to_ndjson(src: &mut File, dir: Option<&Path>) -> ApiResult<NamedTempFile> {
-    let out = match dir {
-        Some(d) => NamedTempFile::new_in(d),
-        None => NamedTempFile::new(),
-    }
-    .map_err(io_err)?;
+    let out = spool_file(dir).map_err(io_err)?;
     src.seek(SeekFrom::Start(0)).map_err(io_err)?;
     let mut reader = BufReader::new(&mut *src);
     let mut writer = BufWriter::new(out.reopen().map_err(io_err)?);
