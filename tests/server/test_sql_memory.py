@@ -79,13 +79,17 @@ def test_child_table_delete_runs_in_a_pool_the_target_does_not_fit(lake):
 
 def test_a_delete_from_an_empty_table_does_not_run_its_subqueries(lake):
     """dlt's first load deletes the nested rows of every staged key from a table that has
-    none yet: with no row to match, the predicate's subqueries (here far larger than the
-    pool) are planned, for errors, but not run, and nothing is committed."""
+    none yet: with no row to match, the predicate's subqueries (here a 20M-row one, and
+    one that fails when it runs) are planned, for errors, but not run, and nothing is
+    committed."""
     lake.query("CREATE TABLE empty_tags AS SELECT * FROM tags WHERE FALSE")
     before = history(lake, "empty_tags")
     big = "(SELECT md5(CAST(value AS VARCHAR)) FROM range(20000000))"
-    assert lake.rows(f'DELETE FROM empty_tags WHERE "_dlt_id" IN {big}') == [(0,)]
-    assert lake.rows(f'UPDATE empty_tags SET v = 1 WHERE "_dlt_id" IN {big}') == [(0,)]
+    failing = "(SELECT CAST(error('the subquery ran') AS VARCHAR) FROM range(1))"
+    for subquery in (big, failing):
+        predicate = f'"_dlt_id" IN {subquery}'
+        assert lake.rows(f"DELETE FROM empty_tags WHERE {predicate}") == [(0,)]
+        assert lake.rows(f"UPDATE empty_tags SET v = 1 WHERE {predicate}") == [(0,)]
     assert history(lake, "empty_tags") == before
     # Planning still reports a wrong name.
     with pytest.raises(SqlError) as wrong:
@@ -94,9 +98,63 @@ def test_a_delete_from_an_empty_table_does_not_run_its_subqueries(lake):
         wrong.value
     )
     assert wrong.value.status == 200
-    # The same predicate on the full table runs out of the pool: the subquery is real.
-    stored = lake.count("SELECT count(*) FROM tags")
-    with pytest.raises(SqlError) as exhausted:
-        lake.query(f'DELETE FROM tags WHERE "_dlt_id" IN {big}')
-    assert exhausted.value.message.startswith("Resources exhausted: "), exhausted.value
-    assert lake.count("SELECT count(*) FROM tags") == stored
+    # The same predicate on a table with rows runs the subquery.
+    stored = history(lake, "tags")
+    with pytest.raises(SqlError) as ran:
+        lake.query(f'DELETE FROM tags WHERE "_dlt_id" IN {failing}')
+    assert ran.value.message == "Invalid Input Error: the subquery ran", ran.value
+    assert history(lake, "tags") == stored
+
+
+# dlt's nested INSERT on a first load: every staged root is new, so the semi join's
+# build side holds every root key. Sized so that the hash table does not fit this pool
+# (it does not at 500,000 roots either) while the sort-merge join the server retries
+# with does (it does not at 2,000,000: a sort that finished in memory holds its rows
+# outside what the pool can spill, so the retry raises the ceiling about 2x, no more).
+SPILL_ROOTS = 1_000_000
+SPILL_POOL_MB = 64
+NESTED_INSERT_FILTER = ' WHERE "_dlt_root_id" IN (SELECT "_dlt_id" FROM staging.events)'
+
+
+@pytest.fixture(scope="module")
+def small_pool(tmp_path_factory):
+    data = tmp_path_factory.mktemp("small-pool")
+    args = ["--query-memory-mb", str(SPILL_POOL_MB)]
+    with ServerProcess(data=data, args=args) as server:
+        client = Client(server)
+        client.query("CREATE SCHEMA staging")
+        client.query(
+            "CREATE TABLE staging.events AS SELECT substr(md5(CAST(i AS VARCHAR)), 1, 14)"
+            f" AS _dlt_id, i AS id FROM generate_series(1, {SPILL_ROOTS}) AS t(i)"
+        )
+        # one child per root for the even roots, and children of roots never staged
+        client.query(
+            "CREATE TABLE staging.tags AS SELECT"
+            " substr(md5(CAST(j AS VARCHAR)), 1, 14) AS _dlt_root_id, j AS v"
+            f" FROM generate_series(2, {SPILL_ROOTS + 100_000}, 2) AS t(j)"
+        )
+        client.query("CREATE TABLE tags AS SELECT * FROM staging.tags LIMIT 0")
+        yield client
+
+
+def test_a_write_whose_hash_join_does_not_fit_runs_with_spilling_joins(small_pool):
+    select = f"SELECT * FROM staging.tags{NESTED_INSERT_FILTER}"
+    # The read of the same rows plans a hash join, which cannot spill: refused. This is
+    # what the write's first plan meets too.
+    with pytest.raises(SqlError) as refused:
+        small_pool.count(f"SELECT count(*) FROM ({select})")
+    assert "Resources exhausted" in refused.value.message
+    before = history(small_pool, "tags")
+
+    assert small_pool.rows(f"INSERT INTO tags {select}") == [(SPILL_ROOTS // 2,)]
+
+    after = history(small_pool, "tags")
+    assert after[1:] == before
+    assert after[0] == (before[0][0] + 1, "WRITE")
+    assert small_pool.rows("SELECT count(*), min(v), max(v) FROM tags") == [
+        (SPILL_ROOTS // 2, 2, SPILL_ROOTS)
+    ]
+    # the session's joins are hash joins again: the read is refused as before
+    with pytest.raises(SqlError) as again:
+        small_pool.count(f"SELECT count(*) FROM ({select})")
+    assert "Resources exhausted" in again.value.message

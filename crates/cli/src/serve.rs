@@ -83,7 +83,8 @@ pub(crate) struct ServeArgs {
     query_timeout_secs: u64,
 
     /// Memory, in MiB, that all running queries may hold together in sorts, joins and
-    /// aggregations; beyond it they spill to disk or fail with "Resources exhausted".
+    /// aggregations; beyond it they spill to disk or fail with "Resources exhausted" (a
+    /// write whose hash join does not fit runs once more with sort-merge joins, which spill).
     #[arg(long, env = "DELTALITE_QUERY_MEMORY_MB", default_value_t = deltalite_server::config::DEFAULT_QUERY_MEMORY_BYTES / deltalite::MIB)]
     query_memory_mb: usize,
 

@@ -4,9 +4,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use metrics_exporter_prometheus::PrometheusHandle;
+use std::num::NonZeroUsize;
 
 use crate::auth::Authenticator;
 use crate::catalog::Storage;
@@ -37,7 +38,12 @@ impl AppState {
         prometheus: Option<PrometheusHandle>,
     ) -> Result<Arc<Self>, datafusion::error::DataFusionError> {
         let query_runtime = RuntimeEnvBuilder::new()
-            .with_memory_pool(Arc::new(FairSpillPool::new(config.query_memory_bytes)))
+            // The error of a refused reservation names the largest consumers: what a
+            // person tuning `--query-memory-mb` needs to see.
+            .with_memory_pool(Arc::new(TrackConsumersPool::new(
+                FairSpillPool::new(config.query_memory_bytes),
+                NonZeroUsize::new(3).unwrap_or(NonZeroUsize::MIN),
+            )))
             .with_metadata_cache_limit(config.query_footer_cache_bytes)
             .build_arc()?;
         let queries = QueryLog::new(config.query_log_entries, config.query_log_bytes);

@@ -15,6 +15,7 @@ mod layout;
 pub mod maintenance;
 mod merge;
 mod normalize;
+mod overrides;
 pub mod params;
 mod physical;
 pub mod plain;
@@ -156,6 +157,13 @@ pub fn sql_error(e: datafusion::error::DataFusionError) -> ApiError {
         other => other.to_string(),
     };
     ApiError::from_failure(&e, msg, ApiError::BadRequest)
+}
+
+/// Whether a statement failed because the query memory pool refused a reservation.
+/// By its text: the engine carries a source stream's failure as a message, so DataFusion's
+/// `ResourcesExhausted` variant does not survive to here, its `Display` prefix does.
+fn is_resources_exhausted(e: &ApiError) -> bool {
+    e.to_string().contains("Resources exhausted")
 }
 
 /// An engine or delta-rs failure inside a statement: transient → `503`, else `400`.
@@ -539,21 +547,26 @@ impl SqlSession {
             } => self.drop(*object_type, *if_exists, names, *cascade).await,
             // Every table a write names (subqueries and assignments included) is resolved
             // first, so a name outside the grants fails whatever rows there are.
-            Statement::Insert(insert) => {
+            Statement::Insert(_)
+            | Statement::Delete(_)
+            | Statement::Update(_)
+            | Statement::Merge(_) => {
                 self.register_references(&statement).await?;
-                self.insert(insert).await
-            }
-            Statement::Delete(delete) => {
-                self.register_references(&statement).await?;
-                self.delete(delete).await
-            }
-            Statement::Update(update) => {
-                self.register_references(&statement).await?;
-                self.update(update).await
-            }
-            Statement::Merge(merge) => {
-                self.register_references(&statement).await?;
-                self.merge(merge).await
+                match self.write(stmt).await {
+                    // A hash join's build side must fit in the memory pool (DataFusion's
+                    // do not spill): a write whose join did not fit runs again with
+                    // sort-merge joins, whose sorts spill. A write commits only at its
+                    // end, so the failed run left nothing behind.
+                    Err(e) if is_resources_exhausted(&e) && self.prefers_hash_join() => {
+                        tracing::info!(
+                            error = %e,
+                            "write ran out of query memory; running it again with spilling joins"
+                        );
+                        let _spilling = overrides::OptionsOverride::spilling_joins(&self.ctx);
+                        self.write(stmt).await
+                    }
+                    other => other,
+                }
             }
             // Each statement commits on its own (Delta has no multi-table transactions);
             // a script's `BEGIN`/`COMMIT` are accepted so DuckDB scripts run unchanged.
@@ -597,6 +610,27 @@ impl SqlSession {
             }
             _ => Err(sql_err("Permission Error: statement not allowed")),
         }
+    }
+
+    /// An `INSERT`, `DELETE`, `UPDATE` or `MERGE`: one commit at its end.
+    async fn write(&mut self, stmt: &Statement) -> Result<Output, ApiError> {
+        match stmt {
+            Statement::Insert(insert) => self.insert(insert).await,
+            Statement::Delete(delete) => self.delete(delete).await,
+            Statement::Update(update) => self.update(update).await,
+            Statement::Merge(merge) => self.merge(merge).await,
+            _ => Err(ApiError::Internal(format!("not a write: {stmt}"))),
+        }
+    }
+
+    fn prefers_hash_join(&self) -> bool {
+        self.ctx
+            .state_ref()
+            .read()
+            .config()
+            .options()
+            .optimizer
+            .prefer_hash_join
     }
 
     pub(crate) fn ok_status() -> Output {

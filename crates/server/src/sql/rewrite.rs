@@ -35,6 +35,7 @@ use deltalite::{
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
+use super::overrides::OptionsOverride;
 use super::{
     Output, SqlSession, assigned_rows, delta_err, keep_failure, name_parts, sql_err, table_missing,
     take_failure,
@@ -444,45 +445,6 @@ fn parse_expr(sql: &str) -> Option<SqlExpr> {
         .ok()
 }
 
-/// The session planning with one partition until dropped (also when the statement's
-/// future is dropped half-way: a Flight session outlives its statements).
-struct OnePartition {
-    /// A handle on the same session state (a context's clones share it).
-    ctx: datafusion::prelude::SessionContext,
-    before: usize,
-}
-
-impl OnePartition {
-    fn set(ctx: &datafusion::prelude::SessionContext) -> Self {
-        let before = std::mem::replace(
-            &mut ctx
-                .state_ref()
-                .write()
-                .config_mut()
-                .options_mut()
-                .execution
-                .target_partitions,
-            1,
-        );
-        Self {
-            ctx: ctx.clone(),
-            before,
-        }
-    }
-}
-
-impl Drop for OnePartition {
-    fn drop(&mut self) {
-        self.ctx
-            .state_ref()
-            .write()
-            .config_mut()
-            .options_mut()
-            .execution
-            .target_partitions = self.before;
-    }
-}
-
 /// Plans a `DELETE` (no assignments) or an `UPDATE` for the engine.
 struct WherePlanner<'s> {
     session: &'s mut SqlSession,
@@ -664,7 +626,7 @@ impl WherePlanner<'_> {
         // split into byte ranges nor a round-robin repartition (which the window's
         // coalescing would interleave) reorders its rows.
         let found = {
-            let _one = OnePartition::set(&self.session.ctx);
+            let _one = OptionsOverride::one_partition(&self.session.ctx);
             self.session.collect_sql(&sql).await
         };
         let mut rows = Vec::new();
