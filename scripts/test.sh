@@ -60,4 +60,7 @@ echo "== posthog: PostHog's deltalite 0.1.15 test suite, unchanged, against our 
 DELTALITE_WHEEL="$(ls "$CARGO_TARGET_DIR"/deltalite-wheels/deltalite_lakehouse-*.whl)" scripts/test-posthog.sh
 echo "== packages: the .deb installed, started and purged in a clean Debian root"
 scripts/test-deb.sh
+echo "== disk: what the build left in $CARGO_TARGET_DIR (the runner's disk is finite)"
+du -sh "$CARGO_TARGET_DIR" 2>/dev/null || true
+df -h "$CARGO_TARGET_DIR" 2>/dev/null | tail -1 || true
 echo "== all suites passed"
