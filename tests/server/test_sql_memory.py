@@ -109,8 +109,9 @@ def test_a_delete_from_an_empty_table_does_not_run_its_subqueries(lake):
 # dlt's nested INSERT on a first load: every staged root is new, so the semi join's
 # build side holds every root key. Sized so that the hash table does not fit this pool
 # (it does not at 500,000 roots either) while the sort-merge join the server retries
-# with does (it does not at 2,000,000: a sort that finished in memory holds its rows
-# outside what the pool can spill, so the retry raises the ceiling about 2x, no more).
+# with does (it does not at 2,000,000 in this small pool: a sort that finished in memory
+# holds its rows outside what the pool can spill; in the default 1 GiB pool the retry
+# carries 40M keys, bench/server/semi_join_retry.py).
 SPILL_ROOTS = 1_000_000
 SPILL_POOL_MB = 64
 NESTED_INSERT_FILTER = ' WHERE "_dlt_root_id" IN (SELECT "_dlt_id" FROM staging.events)'
