@@ -5,7 +5,8 @@
 //! version byte (1); each vector in it is a big-endian size (magic + bitmap), the
 //! little-endian magic 1681511377, a portable 64-bit RoaringTreemap, and a big-endian
 //! CRC-32 of magic and bitmap. Inline vectors are the magic and bitmap, z85-encoded.
-//! Writing reuses the kernel's `StreamingDeletionVectorWriter` (one vector per file);
+//! Writing reuses the kernel's `StreamingDeletionVectorWriter` (all of a call's vectors in
+//! one file);
 //! reading is done here, asynchronously, through the table's object store.
 
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use arrow::array::BooleanArray;
 use delta_kernel::actions::deletion_vector_writer::{
     KernelDeletionVector, StreamingDeletionVectorWriter,
 };
-use deltalake::kernel::{DeletionVectorDescriptor, StorageType};
+use deltalake::kernel::{Add, DeletionVectorDescriptor, StorageType};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use roaring::RoaringTreemap;
@@ -142,32 +143,52 @@ pub(crate) async fn read(
     Ok(treemap)
 }
 
-/// Write `deleted` as a new deletion vector file at the table root and return its
-/// descriptor (`u` storage, no prefix, offset 1: the only vector of its file).
-pub(crate) async fn write(
+/// Write `vectors` into one new deletion vector file at the table root and return their
+/// descriptors, in order (`u` storage, no prefix, each at its own offset). One file per
+/// call, not per vector: a call that marks every file of a table costs one PUT, and a
+/// reader fetches each vector by range anyway. Nothing is written for no vectors.
+pub(crate) async fn write<'a>(
     store: &Arc<dyn ObjectStore>,
-    deleted: &RoaringTreemap,
-) -> Result<DeletionVectorDescriptor> {
+    vectors: impl IntoIterator<Item = &'a RoaringTreemap>,
+) -> Result<Vec<DeletionVectorDescriptor>> {
+    let encoding = |e| DeltaLiteError::Other(format!("encoding a deletion vector: {e}"));
     let uuid = uuid::Uuid::new_v4();
-    let mut vector = KernelDeletionVector::new();
-    vector.add_deleted_row_indexes(deleted.iter());
+    let name = z85::encode(uuid.as_bytes());
     let mut bytes = Vec::new();
     let mut writer = StreamingDeletionVectorWriter::new(&mut bytes);
-    let written = writer
-        .write_deletion_vector(vector)
-        .map_err(|e| DeltaLiteError::Other(format!("encoding a deletion vector: {e}")))?;
-    writer
-        .finalize()
-        .map_err(|e| DeltaLiteError::Other(format!("encoding a deletion vector: {e}")))?;
-    let path = Path::from(format!("deletion_vector_{uuid}.bin"));
-    store.put(&path, bytes.into()).await?;
-    Ok(DeletionVectorDescriptor {
-        storage_type: StorageType::UuidRelativePath,
-        path_or_inline_dv: z85::encode(uuid.as_bytes()),
-        offset: Some(written.offset),
-        size_in_bytes: written.size_in_bytes,
-        cardinality: written.cardinality,
-    })
+    let mut descriptors = Vec::new();
+    for deleted in vectors {
+        let mut vector = KernelDeletionVector::new();
+        vector.add_deleted_row_indexes(deleted.iter());
+        let written = writer.write_deletion_vector(vector).map_err(encoding)?;
+        descriptors.push(DeletionVectorDescriptor {
+            storage_type: StorageType::UuidRelativePath,
+            path_or_inline_dv: name.clone(),
+            offset: Some(written.offset),
+            size_in_bytes: written.size_in_bytes,
+            cardinality: written.cardinality,
+        });
+    }
+    writer.finalize().map_err(encoding)?;
+    if !descriptors.is_empty() {
+        let path = Path::from(format!("deletion_vector_{uuid}.bin"));
+        store.put(&path, bytes.into()).await?;
+    }
+    Ok(descriptors)
+}
+
+/// The Adds that put each of `files` back with its new vector, the vectors all written
+/// into one file by [`write`].
+pub(crate) async fn write_for<'a>(
+    store: &Arc<dyn ObjectStore>,
+    files: &[(&'a TargetFile, &'a Deleted)],
+) -> Result<Vec<Add>> {
+    let descriptors = write(store, files.iter().map(|(_, deleted)| deleted.treemap())).await?;
+    Ok(files
+        .iter()
+        .zip(descriptors)
+        .map(|((file, _), dv)| file.add_with(dv))
+        .collect())
 }
 
 /// The vector file of a `u` descriptor, the only kind this engine writes (`None` for the
@@ -254,6 +275,7 @@ fn corrupt(dv: &DeletionVectorDescriptor, what: &str) -> DeltaLiteError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::StreamExt;
     use object_store::memory::InMemory;
 
     fn table() -> (Arc<dyn ObjectStore>, Url) {
@@ -267,11 +289,36 @@ mod tests {
     async fn a_written_vector_reads_back() {
         let (store, url) = table();
         let deleted: RoaringTreemap = [0u64, 7, 65_536, 5_000_000_000].into_iter().collect();
-        let dv = write(&store, &deleted).await.unwrap();
+        let dv = write(&store, [&deleted]).await.unwrap().remove(0);
         assert_eq!(dv.storage_type, StorageType::UuidRelativePath);
         assert_eq!(dv.offset, Some(1));
         assert_eq!(dv.cardinality, 4);
         assert_eq!(read(&store, &url, &dv).await.unwrap(), deleted);
+    }
+
+    #[tokio::test]
+    async fn one_call_writes_its_vectors_into_one_file() {
+        let (store, url) = table();
+        let a: RoaringTreemap = [1u64, 2, 3].into_iter().collect();
+        let b: RoaringTreemap = (0..100_000u64).step_by(3).collect();
+        let c: RoaringTreemap = [9u64].into_iter().collect();
+        let dvs = write(&store, [&a, &b, &c]).await.unwrap();
+        assert_eq!(dvs.len(), 3);
+        let path = file_path(&url, &dvs[0]).unwrap();
+        assert!(dvs.iter().all(|dv| file_path(&url, dv).unwrap() == path));
+        assert_eq!(dvs[0].offset, Some(1));
+        assert!(dvs[0].offset < dvs[1].offset && dvs[1].offset < dvs[2].offset);
+        for (dv, want) in dvs.iter().zip([&a, &b, &c]) {
+            assert_eq!(&read(&store, &url, dv).await.unwrap(), want);
+        }
+        let files = store
+            .list(None)
+            .map(|m| m.unwrap().location)
+            .collect::<Vec<_>>()
+            .await;
+        assert_eq!(files, vec![path]);
+        assert!(write(&store, []).await.unwrap().is_empty());
+        assert_eq!(store.list(None).count().await, 1, "no vectors, no file");
     }
 
     #[tokio::test]
@@ -294,7 +341,7 @@ mod tests {
     async fn a_corrupted_vector_is_refused() {
         let (store, url) = table();
         let deleted: RoaringTreemap = [1u64, 2].into_iter().collect();
-        let dv = write(&store, &deleted).await.unwrap();
+        let dv = write(&store, [&deleted]).await.unwrap().remove(0);
         let path = file_path(&url, &dv).unwrap();
         let mut bytes = store
             .get(&path)
@@ -312,7 +359,7 @@ mod tests {
 
         let wrong = DeletionVectorDescriptor {
             cardinality: 3,
-            ..write(&store, &deleted).await.unwrap()
+            ..write(&store, [&deleted]).await.unwrap().remove(0)
         };
         let err = read(&store, &url, &wrong).await.unwrap_err().to_string();
         assert!(err.ends_with("2 positions, the log says 3"), "{err}");

@@ -282,6 +282,7 @@ impl txn::Attempt for ReplaceAttempt<'_> {
                 ));
             }
             let store = table.object_store();
+            let mut vectors = Vec::with_capacity(marked);
             for m in plan.mark {
                 let file = active.remove(&table_relative(root, &m.path)).ok_or_else(|| {
                     DeltaLiteError::Other(format!(
@@ -290,7 +291,9 @@ impl txn::Attempt for ReplaceAttempt<'_> {
                         state.version()
                     ))
                 })?;
-                actions.extend(mark_rows(&store, root, file, m.live_rows).await?);
+                let deleted = mark_rows(&store, root, &file, m.live_rows).await?;
+                actions.push(Action::Remove(file.remove.clone()));
+                vectors.extend(deleted.map(|deleted| (file, deleted)));
             }
             let config = state.table_config();
             let table_schema = state.snapshot().arrow_schema();
@@ -308,6 +311,16 @@ impl txn::Attempt for ReplaceAttempt<'_> {
                     .map(|cols| cols.iter().map(|c| c.to_string()).collect()),
             );
             let (adds, rows) = write_stream(writer, &table_schema, plan.rows).await?;
+            // Last, so that a failed row write leaves no vector behind: one vector file
+            // for every marked file.
+            let vectors: Vec<_> = vectors.iter().map(|(f, d)| (f, d)).collect();
+            match dv::write_for(&store, &vectors).await {
+                Ok(marked) => actions.extend(marked.into_iter().map(Action::Add)),
+                Err(e) => {
+                    txn::delete_adds(&store, adds.iter()).await;
+                    return Err(e);
+                }
+            }
             let stats = ReplaceStats {
                 files_removed: plan.remove.len(),
                 files_marked: marked,
@@ -350,15 +363,15 @@ impl txn::Attempt for ReplaceAttempt<'_> {
     }
 }
 
-/// `file` with its rows at the `live` ordinals (see [`MarkedRows`]) deleted: its Remove
-/// and, unless no row is left, its Add with the merged deletion vector.
+/// The deletion vector of `file` with its rows at the `live` ordinals (see [`MarkedRows`])
+/// added; `None` when no row is left (the file leaves the table).
 async fn mark_rows(
     store: &Arc<dyn object_store::ObjectStore>,
     root: &url::Url,
-    file: crate::table::files::TargetFile,
+    file: &crate::table::files::TargetFile,
     mut live: Vec<u64>,
-) -> Result<Vec<Action>> {
-    let before = Deleted::of(store, root, &file).await?.unwrap_or_default();
+) -> Result<Option<Deleted>> {
+    let before = Deleted::of(store, root, file).await?.unwrap_or_default();
     live.sort_unstable();
     live.dedup();
     // Walk the physical positions, counting the ones still live.
@@ -388,12 +401,7 @@ async fn mark_rows(
         position += 1;
     }
     let deleted = before.with(positions);
-    let mut actions = vec![Action::Remove(file.remove.clone())];
-    if deleted.len() < rows {
-        let dv = dv::write(store, deleted.treemap()).await?;
-        actions.push(Action::Add(file.add_with(dv)));
-    }
-    Ok(actions)
+    Ok((deleted.len() < rows).then_some(deleted))
 }
 
 /// A planned path as the snapshot names its files: relative to the table root, in

@@ -362,21 +362,24 @@ pub(crate) async fn delete_added(store: &Arc<dyn ObjectStore>, actions: &[Action
 
 /// Best-effort removal of written files that will not be committed. An Add with a
 /// deletion vector names a file already in the table (the engine only gives vectors to
-/// stored files): only its vector file was written, and only that goes.
+/// stored files): only its vector file was written, and only that goes (once: a call's
+/// vectors share one file).
 pub(crate) async fn delete_adds<'a>(
     store: &Arc<dyn ObjectStore>,
     adds: impl Iterator<Item = &'a Add>,
 ) {
+    let mut paths = std::collections::BTreeSet::new();
     for add in adds {
-        let path = match &add.deletion_vector {
-            Some(dv) => match crate::io::dv::own_file(dv) {
-                Some(path) => path,
-                None => continue,
-            },
-            None => object_store::path::Path::from(add.path.as_str()),
-        };
+        match &add.deletion_vector {
+            Some(dv) => paths.extend(crate::io::dv::own_file(dv)),
+            None => {
+                paths.insert(object_store::path::Path::from(add.path.as_str()));
+            }
+        }
+    }
+    for path in paths {
         if let Err(e) = store.delete(&path).await {
-            tracing::warn!(path = %add.path, error = %e, "could not delete an uncommitted file");
+            tracing::warn!(%path, error = %e, "could not delete an uncommitted file");
         }
     }
 }

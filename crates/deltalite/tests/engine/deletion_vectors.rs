@@ -428,6 +428,53 @@ async fn vacuum_keeps_live_vectors_and_deletes_replaced_ones() {
     same(&t, &m).await;
 }
 
+/// One call's vectors share one file; vacuum keeps it while any active file names it.
+#[tokio::test]
+async fn one_call_writes_one_vector_file_that_vacuum_keeps_while_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut t, mut m) = seeded(&dir, 100).await;
+    let more: Vec<i64> = (100..200).collect();
+    both(&mut t, &mut m, &rows_of(&more, "a", false), &options()).await;
+    let vector_files = |t: &DeltaLiteTable| -> Vec<String> {
+        on_disk(t)
+            .into_iter()
+            .filter(|n| n.starts_with("deletion_vector_"))
+            .collect()
+    };
+
+    let s = both(&mut t, &mut m, &rows_of(&[1, 101], "b", false), &options()).await;
+    assert_eq!(s.files_marked, 2, "{s:?}");
+    let shared = vector_files(&t);
+    assert_eq!(shared.len(), 1, "one vector file for the call: {shared:?}");
+    let state = t.delta_table().snapshot().unwrap();
+    let mut descriptors: Vec<_> = state
+        .log_data()
+        .iter()
+        .filter_map(|f| f.deletion_vector_descriptor())
+        .map(|dv| (dv.path_or_inline_dv.clone(), dv.offset))
+        .collect();
+    descriptors.sort();
+    assert_eq!(descriptors.len(), 2);
+    assert_eq!(descriptors[0].0, descriptors[1].0, "one file");
+    assert_ne!(descriptors[0].1, descriptors[1].1, "two offsets");
+    same(&t, &m).await;
+
+    // The first file gets a new vector; the second still reads the shared file.
+    both(&mut t, &mut m, &rows_of(&[2], "c", false), &options()).await;
+    assert!(
+        vacuum_now(&mut t).await.is_empty(),
+        "the shared file is still used"
+    );
+    assert!(vector_files(&t).contains(&shared[0]));
+    same(&t, &m).await;
+
+    both(&mut t, &mut m, &rows_of(&[102], "c", false), &options()).await;
+    assert_eq!(vacuum_now(&mut t).await, shared, "now nothing names it");
+    assert_eq!(vector_files(&t).len(), 2);
+    assert_eq!(vectors(&t).len(), 2);
+    same(&t, &m).await;
+}
+
 const CRASH_KEYS: i64 = 2000;
 
 /// The keys round `round` of the crash child writes (a few per file: they get vectors).

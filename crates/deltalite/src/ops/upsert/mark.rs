@@ -3,25 +3,27 @@
 //! and write the replacing rows with the inserts. Chosen per file, on tables that write
 //! deletion vectors: a file whose deleted share would pass
 //! `Knobs::deletion_vector_max_share` is rewritten instead (which drops its vector).
-//! The cost then follows the batch: a small vector file per touched file, not the files.
+//! The cost then follows the batch: one small vector file per call (every marked file's
+//! vector at its own offset), not the files.
 
 use std::sync::Arc;
 
-use deltalake::kernel::{Add, Remove};
 use object_store::ObjectStore;
 use url::Url;
 
 use crate::error::{DeltaLiteError, Result};
-use crate::io::dv::{self, Deleted};
+use crate::io::dv::Deleted;
 use crate::ops::upsert::rewrite::Replacement;
 use crate::ops::upsert::source::SourcePartition;
 use crate::table::files::TargetFile;
 
-/// What marking one file produced.
+/// What marking one file decided; its vector is written with the call's others
+/// ([`crate::io::dv::write_for`]).
 pub(crate) struct Marked {
-    pub remove: Remove,
-    /// The file again with its new vector; none when every row of it is now deleted.
-    pub adds: Vec<Add>,
+    pub file: TargetFile,
+    /// Every row the file's new vector deletes; `None` when that is all of its rows (the
+    /// file leaves the table).
+    pub vector: Option<Deleted>,
     /// Source rows that replace the marked stored rows (the caller writes them).
     pub written: Vec<u32>,
     /// Stored rows a delete-marked source row removed.
@@ -46,7 +48,7 @@ pub(crate) fn worth_marking(
     rows > 0 && (already + replaced.len()) as f64 <= max_share * rows as f64
 }
 
-/// Give `file` a deletion vector with the rows of `replaced` added to the ones it has.
+/// The deletion vector of `file` with the rows of `replaced` added to the ones it has.
 pub(crate) async fn mark(
     store: &Arc<dyn ObjectStore>,
     table_url: &Url,
@@ -67,18 +69,14 @@ pub(crate) async fn mark(
         )));
     }
     let rows = file.num_records.unwrap_or(usize::MAX) as u64;
-    let adds = if deleted.len() >= rows {
-        Vec::new()
-    } else {
-        vec![file.add_with(dv::write(store, deleted.treemap()).await?)]
-    };
+    let vector = (deleted.len() < rows).then_some(deleted);
     let (written, removed): (Vec<u32>, Vec<u32>) = replaced
         .iter()
         .map(|r| r.source_row)
         .partition(|&row| !part.is_deleted(row as usize));
     Ok(Marked {
-        remove: file.remove,
-        adds,
+        file,
+        vector,
         written,
         deleted: removed.len(),
     })

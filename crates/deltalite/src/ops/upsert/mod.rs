@@ -35,7 +35,7 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 
 use crate::error::{DeltaLiteError, Result};
-use crate::io::dv::Deleted;
+use crate::io::dv::{self, Deleted};
 use crate::io::upload::MultipartPolicy;
 use crate::io::writer::abort;
 use crate::io::writer::{WriterFactory, WriterSettings};
@@ -801,17 +801,27 @@ async fn process_partition(
         .buffer_unordered(shared.knobs.max_parallel_files)
         .collect()
         .await;
-    let marked = match all_or_cleanup(&shared.store, marked, |m| &m.adds).await {
-        Ok(marked) => marked,
+    // Deciding a vector writes nothing; the call's vectors then go into one file.
+    let written = async {
+        let marked = marked.into_iter().collect::<Result<Vec<_>>>()?;
+        let vectors: Vec<_> = marked
+            .iter()
+            .filter_map(|m| Some((&m.file, m.vector.as_ref()?)))
+            .collect();
+        let adds = dv::write_for(&shared.store, &vectors).await?;
+        Ok::<_, DeltaLiteError>((marked, adds))
+    };
+    let (marked, adds) = match written.await {
+        Ok(written) => written,
         Err(e) => {
             delete_adds(&shared.store, result.adds.iter()).await;
             return Err(e);
         }
     };
+    result.adds.extend(adds);
     for marked in marked {
         result.marked += 1;
-        result.adds.extend(marked.adds);
-        result.removes.push(marked.remove);
+        result.removes.push(marked.file.remove);
         result.replaced += marked.written.len();
         result.deleted += marked.deleted;
         if !marked.written.is_empty() {
