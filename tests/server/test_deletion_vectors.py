@@ -10,6 +10,7 @@ without vectors over, protocol upgrade included.
 
 from __future__ import annotations
 
+import os
 import urllib.request
 from pathlib import Path
 
@@ -256,3 +257,50 @@ def test_sql_delete_marks_the_right_rows_of_a_large_file(server, client):
         (i,) for i in range(99, 1_000_000, 100_000)
     ]
     assert client.count("SELECT count(*) FROM big") == 999_000
+
+
+def test_a_table_with_vectors_is_scanned_in_parallel_groups(server, client):
+    """delta-rs reads a table with vectors in one stream; the server unions one scan per
+    group of files instead (`sql/scan.rs`). Partition values that need escaping in paths
+    must still select their files, and every query must see each live row once."""
+    values = ["plain", "with space", "per%cent", "hash#tag", "ünï", "a=b", "q?x"]
+    client.query("CREATE TABLE pv (id BIGINT, p VARCHAR, v VARCHAR) PARTITIONED BY (p)")
+    rows = ", ".join(f"({i}, '{values[i % len(values)]}', 'a')" for i in range(2100))
+    client.query(f"INSERT INTO pv VALUES {rows}")
+    client.query("DELETE FROM pv WHERE id % 10 = 3")
+    model = {i: values[i % len(values)] for i in range(2100) if i % 10 != 3}
+    # Every partition's file got a vector (none rewritten).
+    assert sorted(vectors(path_of(server, "pv"))) == [30] * len(values)
+
+    expected = sorted(
+        (
+            p,
+            sum(1 for q in model.values() if q == p),
+            sum(i for i, q in model.items() if q == p),
+        )
+        for p in values
+    )
+    grouped = "SELECT p, count(*), sum(id) FROM pv GROUP BY p ORDER BY p"
+    assert client.rows(grouped) == expected
+    assert client.rows("SELECT id FROM pv ORDER BY id") == [(i,) for i in sorted(model)]
+    assert client.rows("SELECT count(*) FROM pv WHERE p = 'per%cent'") == [
+        (sum(1 for q in model.values() if q == "per%cent"),)
+    ]
+    assert client.rows(
+        "SELECT id FROM pv WHERE id IN (3, 4, 13, 2099) ORDER BY id"
+    ) == [
+        (4,),
+        (2099,),
+    ]
+    assert client.rows("SELECT id FROM pv ORDER BY id LIMIT 3") == [(0,), (1,), (2,)]
+
+    _, plan = client.query(f"EXPLAIN {grouped}")
+    physical = "\n".join(str(cell) for row in plan for cell in row)
+    if (os.cpu_count() or 1) > 1:
+        assert "UnionExec" in physical, physical
+    # A table without vectors keeps delta-rs's own plan.
+    client.query("OPTIMIZE pv")
+    assert vectors(path_of(server, "pv")) == []
+    _, plan = client.query(f"EXPLAIN {grouped}")
+    assert "UnionExec" not in "\n".join(str(c) for row in plan for c in row)
+    assert client.rows(grouped) == expected

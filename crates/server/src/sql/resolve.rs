@@ -167,8 +167,11 @@ impl SqlSession {
                 Some((_, a)) => &time_travel::load(table.delta_table(), &base, a).await?,
                 None => table.delta_table(),
             };
-            let table_provider =
-                super::scan::DeltaScan::wrap(delta.table_provider().await.map_err(delta_err)?);
+            let table_provider = super::scan::DeltaScan::of_table(
+                delta,
+                delta.table_provider().await.map_err(delta_err)?,
+            )
+            .map_err(delta_err)?;
             // The session's registry learns this table's folder, and nothing more.
             self.grant_table(delta);
             provider

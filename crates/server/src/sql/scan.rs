@@ -1,9 +1,17 @@
-//! The table provider every Delta table is scanned through: delta-rs's own, with one
-//! correction. delta-rs 1.1 claims to apply exactly any pushed-down filter that names no
-//! column (it takes such a filter for a partition-only one), then drops it: a filter the
-//! planner folded to a constant (`WHERE k NOT IN (1, NULL)` → `… AND NULL`, a MERGE
-//! clause `AND FALSE`) returned rows it should not. Filters without columns stay above
-//! the scan here, where DataFusion evaluates them.
+//! The table provider every Delta table is scanned through: delta-rs's own, with two
+//! corrections.
+//!
+//! - delta-rs 1.1 claims to apply exactly any pushed-down filter that names no column (it
+//!   takes such a filter for a partition-only one), then drops it: a filter the planner
+//!   folded to a constant (`WHERE k NOT IN (1, NULL)` → `… AND NULL`, a MERGE clause `AND
+//!   FALSE`) returned rows it should not. Filters without columns stay above the scan
+//!   here, where DataFusion evaluates them.
+//! - delta-rs reads a table that has deletion vectors in one stream (it numbers each
+//!   file's rows as they arrive), so everything above the scan ran on one core: a full
+//!   scan took 3x its copy-on-write time. Such a table is scanned here as a union of one
+//!   delta-rs scan per group of files (delta-rs's own file selection), as many groups as
+//!   the session has target partitions, balanced by size: each file is still read whole
+//!   by one stream, and the groups run side by side.
 
 use std::sync::Arc;
 
@@ -14,17 +22,44 @@ use datafusion::common::Result;
 use datafusion::common::Statistics;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::union::UnionExec;
+use deltalake::DeltaTable;
 use deltalake::delta_datafusion::DeltaScanNext;
+use deltalake::kernel::Add;
 
 /// A Delta table as the session scans it (see the module documentation).
 #[derive(Debug)]
 pub(crate) struct DeltaScan {
     inner: Arc<dyn TableProvider>,
+    /// The table's files (decoded path, size) when any has a deletion vector (else
+    /// empty): scanned in groups.
+    files: Vec<(String, i64)>,
 }
 
 impl DeltaScan {
     pub(crate) fn wrap(inner: Arc<dyn TableProvider>) -> Arc<dyn TableProvider> {
-        Arc::new(Self { inner })
+        Arc::new(Self {
+            inner,
+            files: Vec::new(),
+        })
+    }
+
+    /// `inner`, delta-rs's provider of `table`, scanned in groups of files when the table
+    /// has deletion vectors.
+    pub(crate) fn of_table(
+        table: &DeltaTable,
+        inner: Arc<dyn TableProvider>,
+    ) -> deltalake::DeltaResult<Arc<dyn TableProvider>> {
+        let state = table.snapshot()?;
+        let log = state.log_data();
+        let files = if log.iter().any(|f| f.deletion_vector_descriptor().is_some()) {
+            log.iter()
+                .map(|f| (f.path().into_owned(), f.size()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Arc::new(Self { inner, files }))
     }
 
     /// Whether `provider` is a Delta table scanned through this wrapper.
@@ -32,6 +67,26 @@ impl DeltaScan {
         provider
             .downcast_ref::<Self>()
             .is_some_and(|s| s.inner.is::<DeltaScanNext>())
+    }
+
+    /// The files in up to `n` groups of about equal bytes (largest first, each to the
+    /// lightest group), as the Adds delta-rs selects files by (their path is what its own
+    /// `add_action` gives: decoded).
+    fn groups(&self, n: usize) -> Vec<Vec<Add>> {
+        let mut files: Vec<&(String, i64)> = self.files.iter().collect();
+        files.sort_by_key(|(_, size)| std::cmp::Reverse(*size));
+        let mut groups: Vec<(i64, Vec<Add>)> = vec![(0, Vec::new()); n.min(files.len())];
+        for (path, size) in files {
+            if let Some(lightest) = groups.iter_mut().min_by_key(|(bytes, _)| *bytes) {
+                lightest.0 += size;
+                lightest.1.push(Add {
+                    path: path.clone(),
+                    size: *size,
+                    ..Add::default()
+                });
+            }
+        }
+        groups.into_iter().map(|(_, g)| g).collect()
     }
 }
 
@@ -52,7 +107,17 @@ impl TableProvider for DeltaScan {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        self.inner.scan(state, projection, filters, limit).await
+        let partitions = state.config().target_partitions();
+        let next = self.inner.downcast_ref::<DeltaScanNext>();
+        let (Some(next), true) = (next, partitions > 1 && self.files.len() > 1) else {
+            return self.inner.scan(state, projection, filters, limit).await;
+        };
+        let mut plans = Vec::new();
+        for group in self.groups(partitions) {
+            let scan = next.clone().with_adds(group);
+            plans.push(scan.scan(state, projection, filters, limit).await?);
+        }
+        UnionExec::try_new(plans)
     }
 
     fn supports_filters_pushdown(
