@@ -67,6 +67,10 @@ enum Cmd {
         /// Enable deletion vectors on the table first (not timed).
         #[arg(long)]
         deletion_vectors: bool,
+        /// Upserts in this process, seeds `seed..seed+repeat`, one JSON line each: the
+        /// later ones run with the process-wide probe cache the earlier ones filled.
+        #[arg(long, default_value_t = 1)]
+        repeat: u64,
         #[command(flatten)]
         knobs: KnobArgs,
     },
@@ -156,21 +160,23 @@ async fn build(millions: i64, table: &Path) -> deltalite::Result<()> {
     Ok(())
 }
 
-async fn upsert(
+/// Turn deletion vectors on (before the timed upserts).
+async fn enable_deletion_vectors(table: &Path) -> deltalite::Result<()> {
+    let mut t = DeltaLiteTable::open(&uri(table), HashMap::new()).await?;
+    let enable = deltalite::MetadataChange::Property {
+        key: deltalite::DELETION_VECTORS_PROPERTY.into(),
+        value: Some("true".into()),
+    };
+    t.change_metadata(&[enable], 0).await?;
+    Ok(())
+}
+
+async fn upsert_once(
     millions: i64,
     table: &Path,
     seed: u64,
-    deletion_vectors: bool,
     knobs: KnobArgs,
 ) -> deltalite::Result<()> {
-    if deletion_vectors {
-        let mut t = DeltaLiteTable::open(&uri(table), HashMap::new()).await?;
-        let enable = deltalite::MetadataChange::Property {
-            key: deltalite::DELETION_VECTORS_PROPERTY.into(),
-            value: Some("true".into()),
-        };
-        t.change_metadata(&[enable], 0).await?;
-    }
     let mut rng = StdRng::seed_from_u64(seed);
     let existing = millions * MILLION;
     let half = BATCH_ROWS / 2;
@@ -199,6 +205,9 @@ async fn upsert(
             "rows_copied": s.rows_copied,
             "prepare_s": s.timings.prepare.as_secs_f64(), "prune_s": s.timings.prune.as_secs_f64(),
             "write_s": s.timings.write.as_secs_f64(), "commit_s": s.timings.commit.as_secs_f64(),
+            "open_s": s.timings.initial_open.as_secs_f64(), "total_s": s.timings.total.as_secs_f64(),
+            "relax_s": s.timings.relax.as_secs_f64(), "reload_s": s.timings.reload.as_secs_f64(),
+            "maintenance_s": s.timings.maintenance.as_secs_f64(),
         })
     );
     Ok(())
@@ -333,9 +342,18 @@ fn main() {
             table,
             seed,
             deletion_vectors,
+            repeat,
             knobs,
         } => rt
-            .block_on(upsert(millions, &table, seed, deletion_vectors, knobs))
+            .block_on(async {
+                if deletion_vectors {
+                    enable_deletion_vectors(&table).await?;
+                }
+                for seed in seed..seed + repeat {
+                    upsert_once(millions, &table, seed, knobs).await?;
+                }
+                Ok::<(), deltalite::DeltaLiteError>(())
+            })
             .expect("upsert"),
     }
 }
