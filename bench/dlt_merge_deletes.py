@@ -189,9 +189,11 @@ def side(a: argparse.Namespace, name: str, work: Path) -> dict:
             )
             lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
             if done.returncode != 0 or not lines:
-                raise RuntimeError(
-                    f"{name} {step}: {done.stdout}\n{done.stderr}"[-4000:]
-                )
+                # The cause comes before the failed statement's SQL: keep both ends.
+                text = f"{name} {step}: {done.stdout}\n{done.stderr}"
+                if len(text) > 8000:
+                    text = f"{text[:4000]}\n…\n{text[-4000:]}"
+                raise RuntimeError(text)
             result = json.loads(lines[-1])
             out[f"{step}_s"] = result["wall_s"]
             out[f"{step}_client_peak_rss_mb"] = result["client_peak_rss_mb"]

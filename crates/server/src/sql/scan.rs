@@ -11,7 +11,9 @@
 //!   scan took 3x its copy-on-write time. Such a table is scanned here as a union of one
 //!   delta-rs scan per group of files (delta-rs's own file selection), as many groups as
 //!   the session has target partitions, balanced by size: each file is still read whole
-//!   by one stream, and the groups run side by side.
+//!   by one stream, and the groups run side by side. Files without a vector get groups
+//!   of their own: delta-rs pushes a query's predicate into the Parquet reader (row
+//!   groups, pages) only for a scan none of whose files has a vector.
 
 use std::sync::Arc;
 
@@ -31,9 +33,8 @@ use deltalake::kernel::Add;
 #[derive(Debug)]
 pub(crate) struct DeltaScan {
     inner: Arc<dyn TableProvider>,
-    /// The table's files (decoded path, size) when any has a deletion vector (else
-    /// empty): scanned in groups.
-    files: Vec<(String, i64)>,
+    /// The table's files when any has a deletion vector (else empty): scanned in groups.
+    files: Vec<ScanFile>,
 }
 
 impl DeltaScan {
@@ -54,7 +55,11 @@ impl DeltaScan {
         let log = state.log_data();
         let files = if log.iter().any(|f| f.deletion_vector_descriptor().is_some()) {
             log.iter()
-                .map(|f| (f.path().into_owned(), f.size()))
+                .map(|f| ScanFile {
+                    path: f.path().into_owned(),
+                    size: f.size(),
+                    vector: f.deletion_vector_descriptor().is_some(),
+                })
                 .collect()
         } else {
             Vec::new()
@@ -69,25 +74,40 @@ impl DeltaScan {
             .is_some_and(|s| s.inner.is::<DeltaScanNext>())
     }
 
-    /// The files in up to `n` groups of about equal bytes (largest first, each to the
-    /// lightest group), as the Adds delta-rs selects files by (their path is what its own
-    /// `add_action` gives: decoded).
+    /// The files with vectors in up to `n` groups of about equal bytes, then those
+    /// without in up to `n` more (largest first, each to the lightest group), as the Adds
+    /// delta-rs selects files by (their path is what its own `add_action` gives: decoded).
     fn groups(&self, n: usize) -> Vec<Vec<Add>> {
-        let mut files: Vec<&(String, i64)> = self.files.iter().collect();
-        files.sort_by_key(|(_, size)| std::cmp::Reverse(*size));
-        let mut groups: Vec<(i64, Vec<Add>)> = vec![(0, Vec::new()); n.min(files.len())];
-        for (path, size) in files {
-            if let Some(lightest) = groups.iter_mut().min_by_key(|(bytes, _)| *bytes) {
-                lightest.0 += size;
-                lightest.1.push(Add {
-                    path: path.clone(),
-                    size: *size,
-                    ..Add::default()
-                });
-            }
-        }
-        groups.into_iter().map(|(_, g)| g).collect()
+        let (marked, plain): (Vec<&ScanFile>, Vec<&ScanFile>) =
+            self.files.iter().partition(|f| f.vector);
+        [marked, plain]
+            .into_iter()
+            .flat_map(|mut files| {
+                files.sort_by_key(|f| std::cmp::Reverse(f.size));
+                let mut groups: Vec<(i64, Vec<Add>)> = vec![(0, Vec::new()); n.min(files.len())];
+                for file in files {
+                    if let Some(lightest) = groups.iter_mut().min_by_key(|(bytes, _)| *bytes) {
+                        lightest.0 += file.size;
+                        lightest.1.push(Add {
+                            path: file.path.clone(),
+                            size: file.size,
+                            ..Add::default()
+                        });
+                    }
+                }
+                groups.into_iter().map(|(_, g)| g)
+            })
+            .collect()
     }
+}
+
+/// A file of a table with deletion vectors, as [`DeltaScan::groups`] sorts it.
+#[derive(Debug)]
+struct ScanFile {
+    /// Decoded, relative to the table root.
+    path: String,
+    size: i64,
+    vector: bool,
 }
 
 #[async_trait]
@@ -109,7 +129,7 @@ impl TableProvider for DeltaScan {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let partitions = state.config().target_partitions();
         let next = self.inner.downcast_ref::<DeltaScanNext>();
-        let (Some(next), true) = (next, partitions > 1 && self.files.len() > 1) else {
+        let (Some(next), true) = (next, self.files.len() > 1) else {
             return self.inner.scan(state, projection, filters, limit).await;
         };
         let mut plans = Vec::new();
