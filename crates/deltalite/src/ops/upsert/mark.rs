@@ -3,8 +3,8 @@
 //! and write the replacing rows with the inserts. Chosen per file, on tables that write
 //! deletion vectors: a file whose deleted share would pass
 //! `Knobs::deletion_vector_max_share` is rewritten instead (which drops its vector).
-//! The cost then follows the batch: one small vector file per call (every marked file's
-//! vector at its own offset), not the files.
+//! The cost then follows the batch: one small vector file per partition the call touches
+//! (every marked file's vector at its own offset), not one per file.
 
 use std::sync::Arc;
 
