@@ -5,8 +5,8 @@
 //! version byte (1); each vector in it is a big-endian size (magic + bitmap), the
 //! little-endian magic 1681511377, a portable 64-bit RoaringTreemap, and a big-endian
 //! CRC-32 of magic and bitmap. Inline vectors are the magic and bitmap, z85-encoded.
-//! Writing reuses the kernel's `StreamingDeletionVectorWriter` (all of a call's vectors in
-//! one file);
+//! Writing reuses the kernel's `StreamingDeletionVectorWriter` (vectors written together
+//! share one file);
 //! reading is done here, asynchronously, through the table's object store.
 
 use std::sync::Arc;
@@ -181,8 +181,9 @@ pub(crate) async fn write<'a>(
 /// into one file by [`write`].
 pub(crate) async fn write_for<'a>(
     store: &Arc<dyn ObjectStore>,
-    files: &[(&'a TargetFile, &'a Deleted)],
+    files: impl IntoIterator<Item = (&'a TargetFile, &'a Deleted)>,
 ) -> Result<Vec<Add>> {
+    let files: Vec<_> = files.into_iter().collect();
     let descriptors = write(store, files.iter().map(|(_, deleted)| deleted.treemap())).await?;
     Ok(files
         .iter()

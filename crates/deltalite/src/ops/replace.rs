@@ -313,8 +313,7 @@ impl txn::Attempt for ReplaceAttempt<'_> {
             let (adds, rows) = write_stream(writer, &table_schema, plan.rows).await?;
             // Last, so that a failed row write leaves no vector behind: one vector file
             // for every marked file.
-            let vectors: Vec<_> = vectors.iter().map(|(f, d)| (f, d)).collect();
-            match dv::write_for(&store, &vectors).await {
+            match dv::write_for(&store, vectors.iter().map(|(f, d)| (f, d))).await {
                 Ok(marked) => actions.extend(marked.into_iter().map(Action::Add)),
                 Err(e) => {
                     txn::delete_adds(&store, adds.iter()).await;

@@ -362,8 +362,8 @@ pub(crate) async fn delete_added(store: &Arc<dyn ObjectStore>, actions: &[Action
 
 /// Best-effort removal of written files that will not be committed. An Add with a
 /// deletion vector names a file already in the table (the engine only gives vectors to
-/// stored files): only its vector file was written, and only that goes (once: a call's
-/// vectors share one file).
+/// stored files): only its vector file was written, and only that goes (once: vectors
+/// written together share one file).
 pub(crate) async fn delete_adds<'a>(
     store: &Arc<dyn ObjectStore>,
     adds: impl Iterator<Item = &'a Add>,

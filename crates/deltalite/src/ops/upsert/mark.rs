@@ -17,7 +17,7 @@ use crate::ops::upsert::rewrite::Replacement;
 use crate::ops::upsert::source::SourcePartition;
 use crate::table::files::TargetFile;
 
-/// What marking one file decided; its vector is written with the call's others
+/// What marking one file decided; its vector is written with the partition's others
 /// ([`crate::io::dv::write_for`]).
 pub(crate) struct Marked {
     pub file: TargetFile,

@@ -801,14 +801,13 @@ async fn process_partition(
         .buffer_unordered(shared.knobs.max_parallel_files)
         .collect()
         .await;
-    // Deciding a vector writes nothing; the call's vectors then go into one file.
+    // Deciding a vector writes nothing; the partition's vectors then go into one file.
     let written = async {
         let marked = marked.into_iter().collect::<Result<Vec<_>>>()?;
-        let vectors: Vec<_> = marked
+        let vectors = marked
             .iter()
-            .filter_map(|m| Some((&m.file, m.vector.as_ref()?)))
-            .collect();
-        let adds = dv::write_for(&shared.store, &vectors).await?;
+            .filter_map(|m| Some((&m.file, m.vector.as_ref()?)));
+        let adds = dv::write_for(&shared.store, vectors).await?;
         Ok::<_, DeltaLiteError>((marked, adds))
     };
     let (marked, adds) = match written.await {
