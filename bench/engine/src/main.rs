@@ -5,7 +5,9 @@
 //!
 //! `engine-bench run --sizes 1,4,16 --dir /tmp/deltalite-bench` prints one line per size;
 //! with `--deletion-vectors`, two: copy-on-write, then the same upsert on a copy of the
-//! table with `delta.enableDeletionVectors=true` (merge-on-read).
+//! table with `delta.enableDeletionVectors=true` (merge-on-read). With `--load upsert` the
+//! base tables are loaded by upserts instead (as a merge table's loads write them, key
+//! columns laid out for lookups), in their own folders (`base_<N>m_upserted`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -46,6 +48,9 @@ enum Cmd {
         /// Also run each upsert on a copy with deletion vectors enabled.
         #[arg(long)]
         deletion_vectors: bool,
+        /// How the base tables are loaded.
+        #[arg(long, value_enum, default_value = "append")]
+        load: Load,
         #[command(flatten)]
         knobs: KnobArgs,
     },
@@ -55,6 +60,8 @@ enum Cmd {
         millions: i64,
         #[arg(long)]
         table: PathBuf,
+        #[arg(long, value_enum, default_value = "append")]
+        load: Load,
     },
     /// Upsert one 20,000-row batch (child step); prints a JSON line.
     Upsert {
@@ -74,6 +81,25 @@ enum Cmd {
         #[command(flatten)]
         knobs: KnobArgs,
     },
+}
+
+/// How a base table's million-row batches go in.
+#[derive(clap::ValueEnum, Clone, Copy)]
+enum Load {
+    /// Appends: files laid out as plain writes lay them out.
+    Append,
+    /// Upserts keyed on `id`: the key column gets the lookup layout (small pages, bloom
+    /// filters), as in a table that merge loads filled.
+    Upsert,
+}
+
+impl Load {
+    fn name(self) -> &'static str {
+        match self {
+            Load::Append => "append",
+            Load::Upsert => "upsert",
+        }
+    }
 }
 
 /// The memory-relevant upsert knobs (seed defaults).
@@ -141,7 +167,7 @@ fn uri(p: &Path) -> String {
     p.to_str().expect("utf-8 path").to_string()
 }
 
-async fn build(millions: i64, table: &Path) -> deltalite::Result<()> {
+async fn build(millions: i64, table: &Path, load: Load) -> deltalite::Result<()> {
     let mut t = DeltaLiteTable::create(
         &uri(table),
         HashMap::new(),
@@ -154,7 +180,16 @@ async fn build(millions: i64, table: &Path) -> deltalite::Result<()> {
     for m in 0..millions {
         let ids: Vec<i64> = (m * MILLION..(m + 1) * MILLION).collect();
         let b = rows(&ids, &mut rng);
-        t.append([Ok(b)], &WriteOptions::default()).await?;
+        match load {
+            Load::Append => {
+                t.append([Ok(b)], &WriteOptions::default()).await?;
+            }
+            Load::Upsert => {
+                let mut o = UpsertOptions::new(["id"]);
+                o.partition_key = Some(vec!["part".into()]);
+                t.upsert(&b.schema(), &[b], &o).await?;
+            }
+        }
         eprintln!("built {}M/{}M rows", m + 1, millions);
     }
     Ok(())
@@ -241,7 +276,7 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-fn run(sizes: &[i64], dir: &Path, knobs: KnobArgs, deletion_vectors: bool) {
+fn run(sizes: &[i64], dir: &Path, knobs: KnobArgs, deletion_vectors: bool, load: Load) {
     std::fs::create_dir_all(dir).expect("bench dir");
     println!(
         "{:>6} {:>4} {:>8} {:>9} {:>7} {:>10} {:>7} {:>12} {:>6} {:>8} {:>8}",
@@ -259,7 +294,10 @@ fn run(sizes: &[i64], dir: &Path, knobs: KnobArgs, deletion_vectors: bool) {
     );
     let mut peaks: Vec<(i64, f64)> = Vec::new();
     for &m in sizes {
-        let base = dir.join(format!("base_{m}m"));
+        let base = match load {
+            Load::Append => dir.join(format!("base_{m}m")),
+            Load::Upsert => dir.join(format!("base_{m}m_upserted")),
+        };
         if !base.join("_delta_log").is_dir() {
             eprintln!("building {m}M-row table at {}", base.display());
             child(&[
@@ -268,6 +306,8 @@ fn run(sizes: &[i64], dir: &Path, knobs: KnobArgs, deletion_vectors: bool) {
                 m.to_string(),
                 "--table".into(),
                 uri(&base),
+                "--load".into(),
+                load.name().into(),
             ]);
         }
         let modes: &[bool] = if deletion_vectors {
@@ -334,9 +374,14 @@ fn main() {
             sizes,
             dir,
             deletion_vectors,
+            load,
             knobs,
-        } => run(&sizes, &dir, knobs, deletion_vectors),
-        Cmd::Build { millions, table } => rt.block_on(build(millions, &table)).expect("build"),
+        } => run(&sizes, &dir, knobs, deletion_vectors, load),
+        Cmd::Build {
+            millions,
+            table,
+            load,
+        } => rt.block_on(build(millions, &table, load)).expect("build"),
         Cmd::Upsert {
             millions,
             table,

@@ -15,12 +15,43 @@ use deltalake::kernel::Add;
 use deltalake::logstore::ObjectStoreRef;
 use deltalake::parquet::basic::{Compression, Encoding};
 use deltalake::parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
-use deltalake::parquet::file::properties::{DEFAULT_BLOOM_FILTER_NDV, WriterProperties};
+use deltalake::parquet::file::properties::{
+    DEFAULT_BLOOM_FILTER_NDV, WriterProperties, WriterPropertiesBuilder,
+};
 use deltalake::parquet::schema::types::ColumnPath;
 
 use crate::error::Result;
 use crate::io::upload::MultipartPolicy;
 use crate::schema::partition::PartitionKey;
+
+/// Uncompressed bytes at which a data page of a lookup column closes: about 1,000 64-bit
+/// keys, where parquet's default (1 MiB, at most 20,000 rows) gives 20,000. A probe reads
+/// only the pages whose page-index bounds admit one of its keys, and each page it reads is
+/// decompressed whole: with 20,000-row pages, 39 keys spread over a 250,000-row file hit
+/// all 13 pages of its key column; with 1,000-row pages, 39 of 250. The cost is a page
+/// header and an index entry per page, and slightly worse compression of the key column.
+const LOOKUP_PAGE_BYTES: usize = 8 * 1024;
+
+/// How lookup columns are written: a bloom filter (probes skip row groups without the
+/// key) and small pages (probes skip pages). A single-column key that is unique per row
+/// gets no dictionary: every value is distinct, so parquet would fill a 1 MiB dictionary
+/// page before falling back to plain pages, and a probe reading any page of the first
+/// part would have to read that whole dictionary too.
+fn lookup_properties(
+    mut props: WriterPropertiesBuilder,
+    columns: &[ColumnPath],
+    unique_key: bool,
+) -> WriterPropertiesBuilder {
+    for column in columns {
+        props = props
+            .set_column_bloom_filter_enabled(column.clone(), true)
+            .set_column_data_page_size_limit(column.clone(), LOOKUP_PAGE_BYTES);
+    }
+    if let ([column], true) = (columns, unique_key) {
+        props = props.set_column_dictionary_enabled(column.clone(), false);
+    }
+    props
+}
 
 /// Builds writers that all share one configuration.
 pub(crate) struct WriterFactory {
@@ -41,8 +72,11 @@ pub(crate) struct WriterFactory {
 /// What the factory needs to know.
 pub(crate) struct WriterSettings {
     pub data_schema: SchemaRef,
-    /// Columns that get a bloom filter (the key columns), so later probes can skip.
+    /// Columns looked up by value (an upsert's keys), laid out so that a probe reads
+    /// little of a file: see [`lookup_properties`].
     pub bloom_columns: Vec<String>,
+    /// Whether `bloom_columns` is an upsert key, unique per row of the table.
+    pub unique_key: bool,
     pub target_file_size: u64,
     /// Encoded bytes at which a row group closes (callers size it; a tiny value makes a
     /// row group per written batch).
@@ -71,9 +105,7 @@ impl WriterFactory {
             .iter()
             .map(|name| ColumnPath::from(name.as_str()))
             .collect();
-        for column in &bloom_columns {
-            props = props.set_column_bloom_filter_enabled(column.clone(), true);
-        }
+        props = lookup_properties(props, &bloom_columns, settings.unique_key);
         let upload_concurrency = settings.upload_concurrency.max(1);
         // delta-rs rolls to a new file once the encoded size reaches the target, checking
         // between slices, so a file is about the target plus one row group: the most an
@@ -370,6 +402,7 @@ mod tests {
             WriterSettings {
                 data_schema: Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, true)])),
                 bloom_columns: Vec::new(),
+                unique_key: false,
                 target_file_size,
                 row_group_bytes: 8 * MIB,
                 compression: Compression::SNAPPY,

@@ -155,30 +155,34 @@ pub struct CompactStats {
 }
 
 /// The top-level columns the first file of `bins` has bloom filters for: without columns
-/// named by the caller, a compaction keeps the filters its input had (the upsert keys',
-/// so later probes stay cheap). Best effort: a footer that cannot be read means none.
+/// named by the caller, a compaction keeps the lookup layout its input had (the upsert
+/// keys', so later probes stay cheap). The second value says whether they are a unique
+/// key: one column that the input stored without a dictionary, as upserts write their
+/// single-column keys. Best effort: a footer that cannot be read means none.
 async fn inherited_bloom_columns(
     store: deltalake::logstore::ObjectStoreRef,
     bins: &[Vec<TargetFile>],
-) -> Vec<String> {
+) -> (Vec<String>, bool) {
     let Some(file) = bins.iter().flatten().next() else {
-        return Vec::new();
+        return (Vec::new(), false);
     };
     let Ok(builder) = crate::io::read::open(store, file).await else {
-        return Vec::new();
+        return (Vec::new(), false);
     };
     let Some(group) = builder.metadata().row_groups().first() else {
-        return Vec::new();
+        return (Vec::new(), false);
     };
-    group
+    let columns: Vec<_> = group
         .columns()
         .iter()
         .filter(|c| c.bloom_filter_offset().is_some())
         .filter_map(|c| match c.column_path().parts() {
-            [name] => Some(name.clone()),
+            [name] => Some((name.clone(), c.dictionary_page_offset().is_none())),
             _ => None,
         })
-        .collect()
+        .collect();
+    let unique = matches!(columns.as_slice(), [(_, true)]);
+    (columns.into_iter().map(|(name, _)| name).collect(), unique)
 }
 
 /// One partition's bins, in planning order.
@@ -360,10 +364,10 @@ impl DeltaLiteTable {
         let table = self.delta_table();
         let state = table.snapshot()?;
         let defaults = EnvDefaults::get();
-        let bloom_filter_columns = if options.bloom_filter_columns.is_empty() {
+        let (bloom_filter_columns, unique_key) = if options.bloom_filter_columns.is_empty() {
             inherited_bloom_columns(table.object_store(), &bins).await
         } else {
-            options.bloom_filter_columns.clone()
+            (options.bloom_filter_columns.clone(), false)
         };
         let mut rearrangement = Rearrangement::new(
             table.object_store(),
@@ -376,6 +380,7 @@ impl DeltaLiteTable {
                 // The bins in flight share the row-group budget.
                 max_buffered_bytes: options.max_buffered_bytes / options.max_parallel_bins,
                 bloom_filter_columns,
+                unique_key,
                 // What delta-rs's optimize writes (its file names say `.zstd.`).
                 compression: Compression::ZSTD(ZstdLevel::try_new(4).map_err(|e| {
                     DeltaLiteError::Other(format!("ZSTD level 4 is not valid: {e}"))

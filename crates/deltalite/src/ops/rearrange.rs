@@ -38,6 +38,8 @@ pub(crate) struct RearrangeSettings {
     pub read_batch_size: usize,
     pub max_buffered_bytes: usize,
     pub bloom_filter_columns: Vec<String>,
+    /// Whether `bloom_filter_columns` is a unique key (see `WriterSettings::unique_key`).
+    pub unique_key: bool,
     /// How the new files go up (`None`: a local table's store as it is).
     pub multipart: Option<MultipartPolicy>,
     /// Page compression of the new files.
@@ -103,6 +105,7 @@ impl Rearrangement {
                     .filter(|c| !partition_columns.contains(c))
                     .cloned()
                     .collect(),
+                unique_key: settings.unique_key,
                 target_file_size: settings.target_file_size,
                 row_group_bytes: settings.max_buffered_bytes.max(crate::options::MIB),
                 compression: settings.compression,

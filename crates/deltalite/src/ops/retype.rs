@@ -84,6 +84,7 @@ impl DeltaLiteTable {
                 read_batch_size: options.read_batch_size,
                 max_buffered_bytes: options.max_buffered_bytes,
                 bloom_filter_columns: options.bloom_filter_columns.clone(),
+                unique_key: false,
                 // `CompactOptions` has no multipart knobs: the process defaults apply.
                 compression: deltalake::parquet::basic::Compression::SNAPPY,
                 multipart: MultipartPolicy::for_table(

@@ -796,6 +796,91 @@ async fn the_probe_skips_pages_by_the_page_index() {
     assert_eq!((s.files_removed, s.rows_inserted), (0, 1), "{s:?}");
 }
 
+/// (pages, has a dictionary page) of each column of the only row group of `path`.
+fn column_layout(path: &std::path::Path) -> Vec<(usize, bool)> {
+    use deltalite::parquet::file::reader::FileReader;
+    let reader = deltalite::parquet::file::reader::SerializedFileReader::new_with_options(
+        std::fs::File::open(path).unwrap(),
+        deltalite::parquet::file::serialized_reader::ReadOptionsBuilder::new()
+            .with_page_index()
+            .build(),
+    )
+    .unwrap();
+    let meta = reader.metadata();
+    assert_eq!(meta.num_row_groups(), 1);
+    let offsets = &meta.offset_index().unwrap()[0];
+    meta.row_group(0)
+        .columns()
+        .iter()
+        .zip(offsets)
+        .map(|(c, o)| {
+            (
+                o.page_locations().len(),
+                c.dictionary_page_offset().is_some(),
+            )
+        })
+        .collect()
+}
+
+/// Upserts write their key column in small pages without a dictionary, so a probe of a
+/// few keys reads a few pages of a large file, and compaction keeps that layout.
+#[tokio::test]
+async fn keys_written_by_upserts_get_small_pages_that_the_probe_skips() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let schema = Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("v", DataType::Int64, true),
+    ]);
+    let mut t = create(&uri, &schema, &[]).await;
+    let n = 200_000i64;
+    let ids: Vec<Option<i64>> = (0..n).map(Some).collect();
+    let load = batch(vec![("id", i64s(&ids)), ("v", i64s(&ids))]);
+    upsert(&mut t, &load, &UpsertOptions::new(["id"]))
+        .await
+        .unwrap();
+    let only_file = |t: &deltalite::DeltaLiteTable| {
+        let files = t.files().unwrap();
+        assert_eq!(files.len(), 1, "{files:?}");
+        dir.path().join("t").join(&files[0].path)
+    };
+    let layout = column_layout(&only_file(&t));
+    // 200,000 keys of 8 bytes in pages of 8 KiB: about 200 pages and no dictionary; the
+    // payload keeps parquet's defaults (pages of at most 20,000 rows).
+    let (key_pages, key_dictionary) = layout[0];
+    assert!((150..=260).contains(&key_pages), "{layout:?}");
+    assert!(!key_dictionary, "{layout:?}");
+    assert!(layout[1].0 <= 10, "{layout:?}");
+
+    // Three stored keys far apart and one new key: three pages are read.
+    let keys = [7i64, 99_999, 199_998, n + 5];
+    let update = batch(vec![
+        ("id", i64s(&keys.map(Some))),
+        ("v", i64s(&keys.map(|k| Some(-k)))),
+    ]);
+    let s = upsert(&mut t, &update, &UpsertOptions::new(["id"]))
+        .await
+        .unwrap();
+    assert_eq!(s.pages_skipped, key_pages - 3, "{s:?}");
+    assert_eq!((s.rows_updated, s.rows_inserted), (3, 1), "{s:?}");
+    let got = rows(&uri).await;
+    assert_eq!(got.len() as i64, n + 1);
+    for k in keys {
+        assert!(got.contains(&vec![k.to_string(), (-k).to_string()]), "{k}");
+    }
+    assert!(got.contains(&vec!["8".into(), "8".into()]));
+
+    // Compaction inherits the layout from its input.
+    let c = t
+        .compact(&deltalite::compact::CompactOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((c.files_removed, c.files_added), (2, 1), "{c:?}");
+    let layout = column_layout(&only_file(&t));
+    assert!(layout[0].0 >= 150 && !layout[0].1, "{layout:?}");
+    assert_eq!(rows(&uri).await, got);
+}
+
 /// Append `b` as one file written by delta-rs's own writer with the given Parquet
 /// properties (row group and page sizes the engine's writer would not choose; no dedup).
 async fn append_with_delta_rs(
@@ -1508,8 +1593,10 @@ async fn rewrites_follow_the_stored_encoding_choices() {
         .unwrap();
     assert_eq!((s.files_removed, s.files_added, s.rows_updated), (1, 1, 1));
     // payload and noise (50,000 distinct values each) outgrew the dictionary in the
-    // stored file and fell back to plain pages; id (400 KB) and kind fit theirs.
-    assert_eq!(dictionary_pages(&t), [true, true, false, false]);
+    // stored file and fell back to plain pages; kind fit its own. id fit its dictionary
+    // too, but it is the upsert's single key, whose values are unique: the upsert writes
+    // it without one (io/writer.rs::lookup_properties).
+    assert_eq!(dictionary_pages(&t), [false, true, false, false]);
     // Random bytes did not shrink under Snappy; zero-padded hex digits did.
     assert_eq!(
         codecs(&t),

@@ -527,6 +527,7 @@ fn writer_factory(
         WriterSettings {
             data_schema: Arc::clone(&layout.data_schema),
             bloom_columns,
+            unique_key: true,
             target_file_size,
             row_group_bytes,
             compression: deltalake::parquet::basic::Compression::SNAPPY,

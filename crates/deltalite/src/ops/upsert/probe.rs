@@ -294,39 +294,78 @@ fn page_selection(
     ) else {
         return Ok(None);
     };
-    // Pages per row group, to know which candidate mask applies to page `i`.
-    let mut owner: Vec<usize> = Vec::with_capacity(rows.len());
+    // Pages per row group, in order: the candidate mask of a row group applies to its
+    // pages.
+    let mut pages_of: Vec<(usize, usize)> = Vec::with_capacity(selected.len());
     for &rg in selected {
         let pages = offset_index
             .get(rg)
             .and_then(|columns| columns.get(converter.parquet_column_index()?))
             .map_or(0, |column| column.page_locations().len());
-        owner.extend(std::iter::repeat_n(rg, pages));
+        pages_of.push((rg, pages));
     }
-    if owner.len() != rows.len() || mins.len() != rows.len() || maxes.len() != rows.len() {
+    let total: usize = pages_of.iter().map(|(_, n)| n).sum();
+    if total != rows.len() || mins.len() != rows.len() || maxes.len() != rows.len() {
         return Ok(None);
     }
     let keys = part.batch.column(k);
     let mut selectors: Vec<RowSelector> = Vec::with_capacity(rows.len());
     let mut skipped = 0;
-    for (page, &rg) in owner.iter().enumerate() {
-        let count = rows.value(page) as usize;
-        let bound = |a: &ArrayRef| a.is_valid(page).then(|| a.slice(page, 1));
-        let admits = match &candidates[rg] {
-            Some(mask) => {
-                let m = within_bounds(keys, bound(&mins).as_ref(), bound(&maxes).as_ref())?;
-                and(mask, &m)?.true_count() > 0
-            }
-            None => false,
+    let mut page = 0;
+    for (rg, pages) in pages_of {
+        let admitted = match &candidates[rg] {
+            Some(mask) => admitted_pages(keys, mask, &mins, &maxes, page..page + pages)?,
+            None => vec![false; pages],
         };
-        if admits {
-            selectors.push(RowSelector::select(count));
-        } else {
-            skipped += 1;
-            selectors.push(RowSelector::skip(count));
+        for (offset, admits) in admitted.into_iter().enumerate() {
+            let count = rows.value(page + offset) as usize;
+            if admits {
+                selectors.push(RowSelector::select(count));
+            } else {
+                skipped += 1;
+                selectors.push(RowSelector::skip(count));
+            }
         }
+        page += pages;
     }
     Ok(Some((RowSelection::from(selectors), skipped)))
+}
+
+/// Which of the pages `range` (bounds `mins`/`maxes`, NULL: unbounded) admit one of the
+/// `keys` that `mask` keeps. The candidates are sorted once and each page is a binary
+/// search, so a file of many small pages costs pages x log(keys) comparisons, not
+/// pages x keys.
+fn admitted_pages(
+    keys: &ArrayRef,
+    mask: &BooleanArray,
+    mins: &ArrayRef,
+    maxes: &ArrayRef,
+    range: std::ops::Range<usize>,
+) -> Result<Vec<bool>> {
+    use std::cmp::Ordering;
+
+    let candidates = arrow::compute::filter(keys, mask)?;
+    let candidates = arrow::compute::filter(
+        &arrow::compute::sort(&candidates, None)?,
+        &arrow::compute::is_not_null(&candidates)?,
+    )?;
+    let n = candidates.len();
+    let options = arrow::compute::SortOptions::default();
+    let above_min = arrow::array::make_comparator(candidates.as_ref(), mins.as_ref(), options)?;
+    let below_max = arrow::array::make_comparator(candidates.as_ref(), maxes.as_ref(), options)?;
+    let order: Vec<usize> = (0..n).collect();
+    Ok(range
+        .map(|page| {
+            // The first candidate at or above the page's minimum; the page admits a key
+            // if that candidate is also at or below its maximum.
+            let first = if mins.is_valid(page) {
+                order.partition_point(|&i| above_min(i, page) == Ordering::Less)
+            } else {
+                0
+            };
+            first < n && (maxes.is_null(page) || below_max(first, page) != Ordering::Greater)
+        })
+        .collect())
 }
 
 /// Narrow `current` to source keys the bloom filter may hold; `None` if the key type
