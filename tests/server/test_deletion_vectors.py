@@ -238,6 +238,74 @@ def test_sql_delete_and_update_mark_files_like_rewrites_would(server, client):
     assert read_by_others(server, "dv") == (expected, expected)
 
 
+def test_general_merges_mark_files_like_rewrites_would(server, client):
+    """Random MERGE statements the upsert path does not take (conditional and DELETE
+    clauses, DO NOTHING, NOT MATCHED BY SOURCE) on a table that writes vectors and on one
+    that does not: the same rows after every statement, vectors written by the MERGEs,
+    and delta-rs and polars read the marked table's rows too."""
+    import random
+
+    rng = random.Random(23)
+    for name in ("mdv", "mcow"):
+        for chunk in range(3):
+            rows = [
+                {"id": i, "v": f"a{i}"} for i in range(chunk * 1000, (chunk + 1) * 1000)
+            ]
+            upsert(server, name, rows)
+    client.query(
+        "ALTER TABLE mcow SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')"
+    )
+    statements = [
+        # matched rows deleted or updated by a condition, new keys inserted
+        (
+            "MERGE INTO {t} AS t USING {s} AS s ON t.id = s.id "
+            "WHEN MATCHED AND s.k = 0 THEN DELETE "
+            "WHEN MATCHED THEN UPDATE SET v = t.v || '-{n}' "
+            "WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, 'new-{n}')"
+        ),
+        # some matched rows left alone
+        (
+            "MERGE INTO {t} AS t USING {s} AS s ON t.id = s.id "
+            "WHEN MATCHED AND s.k = 1 THEN DO NOTHING "
+            "WHEN MATCHED THEN UPDATE SET v = CAST(s.id AS VARCHAR) || '-{n}'"
+        ),
+        # target rows no source row matches, within a range
+        (
+            "MERGE INTO {t} AS t USING {s} AS s ON t.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET v = 'm-{n}' "
+            "WHEN NOT MATCHED BY SOURCE AND t.id BETWEEN {lo} AND {hi} AND t.id % 3 = 0 "
+            "THEN DELETE "
+            "WHEN NOT MATCHED BY SOURCE AND t.id BETWEEN {lo} AND {hi} "
+            "THEN UPDATE SET v = t.v || '-b{n}'"
+        ),
+        "MERGE INTO {t} AS t USING {s} AS s ON t.id = s.id WHEN MATCHED THEN DELETE",
+    ]
+    marked = 0
+    for step in range(16):
+        keys = sorted(rng.sample(range(3200), rng.choice([1, 5, 40, 400])))
+        source = "(VALUES {}) AS s(id, k)".format(
+            ", ".join(f"({k}, {rng.randrange(3)})" for k in keys)
+        )
+        lo = rng.randrange(0, 3000)
+        statement = rng.choice(statements)
+        for name in ("mdv", "mcow"):
+            client.query(
+                statement.format(
+                    t=name, s=f"(SELECT * FROM {source})", n=step, lo=lo, hi=lo + 30
+                )
+            )
+        assert client.rows("SELECT id, v FROM mdv ORDER BY id") == client.rows(
+            "SELECT id, v FROM mcow ORDER BY id"
+        ), (step, statement)
+        marked = max(marked, len(vectors(path_of(server, "mdv"))))
+    history = deltalake.DeltaTable(path_of(server, "mdv")).history(1)[0]
+    assert history["operation"] == "MERGE"
+    assert vectors(path_of(server, "mcow")) == []
+    assert marked > 0
+    expected = client.rows("SELECT id, v FROM mcow ORDER BY id")
+    assert read_by_others(server, "mdv") == (expected, expected)
+
+
 def test_sql_delete_marks_the_right_rows_of_a_large_file(server, client):
     """A file large enough that DataFusion would split or repartition its scan (1M rows,
     ~39 MB of incompressible payload, several row groups): the rows a DELETE and an

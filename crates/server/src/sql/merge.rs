@@ -23,7 +23,10 @@
 //!
 //!   Each query carries the clause a row took (`__deltalite_clause`); a stream adapter
 //!   drops deleted rows, raises `ERROR` clauses and counts. Memory: the joins build on
-//!   the source side; target files stream.
+//!   the source side; target files stream. On a table that writes deletion vectors, a
+//!   file whose changed rows are few enough (`deltalite::MarkingPolicy`) is not
+//!   rewritten: its changed rows are marked (found by the same joins over the file
+//!   numbered in its order) and only the new versions of updated rows are written.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,14 +41,15 @@ use datafusion::sql::sqlparser::ast::{
 use deltalite::deltalake::DeltaTable;
 use deltalite::deltalake::protocol::MergePredicate;
 use deltalite::{
-    DeltaLiteError, OmittedColumns, OnDuplicate, ReplaceKind, ReplaceOptions, ReplacePlanner,
-    ReplaceReads, Replacement, UpsertOptions,
+    DeltaLiteError, Knobs, MarkedRows, MarkingPolicy, OmittedColumns, OnDuplicate, ReplaceKind,
+    ReplaceOptions, ReplacePlanner, ReplaceReads, Replacement, UpsertOptions,
 };
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
 
 use super::dialect::{BY_NAME, BY_POSITION, DO_NOTHING, RAISE};
-use super::rewrite::{FILE, TARGET, Target, predicate_sql, quote};
+use super::overrides::OptionsOverride;
+use super::rewrite::{FILE, MARKED, ROW, TARGET, Target, predicate_sql, quote};
 use super::{
     Output, SqlSession, column_named, delta_err, engine_rows, keep_failure, name_parts, sql_err,
     sql_error, take_failure,
@@ -933,14 +937,66 @@ impl MergePlanner<'_> {
         let by_source = spec.of(When::NotMatchedBySource);
         let inserting = spec.of(When::NotMatchedByTarget);
         let changing: Vec<&Clause> = matched.iter().chain(&by_source).copied().collect();
-        let files = if MergeSpec::ids(&changing).is_some() {
+        let candidates = if MergeSpec::ids(&changing).is_some() {
             self.candidate_files(&matched, &by_source).await?
         } else {
             Vec::new()
         };
+        // On a table that writes deletion vectors, a file with few changed rows is
+        // marked (its changed rows deleted in place, their new versions written) instead
+        // of rewritten.
+        let policy = MarkingPolicy::of(table, Knobs::default().deletion_vector_max_share)
+            .map_err(delta_err)?;
+        let (marked_files, files): (Vec<_>, Vec<_>) =
+            candidates.into_iter().partition(|(name, changed)| {
+                policy
+                    .as_ref()
+                    .is_some_and(|p| p.worth_marking(name, *changed))
+            });
+        let files: Vec<String> = files.into_iter().map(|(name, _)| name).collect();
+        let marked_files: Vec<String> = marked_files.into_iter().map(|(name, _)| name).collect();
+        let mut mark = Vec::with_capacity(marked_files.len());
+        for path in &marked_files {
+            mark.push(MarkedRows {
+                path: path.clone(),
+                live_rows: self.changed_rows(table, path, &matched, &by_source).await?,
+            });
+        }
 
         let (ta, sa, on) = (spec.ta(), spec.sa(), &spec.on);
         let mut queries = Vec::new();
+        if !marked_files.is_empty() {
+            // The new versions of a marked file's changed rows (deleted rows are dropped
+            // by `take_clauses`); its other rows stay where they are.
+            let scan = table
+                .table_provider()
+                .with_file_paths(marked_files.clone())
+                .await
+                .map_err(delta_err)?;
+            self.session.register_hidden(MARKED, scan)?;
+            let target = format!("{} AS {ta}", quote(MARKED));
+            let keep = |c: &str| format!("{ta}.{}", quote(c));
+            if let Some(ids) = MergeSpec::ids(&matched) {
+                let sel = spec.selector(&matched, |_| None);
+                queries.push(format!(
+                    "SELECT {}{}, ({sel}) AS {clause} FROM {target} JOIN {source} ON {on} WHERE ({sel}) IN ({ids})",
+                    spec.assigned(&matched, &sel, keep),
+                    MergeSpec::message(&matched, &sel),
+                    clause = quote(CLAUSE),
+                    source = spec.source(false),
+                ));
+            }
+            if let Some(ids) = MergeSpec::ids(&by_source) {
+                let sel = spec.selector(&by_source, |_| None);
+                queries.push(format!(
+                    "SELECT {}{}, ({sel}) AS {clause} FROM {target} LEFT ANTI JOIN {source} ON {on} WHERE ({sel}) IN ({ids})",
+                    spec.assigned(&by_source, &sel, keep),
+                    MergeSpec::message(&by_source, &sel),
+                    clause = quote(CLAUSE),
+                    source = spec.source(false),
+                ));
+            }
+        }
         if !files.is_empty() {
             let restricted = table
                 .table_provider()
@@ -1022,8 +1078,70 @@ impl MergePlanner<'_> {
         Ok(Replacement {
             remove: files,
             rows: futures::stream::iter(streams).flatten().boxed(),
-            mark: Vec::new(),
+            mark,
         })
+    }
+
+    /// The rows of `path` some clause changes, as ordinals of the rows the file holds
+    /// (what [`MarkedRows::live_rows`] wants): the same joins and clause selectors as the
+    /// queries that write their new versions, over a scan of that one file numbered in
+    /// file order (one partition, as `rewrite.rs` numbers a file for `DELETE`).
+    async fn changed_rows(
+        &mut self,
+        table: &DeltaTable,
+        path: &str,
+        matched: &[&Clause],
+        by_source: &[&Clause],
+    ) -> Result<Vec<u64>, ApiError> {
+        let spec = self.spec;
+        let scan = table
+            .table_provider()
+            .with_file_paths(vec![path.to_string()])
+            .await
+            .map_err(delta_err)?;
+        self.session.register_hidden(MARKED, scan)?;
+        let (ta, on, row) = (spec.ta(), &spec.on, quote(ROW));
+        let numbered = format!(
+            "(SELECT row_number() OVER () - 1 AS {row}, * FROM {}) AS {ta}",
+            quote(MARKED)
+        );
+        let mut parts = Vec::new();
+        if let Some(ids) = MergeSpec::ids(matched) {
+            let sel = spec.selector(matched, |_| None);
+            parts.push(format!(
+                "SELECT {ta}.{row} FROM {numbered} JOIN {} ON {on} WHERE ({sel}) IN ({ids})",
+                spec.source(false)
+            ));
+        }
+        if let Some(ids) = MergeSpec::ids(by_source) {
+            let sel = spec.selector(by_source, |_| None);
+            parts.push(format!(
+                "SELECT {ta}.{row} FROM {numbered} LEFT ANTI JOIN {} ON {on} WHERE ({sel}) IN ({ids})",
+                spec.source(false)
+            ));
+        }
+        if parts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let found = {
+            let _one = OptionsOverride::one_partition(&self.session.ctx);
+            self.session.collect_sql(&parts.join(" UNION ALL ")).await
+        };
+        let mut rows = Vec::new();
+        for batch in &found? {
+            let column = arrow::compute::cast(batch.column(0), &DataType::UInt64)
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
+            rows.extend(
+                column
+                    .as_primitive::<arrow::datatypes::UInt64Type>()
+                    .values()
+                    .iter()
+                    .copied(),
+            );
+        }
+        rows.sort_unstable();
+        rows.dedup();
+        Ok(rows)
     }
 
     /// Phase 1: the files holding a row some clause changes; a row more than one source
@@ -1032,7 +1150,7 @@ impl MergePlanner<'_> {
         &mut self,
         matched: &[&Clause],
         by_source: &[&Clause],
-    ) -> Result<Vec<String>, ApiError> {
+    ) -> Result<Vec<(String, u64)>, ApiError> {
         let spec = self.spec;
         let (ta, sa) = (spec.ta(), spec.sa());
         let present = format!("{sa}.{}", quote(PRESENT));
@@ -1052,8 +1170,8 @@ impl MergePlanner<'_> {
             .chain(spec.columns.iter().map(|c| format!("{ta}.{}", quote(c))))
             .collect();
         let sql = format!(
-            "SELECT \"f\", max(\"act\") AS \"act\", max(CASE WHEN \"m\" > 1 AND \"act\" = 1 THEN 1 ELSE 0 END) AS \"bad\" \
-             FROM (SELECT {ta}.{file} AS \"f\", count(DISTINCT {sa}.{sid}) AS \"m\", \
+            "SELECT \"f\", max(\"act\") AS \"act\", max(CASE WHEN \"m\" > 1 AND \"act\" = 1 THEN 1 ELSE 0 END) AS \"bad\", sum(\"act\" * \"n\") AS \"changed\" \
+             FROM (SELECT {ta}.{file} AS \"f\", count(DISTINCT {sa}.{sid}) AS \"m\", count(*) AS \"n\", \
                    max(CASE WHEN ({sel}) IN ({ids}) THEN 1 ELSE 0 END) AS \"act\" \
                    FROM {target} AS {ta} {join} {source} ON {on} GROUP BY {group}) AS \"__p\" \
              GROUP BY \"f\"",
@@ -1074,10 +1192,11 @@ impl MergePlanner<'_> {
                 arrow::compute::cast(batch.column(i), &DataType::Int64)
                     .map_err(|e| ApiError::Internal(e.to_string()))
             };
-            let (act, bad) = (int(1)?, int(2)?);
-            let (act, bad) = (
+            let (act, bad, changed) = (int(1)?, int(2)?, int(3)?);
+            let (act, bad, changed) = (
                 act.as_primitive::<Int64Type>(),
                 bad.as_primitive::<Int64Type>(),
+                changed.as_primitive::<Int64Type>(),
             );
             for row in 0..batch.num_rows() {
                 if bad.value(row) == 1 {
@@ -1087,7 +1206,11 @@ impl MergePlanner<'_> {
                     )));
                 }
                 if act.value(row) == 1 && names.is_valid(row) {
-                    files.push(names.value(row).to_string());
+                    // Rows a clause changes, for the marking policy; identical rows of a
+                    // file share a group (`n` joined pairs; at most one source row
+                    // changes a row, or the statement failed above).
+                    let changed = u64::try_from(changed.value(row)).unwrap_or(0);
+                    files.push((names.value(row).to_string(), changed));
                 }
             }
         }

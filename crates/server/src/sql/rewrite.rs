@@ -47,9 +47,9 @@ pub(super) const TARGET: &str = "__deltalite_target";
 /// The file column of the target's scan.
 pub(super) const FILE: &str = "__deltalite_file";
 /// The hidden name of the files a statement marks with deletion vectors.
-const MARKED: &str = "__deltalite_marked";
+pub(super) const MARKED: &str = "__deltalite_marked";
 /// The row number of a marked file's rows.
-const ROW: &str = "__deltalite_row";
+pub(super) const ROW: &str = "__deltalite_row";
 
 /// An identifier, quoted for the SQL this module writes.
 pub(super) fn quote(name: &str) -> String {
