@@ -9,8 +9,10 @@ timed); peak RSS is the statement's own (VmHWM reset through `/proc/PID/clear_re
 
 1. `DELETE FROM t WHERE id IN (SELECT id FROM staging)`: copy-on-write, then with vectors;
 2. `UPDATE t SET payload = sha256(payload) WHERE id IN (…)`: the same two;
-3. a full scan after the DELETE (`SELECT sum(id), count(*) …`), both tables;
-4. delta-rs's `DeltaTable.delete` of the same ids in process (copy-on-write; it writes no
+3. a `MERGE` the upsert path does not take (the even staged ids deleted, the odd ones
+   updated): the same two;
+4. a full scan after the DELETE (`SELECT sum(id), count(*) …`), both tables;
+5. delta-rs's `DeltaTable.delete` of the same ids in process (copy-on-write; it writes no
    vectors).
 
 Usage: .venv/bin/python bench/server/sql_dml_dv.py --bin target/release/deltalite
@@ -94,6 +96,11 @@ def main() -> None:
     statements = [
         f"DELETE FROM {T} WHERE {where}",
         f"UPDATE {T} SET payload = sha256(payload) WHERE {where}",
+        (
+            f"MERGE INTO {T} AS t USING (SELECT id FROM lakehouse.stage.ids) AS s "
+            "ON t.id = s.id WHEN MATCHED AND t.id % 2 = 0 THEN DELETE "
+            "WHEN MATCHED THEN UPDATE SET payload = sha256(t.payload)"
+        ),
     ]
     results = []
     for round_ in range(1, args.repeat + 1):
