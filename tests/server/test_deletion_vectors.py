@@ -188,6 +188,19 @@ def test_alter_table_switches_an_existing_table_over(tmp_path):
         )
 
 
+def twin_tables(server, client, dv: str, cow: str) -> None:
+    """The same 3,000 rows in three files in `dv` (writes vectors) and `cow` (does not)."""
+    for name in (dv, cow):
+        for chunk in range(3):
+            rows = [
+                {"id": i, "v": f"a{i}"} for i in range(chunk * 1000, (chunk + 1) * 1000)
+            ]
+            upsert(server, name, rows)
+    client.query(
+        f"ALTER TABLE {cow} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')"
+    )
+
+
 def test_sql_delete_and_update_mark_files_like_rewrites_would(server, client):
     """Random DELETE and UPDATE statements (ranges, modulo, subqueries) on a table that
     writes vectors and on one that does not: the same rows after every statement, and
@@ -195,15 +208,7 @@ def test_sql_delete_and_update_mark_files_like_rewrites_would(server, client):
     import random
 
     rng = random.Random(17)
-    for name in ("dv", "cow"):
-        for chunk in range(3):
-            rows = [
-                {"id": i, "v": f"a{i}"} for i in range(chunk * 1000, (chunk + 1) * 1000)
-            ]
-            upsert(server, name, rows)
-    client.query(
-        "ALTER TABLE cow SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')"
-    )
+    twin_tables(server, client, "dv", "cow")
     client.query(
         "CREATE TABLE picks AS SELECT * FROM (VALUES (7), (1500), (2999)) AS t(id)"
     )
@@ -246,15 +251,7 @@ def test_general_merges_mark_files_like_rewrites_would(server, client):
     import random
 
     rng = random.Random(23)
-    for name in ("mdv", "mcow"):
-        for chunk in range(3):
-            rows = [
-                {"id": i, "v": f"a{i}"} for i in range(chunk * 1000, (chunk + 1) * 1000)
-            ]
-            upsert(server, name, rows)
-    client.query(
-        "ALTER TABLE mcow SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')"
-    )
+    twin_tables(server, client, "mdv", "mcow")
     statements = [
         # matched rows deleted or updated by a condition, new keys inserted
         (

@@ -750,13 +750,7 @@ async fn the_probe_skips_pages_by_the_page_index() {
     .await
     .unwrap();
     let path = dir.path().join("t").join(&t.files().unwrap()[0].path);
-    let reader = deltalite::parquet::file::reader::SerializedFileReader::new_with_options(
-        std::fs::File::open(&path).unwrap(),
-        deltalite::parquet::file::serialized_reader::ReadOptionsBuilder::new()
-            .with_page_index()
-            .build(),
-    )
-    .unwrap();
+    let reader = with_page_index(&path);
     use deltalite::parquet::file::reader::FileReader;
     assert_eq!(reader.metadata().num_row_groups(), 1);
     let pages = reader.metadata().offset_index().unwrap()[0][0]
@@ -796,16 +790,23 @@ async fn the_probe_skips_pages_by_the_page_index() {
     assert_eq!((s.files_removed, s.rows_inserted), (0, 1), "{s:?}");
 }
 
-/// (pages, has a dictionary page) of each column of the only row group of `path`.
-fn column_layout(path: &std::path::Path) -> Vec<(usize, bool)> {
-    use deltalite::parquet::file::reader::FileReader;
-    let reader = deltalite::parquet::file::reader::SerializedFileReader::new_with_options(
+/// A reader of the Parquet file at `path` that loads its page index.
+fn with_page_index(
+    path: &std::path::Path,
+) -> deltalite::parquet::file::reader::SerializedFileReader<std::fs::File> {
+    deltalite::parquet::file::reader::SerializedFileReader::new_with_options(
         std::fs::File::open(path).unwrap(),
         deltalite::parquet::file::serialized_reader::ReadOptionsBuilder::new()
             .with_page_index()
             .build(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// (pages, has a dictionary page) of each column of the only row group of `path`.
+fn column_layout(path: &std::path::Path) -> Vec<(usize, bool)> {
+    use deltalite::parquet::file::reader::FileReader;
+    let reader = with_page_index(path);
     let meta = reader.metadata();
     assert_eq!(meta.num_row_groups(), 1);
     let offsets = &meta.offset_index().unwrap()[0];
@@ -921,13 +922,7 @@ async fn file_layout(dir: &tempfile::TempDir, t: &deltalite::DeltaLiteTable) -> 
     let files = t.files().unwrap();
     assert_eq!(files.len(), 1);
     let path = dir.path().join("t").join(&files[0].path);
-    let reader = deltalite::parquet::file::reader::SerializedFileReader::new_with_options(
-        std::fs::File::open(&path).unwrap(),
-        deltalite::parquet::file::serialized_reader::ReadOptionsBuilder::new()
-            .with_page_index()
-            .build(),
-    )
-    .unwrap();
+    let reader = with_page_index(&path);
     let meta = reader.metadata();
     let pages = meta.offset_index().unwrap()[0][0].page_locations().len();
     (meta.num_row_groups(), pages)

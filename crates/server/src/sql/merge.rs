@@ -49,7 +49,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::dialect::{BY_NAME, BY_POSITION, DO_NOTHING, RAISE};
 use super::overrides::OptionsOverride;
-use super::rewrite::{FILE, MARKED, ROW, TARGET, Target, predicate_sql, quote};
+use super::rewrite::{FILE, MARKED, ROW, TARGET, Target, predicate_sql, quote, row_numbers};
 use super::{
     Output, SqlSession, column_named, delta_err, engine_rows, keep_failure, name_parts, sql_err,
     sql_error, take_failure,
@@ -968,42 +968,28 @@ impl MergePlanner<'_> {
         if !marked_files.is_empty() {
             // The new versions of a marked file's changed rows (deleted rows are dropped
             // by `take_clauses`); its other rows stay where they are.
-            let scan = table
-                .table_provider()
-                .with_file_paths(marked_files.clone())
-                .await
-                .map_err(delta_err)?;
-            self.session.register_hidden(MARKED, scan)?;
+            self.session
+                .register_files(MARKED, table, marked_files.clone())
+                .await?;
             let target = format!("{} AS {ta}", quote(MARKED));
             let keep = |c: &str| format!("{ta}.{}", quote(c));
-            if let Some(ids) = MergeSpec::ids(&matched) {
-                let sel = spec.selector(&matched, |_| None);
-                queries.push(format!(
-                    "SELECT {}{}, ({sel}) AS {clause} FROM {target} JOIN {source} ON {on} WHERE ({sel}) IN ({ids})",
-                    spec.assigned(&matched, &sel, keep),
-                    MergeSpec::message(&matched, &sel),
-                    clause = quote(CLAUSE),
-                    source = spec.source(false),
-                ));
-            }
-            if let Some(ids) = MergeSpec::ids(&by_source) {
-                let sel = spec.selector(&by_source, |_| None);
-                queries.push(format!(
-                    "SELECT {}{}, ({sel}) AS {clause} FROM {target} LEFT ANTI JOIN {source} ON {on} WHERE ({sel}) IN ({ids})",
-                    spec.assigned(&by_source, &sel, keep),
-                    MergeSpec::message(&by_source, &sel),
-                    clause = quote(CLAUSE),
-                    source = spec.source(false),
-                ));
+            for (clauses, join) in [(&matched, "JOIN"), (&by_source, "LEFT ANTI JOIN")] {
+                if let Some(ids) = MergeSpec::ids(clauses) {
+                    let sel = spec.selector(clauses, |_| None);
+                    queries.push(format!(
+                        "SELECT {}{}, ({sel}) AS {clause} FROM {target} {join} {source} ON {on} WHERE ({sel}) IN ({ids})",
+                        spec.assigned(clauses, &sel, keep),
+                        MergeSpec::message(clauses, &sel),
+                        clause = quote(CLAUSE),
+                        source = spec.source(false),
+                    ));
+                }
             }
         }
         if !files.is_empty() {
-            let restricted = table
-                .table_provider()
-                .with_file_paths(files.clone())
-                .await
-                .map_err(delta_err)?;
-            self.session.register_hidden(TARGET, restricted)?;
+            self.session
+                .register_files(TARGET, table, files.clone())
+                .await?;
             let target = format!("{} AS {ta}", quote(TARGET));
             let plain: Vec<String> = spec
                 .columns
@@ -1094,31 +1080,23 @@ impl MergePlanner<'_> {
         by_source: &[&Clause],
     ) -> Result<Vec<u64>, ApiError> {
         let spec = self.spec;
-        let scan = table
-            .table_provider()
-            .with_file_paths(vec![path.to_string()])
-            .await
-            .map_err(delta_err)?;
-        self.session.register_hidden(MARKED, scan)?;
+        self.session
+            .register_files(MARKED, table, vec![path.to_string()])
+            .await?;
         let (ta, on, row) = (spec.ta(), &spec.on, quote(ROW));
         let numbered = format!(
             "(SELECT row_number() OVER () - 1 AS {row}, * FROM {}) AS {ta}",
             quote(MARKED)
         );
         let mut parts = Vec::new();
-        if let Some(ids) = MergeSpec::ids(matched) {
-            let sel = spec.selector(matched, |_| None);
-            parts.push(format!(
-                "SELECT {ta}.{row} FROM {numbered} JOIN {} ON {on} WHERE ({sel}) IN ({ids})",
-                spec.source(false)
-            ));
-        }
-        if let Some(ids) = MergeSpec::ids(by_source) {
-            let sel = spec.selector(by_source, |_| None);
-            parts.push(format!(
-                "SELECT {ta}.{row} FROM {numbered} LEFT ANTI JOIN {} ON {on} WHERE ({sel}) IN ({ids})",
-                spec.source(false)
-            ));
+        for (clauses, join) in [(matched, "JOIN"), (by_source, "LEFT ANTI JOIN")] {
+            if let Some(ids) = MergeSpec::ids(clauses) {
+                let sel = spec.selector(clauses, |_| None);
+                parts.push(format!(
+                    "SELECT {ta}.{row} FROM {numbered} {join} {} ON {on} WHERE ({sel}) IN ({ids})",
+                    spec.source(false)
+                ));
+            }
         }
         if parts.is_empty() {
             return Ok(Vec::new());
@@ -1127,18 +1105,7 @@ impl MergePlanner<'_> {
             let _one = OptionsOverride::one_partition(&self.session.ctx);
             self.session.collect_sql(&parts.join(" UNION ALL ")).await
         };
-        let mut rows = Vec::new();
-        for batch in &found? {
-            let column = arrow::compute::cast(batch.column(0), &DataType::UInt64)
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
-            rows.extend(
-                column
-                    .as_primitive::<arrow::datatypes::UInt64Type>()
-                    .values()
-                    .iter()
-                    .copied(),
-            );
-        }
+        let mut rows = row_numbers(&found?)?;
         rows.sort_unstable();
         rows.dedup();
         Ok(rows)

@@ -234,9 +234,20 @@ impl SqlSession {
         }
     }
 
-    /// Register `provider` under the hidden target name (replacing an earlier one).
-    fn register_target(&self, provider: Arc<dyn TableProvider>) -> Result<(), ApiError> {
-        self.register_hidden(TARGET, provider)
+    /// Register a scan of only the files `paths` of `table` under `name` (see
+    /// [`Self::register_hidden`]).
+    pub(super) async fn register_files(
+        &self,
+        name: &str,
+        table: &DeltaTable,
+        paths: Vec<String>,
+    ) -> Result<(), ApiError> {
+        let scan = table
+            .table_provider()
+            .with_file_paths(paths)
+            .await
+            .map_err(delta_err)?;
+        self.register_hidden(name, scan)
     }
 
     /// Register a Delta table's `provider` under one of the names the write plans use.
@@ -476,7 +487,7 @@ impl WherePlanner<'_> {
             .await
             .map_err(delta_err)?;
         self.session.grant_table(table);
-        self.session.register_target(scan)?;
+        self.session.register_hidden(TARGET, scan)?;
         let found = self
             .session
             .collect_sql(&format!(
@@ -526,12 +537,9 @@ impl WherePlanner<'_> {
                 live_rows: self.matching_rows(table, path).await?,
             });
         }
-        let restricted = table
-            .table_provider()
-            .with_file_paths(files.clone())
-            .await
-            .map_err(delta_err)?;
-        self.session.register_target(restricted)?;
+        self.session
+            .register_files(TARGET, table, files.clone())
+            .await?;
         let columns: Vec<String> = self.columns.iter().map(|c| quote(c)).collect();
         let is = |truth: &str| match &self.predicate {
             Some(p) => format!(" WHERE ({p}) IS {truth}"),
@@ -567,12 +575,9 @@ impl WherePlanner<'_> {
                 }
                 // A marked file's updated rows are new rows; the old ones are in its vector.
                 if !marked_files.is_empty() {
-                    let scan = table
-                        .table_provider()
-                        .with_file_paths(marked_files.clone())
-                        .await
-                        .map_err(delta_err)?;
-                    self.session.register_hidden(MARKED, scan)?;
+                    self.session
+                        .register_files(MARKED, table, marked_files.clone())
+                        .await?;
                     parts.push(format!(
                         "SELECT {} FROM {} AS {alias}{}",
                         changed.join(", "),
@@ -605,12 +610,9 @@ impl WherePlanner<'_> {
         table: &DeltaTable,
         path: &str,
     ) -> Result<Vec<u64>, ApiError> {
-        let scan = table
-            .table_provider()
-            .with_file_paths(vec![path.to_string()])
-            .await
-            .map_err(delta_err)?;
-        self.session.register_hidden(MARKED, scan)?;
+        self.session
+            .register_files(MARKED, table, vec![path.to_string()])
+            .await?;
         let filter = self
             .predicate
             .as_ref()
@@ -629,20 +631,27 @@ impl WherePlanner<'_> {
             let _one = OptionsOverride::one_partition(&self.session.ctx);
             self.session.collect_sql(&sql).await
         };
-        let mut rows = Vec::new();
-        for batch in &found? {
-            let column = arrow::compute::cast(batch.column(0), &arrow::datatypes::DataType::UInt64)
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
-            rows.extend(
-                column
-                    .as_primitive::<arrow::datatypes::UInt64Type>()
-                    .values()
-                    .iter()
-                    .copied(),
-            );
-        }
-        Ok(rows)
+        row_numbers(&found?)
     }
+}
+
+/// The first column of `found`, row numbers, as `u64`s.
+pub(super) fn row_numbers(
+    found: &[arrow::record_batch::RecordBatch],
+) -> Result<Vec<u64>, ApiError> {
+    let mut rows = Vec::new();
+    for batch in found {
+        let column = arrow::compute::cast(batch.column(0), &arrow::datatypes::DataType::UInt64)
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        rows.extend(
+            column
+                .as_primitive::<arrow::datatypes::UInt64Type>()
+                .values()
+                .iter()
+                .copied(),
+        );
+    }
+    Ok(rows)
 }
 
 impl ReplacePlanner for WherePlanner<'_> {
