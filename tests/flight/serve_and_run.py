@@ -14,7 +14,8 @@
 
 SDIST_DIR is the unpacked sdist, a path inside the root. The server address and the
 user reach the tests as `ALTERTABLE_HOST`/`ALTERTABLE_PORT`/`ALTERTABLE_USERNAME`/
-`ALTERTABLE_PASSWORD`, the variables the upstream conftest reads. Both runs happen
+`ALTERTABLE_PASSWORD`, the variables the upstream conftest reads; the server's data
+root (kept inside the root) as `DELTALITE_DATA_ROOT`, a path inside the root. Both runs happen
 even when an earlier one fails; the exit status is the first failure's. Standard library
 only (the host's python3 is enough).
 """
@@ -44,6 +45,8 @@ def notable(log: str) -> list[str]:
 def in_root(root: str, server: ServerProcess, cwd: str, args: list[str]) -> int:
     """Run `args` in the root, in `cwd`, with the server's address and user."""
     host, port = server.flight_addr or ("", 0)
+    # The data root lies inside the root (see main), so tests can check what is on disk.
+    data = "/" + str(Path(server.data).resolve().relative_to(Path(root).resolve()))
     command = [
         "bash",
         "-c",
@@ -56,6 +59,7 @@ def in_root(root: str, server: ServerProcess, cwd: str, args: list[str]) -> int:
         f"ALTERTABLE_USERNAME={USER[0]}",
         f"ALTERTABLE_PASSWORD={USER[1]}",
         "ALTERTABLE_TLS=false",
+        f"DELTALITE_DATA_ROOT={data}",
         # py313_run starts in the shared folder; the sdist lives elsewhere in the root.
         "sh",
         "-c",
@@ -97,7 +101,8 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     root, venv, sdist, dbt_venv, *pytest_args = argv
-    tmp = tempfile.mkdtemp(prefix="deltalite-flight-")
+    # Inside the root's /tmp: the tests there see the server's data root.
+    tmp = tempfile.mkdtemp(prefix="deltalite-flight-", dir=f"{root}/tmp")
     keep = False
     try:
         with server(tmp, "clients", "lakehouse") as clients:

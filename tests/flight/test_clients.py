@@ -8,9 +8,11 @@ Run by scripts/test-flight.sh (server started on the host, these tests in the CP
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 import warnings
+from pathlib import Path
 
 import adbc_driver_flightsql.dbapi as adbc
 import pyarrow as pa
@@ -308,6 +310,143 @@ def test_transactions_commit_and_roll_back(client):
         assert client.get_tables(table_pattern=table).read_all().num_rows == 0
         txn.rollback()
     assert rows(client, f"SELECT count(*) AS n FROM {table}") == [{"n": 2}]
+
+
+def table_folder(table: str) -> Path:
+    return Path(os.environ["DELTALITE_DATA_ROOT"]) / "lakehouse" / "main" / table
+
+
+def files_in(table: str) -> set[str]:
+    """Every file under a table's folder (data, vectors, log), relative to it."""
+    root = table_folder(table)
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def named_by_log(table: str) -> set[str]:
+    """Every data file some commit of the table's log adds."""
+    named = set()
+    for commit in sorted((table_folder(table) / "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "add" in action:
+                named.add(action["add"]["path"])
+    return named
+
+
+def private_logs() -> list[str]:
+    """Files of open transactions' private logs."""
+    root = Path(os.environ["DELTALITE_DATA_ROOT"]) / ".deltalite_txn"
+    return sorted(str(p) for p in root.rglob("*") if p.is_file())
+
+
+def commits(table: str) -> int:
+    return len(list((table_folder(table) / "_delta_log").glob("*.json")))
+
+
+def test_transaction_writes_are_invisible_to_others_until_commit(
+    client, altertable_service
+):
+    table = unique("iso")
+    made = unique("iso_new")
+    client.execute(f"CREATE TABLE {table} (id INT, v INT)")
+    client.execute(f"INSERT INTO {table} VALUES (1, 10), (2, 20)")
+    before = commits(table)
+    with Client(**altertable_service) as other:
+        with client.begin_transaction():
+            client.execute(f"INSERT INTO {table} VALUES (3, 30)")
+            client.execute(f"UPDATE {table} SET v = 0 WHERE id = 1")
+            client.execute(f"DELETE FROM {table} WHERE id = 2")
+            client.execute(f"CREATE TABLE {made} AS SELECT 1 AS a")
+            assert rows(client, f"SELECT id, v FROM {table} ORDER BY id") == [
+                {"id": 1, "v": 0},
+                {"id": 3, "v": 30},
+            ]
+            assert rows(client, f"SELECT a FROM {made}") == [{"a": 1}]
+            # Another session sees the table as it was, and no new table.
+            assert rows(other, f"SELECT id, v FROM {table} ORDER BY id") == [
+                {"id": 1, "v": 10},
+                {"id": 2, "v": 20},
+            ]
+            with pytest.raises(
+                pa.ArrowInvalid,
+                match=f"Catalog Error: Table with name {made} does not exist!",
+            ):
+                rows(other, f"SELECT a FROM {made}")
+            assert other.get_tables(table_pattern=made).read_all().num_rows == 0
+            # The staged commits are in the transaction's private log, not the table's.
+            assert commits(table) == before
+            assert private_logs()
+        # COMMIT: all of it at once, one commit per table.
+        assert rows(other, f"SELECT id, v FROM {table} ORDER BY id") == [
+            {"id": 1, "v": 0},
+            {"id": 3, "v": 30},
+        ]
+        assert rows(other, f"SELECT a FROM {made}") == [{"a": 1}]
+    assert commits(table) == before + 1
+    assert commits(made) == 1
+    assert private_logs() == []
+
+
+def test_rollback_leaves_no_file_behind(client):
+    table = unique("rb")
+    made = unique("rb_new")
+    client.execute(f"CREATE TABLE {table} (id INT, v VARCHAR)")
+    client.execute(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')")
+    before = files_in(table)
+    with client.begin_transaction() as txn:
+        client.execute(f"INSERT INTO {table} VALUES (3, 'c')")
+        client.execute(f"UPDATE {table} SET v = 'z' WHERE id = 1")
+        client.execute(f"DELETE FROM {table} WHERE id = 2")
+        client.execute(f"CREATE TABLE {made} AS SELECT 1 AS a")
+        client.execute(f"ALTER TABLE {made} RENAME TO {made}_2")
+        assert files_in(table) != before
+        txn.rollback()
+    assert files_in(table) == before
+    assert rows(client, f"SELECT id, v FROM {table} ORDER BY id") == [
+        {"id": 1, "v": "a"},
+        {"id": 2, "v": "b"},
+    ]
+    assert not table_folder(made).exists()
+    assert not table_folder(f"{made}_2").exists()
+    assert private_logs() == []
+
+
+def test_conflicting_commits_abort_and_appends_rebase(client, altertable_service):
+    table = unique("cf")
+    client.execute(f"CREATE TABLE {table} (id INT, v INT)")
+    client.execute(f"INSERT INTO {table} VALUES (1, 10), (2, 20)")
+    with Client(**altertable_service) as other:
+        txn = client.begin_transaction()
+        client.execute(f"UPDATE {table} SET v = 5 WHERE id = 1", transaction=txn)
+        other.execute(f"UPDATE {table} SET v = 7 WHERE id = 2")
+        with pytest.raises(
+            pa.ArrowException,
+            match=(
+                f"TransactionContext Error: Conflict on lakehouse\\.main\\.{table}: "
+                "another session changed the table since this transaction first wrote it; "
+                "nothing of the transaction was committed"
+            ),
+        ):
+            txn.commit()
+        # The other session's update stands, nothing of the transaction does, and no
+        # file it wrote is left behind.
+        assert rows(client, f"SELECT id, v FROM {table} ORDER BY id") == [
+            {"id": 1, "v": 10},
+            {"id": 2, "v": 7},
+        ]
+        data = {f for f in files_in(table) if not f.startswith("_delta_log")}
+        assert data == named_by_log(table)
+        assert private_logs() == []
+        # A transaction that only appends commits on top of what others did meanwhile.
+        with client.begin_transaction():
+            client.execute(f"INSERT INTO {table} VALUES (3, 30)")
+            other.execute(f"INSERT INTO {table} VALUES (4, 40)")
+        assert rows(other, f"SELECT id FROM {table} ORDER BY id") == [
+            {"id": 1},
+            {"id": 2},
+            {"id": 3},
+            {"id": 4},
+        ]
 
 
 def test_close_is_idempotent_and_ends_the_session(altertable_service):

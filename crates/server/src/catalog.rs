@@ -11,6 +11,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::error::ApiError;
+use crate::staged_log::StagedLog;
 
 /// Marker object that makes an empty schema visible on object stores, which have no
 /// directories.
@@ -61,7 +62,7 @@ pub fn set_aside_name() -> String {
 }
 
 /// A fully qualified, validated table name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TableName {
     /// Catalog.
     pub catalog: String,
@@ -104,15 +105,18 @@ pub struct Storage {
     pub options: HashMap<String, String>,
     /// One writer per table at a time inside this process; Delta's optimistic concurrency
     /// still protects against other processes.
-    locks: Mutex<TableLocks>,
+    locks: Arc<Mutex<TableLocks>>,
     /// When set, every table is opened and created through this store (rooted at the
     /// storage root) instead of one built from the URI: instrumentation, fault injection.
     table_store: Option<Arc<dyn ObjectStore>>,
     /// Scratch catalogs this process created and has not removed: two sessions attaching
     /// the same name at once cannot both get it.
-    scratch: Mutex<std::collections::HashSet<String>>,
+    scratch: Arc<Mutex<std::collections::HashSet<String>>>,
     /// Properties every table this server creates gets, unless its statement sets them.
     new_table_properties: HashMap<String, String>,
+    /// Set in a transaction's storage ([`Storage::for_transaction`]): the tables it
+    /// writes are read and committed through this view.
+    staged: Option<Arc<StagedLog>>,
 }
 
 /// The per-table writer locks. Entries are weak: a lock lives as long as a request holds
@@ -167,10 +171,11 @@ impl Storage {
                 store: Arc::from(store),
                 base,
                 options,
-                locks: Mutex::new(TableLocks::default()),
+                locks: Arc::default(),
                 table_store: None,
-                scratch: Mutex::default(),
+                scratch: Arc::default(),
                 new_table_properties: HashMap::new(),
+                staged: None,
             })
         } else {
             let path = PathBuf::from(root.trim_start_matches("file://"));
@@ -186,10 +191,11 @@ impl Storage {
                 store: Arc::new(store),
                 base: ObjectPath::from(""),
                 options,
-                locks: Mutex::new(TableLocks::default()),
+                locks: Arc::default(),
                 table_store: None,
-                scratch: Mutex::default(),
+                scratch: Arc::default(),
                 new_table_properties: HashMap::new(),
+                staged: None,
             })
         }
     }
@@ -226,6 +232,65 @@ impl Storage {
     pub fn with_table_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
         self.table_store = Some(store);
         self
+    }
+
+    /// The same data root as seen by the Flight SQL transaction `id`: every table is
+    /// opened through a [`StagedLog`] (returned too), so commits to the tables the
+    /// transaction pins go to its private log. Locks and scratch catalogs are shared with
+    /// `self`.
+    pub fn for_transaction(&self, id: &str) -> Result<(Self, Arc<StagedLog>), ApiError> {
+        let (inner, root): (Arc<dyn ObjectStore>, ObjectPath) = match &self.local {
+            Some(local) => (
+                match &self.table_store {
+                    Some(store) => Arc::clone(store),
+                    None => Arc::new(object_store::local::LocalFileSystem::new()),
+                },
+                ObjectPath::from_absolute_path(local).map_err(internal)?,
+            ),
+            None => (
+                self.table_store
+                    .clone()
+                    .unwrap_or_else(|| Arc::clone(&self.store)),
+                self.base.clone(),
+            ),
+        };
+        let staged = Arc::new(StagedLog::new(inner, root, id));
+        let storage = Self {
+            root: self.root.clone(),
+            local: self.local.clone(),
+            store: Arc::clone(&self.store),
+            base: self.base.clone(),
+            options: self.options.clone(),
+            locks: Arc::clone(&self.locks),
+            table_store: Some(Arc::clone(&staged) as Arc<dyn ObjectStore>),
+            scratch: Arc::clone(&self.scratch),
+            new_table_properties: self.new_table_properties.clone(),
+            staged: Some(Arc::clone(&staged)),
+        };
+        Ok((storage, staged))
+    }
+
+    /// A table's folder in the paths of the store tables are opened through.
+    pub fn table_path(&self, name: &TableName) -> Result<ObjectPath, ApiError> {
+        let parts = [name.catalog.as_str(), &name.schema, &name.table];
+        match &self.local {
+            Some(local) => {
+                let root = ObjectPath::from_absolute_path(local).map_err(internal)?;
+                Ok(parts.iter().fold(root, |p, part| p.join(*part)))
+            }
+            None => Ok(self.object_path(&parts)),
+        }
+    }
+
+    /// A schema's folder in the paths of the store tables are opened through.
+    pub fn schema_path(&self, catalog: &str, schema: &str) -> Result<ObjectPath, ApiError> {
+        match &self.local {
+            Some(local) => {
+                let root = ObjectPath::from_absolute_path(local).map_err(internal)?;
+                Ok(root.join(catalog).join(schema))
+            }
+            None => Ok(self.object_path(&[catalog, schema])),
+        }
     }
 
     /// Where a table is, for the engine to open or create it.
@@ -437,6 +502,16 @@ impl Storage {
     }
 
     async fn has_delta_log(&self, parts: &[&str]) -> Result<bool, ApiError> {
+        if let (Some(staged), [catalog, schema, table]) = (&self.staged, parts) {
+            let path = self.table_path(&TableName {
+                catalog: catalog.to_string(),
+                schema: schema.to_string(),
+                table: table.to_string(),
+            })?;
+            if let Some(has) = staged.has_log(&path).await.map_err(internal)? {
+                return Ok(has);
+            }
+        }
         if let Some(local) = &self.local {
             let mut p = local.clone();
             for part in parts {
@@ -549,7 +624,15 @@ impl Storage {
             &[&from.catalog, &from.schema, &from.table],
             &[&to.catalog, &to.schema, &to.table],
         )
-        .await
+        .await?;
+        // A transaction's staged commits follow the table.
+        if let Some(staged) = &self.staged {
+            staged
+                .follow_rename(&self.table_path(from)?, &self.table_path(to)?)
+                .await
+                .map_err(internal)?;
+        }
+        Ok(())
     }
 
     /// Move the folder `from` (catalog, schema or table parts) to `to`, which the caller
@@ -582,6 +665,19 @@ impl Storage {
             self.store.copy(object, &target).await.map_err(internal)?;
         }
         self.delete_prefix(from).await
+    }
+
+    /// Remove a table's folder if nothing is in it (a local data root's directory left by
+    /// a table that was never committed); object stores have no empty folders.
+    pub async fn remove_empty_table_folder(&self, name: &TableName) {
+        if let Some(local) = &self.local {
+            let path = local
+                .join(&name.catalog)
+                .join(&name.schema)
+                .join(&name.table);
+            // Fails, and is meant to, when anything is in it.
+            let _ = tokio::fs::remove_dir(path).await;
+        }
     }
 
     /// Remove a folder set aside by [`set_aside_name`] (catalog, schema or table parts).
@@ -715,6 +811,33 @@ impl Storage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_staged_table_renames_with_its_private_log() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let real = Storage::open(dir.path().to_str().expect("utf8"), HashMap::new()).expect("open");
+        let (txn, staged) = real.for_transaction("t1").expect("txn");
+        let a = TableName::new("c", "s", "a").expect("a");
+        let b = TableName::new("c", "s", "b").expect("b");
+        staged.pin(txn.table_path(&a).expect("path"), None);
+        let schema = arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+            "x",
+            arrow::datatypes::DataType::Int64,
+            true,
+        )]);
+        let spec = txn.table_spec(schema, Vec::new(), HashMap::new());
+        txn.location(&a)
+            .expect("loc")
+            .create(&spec, deltalite::InitialData::Empty, &Default::default())
+            .await
+            .expect("create");
+        assert!(txn.table_exists(&a).await.expect("exists"));
+        assert!(!real.table_exists(&a).await.expect("exists"));
+        txn.rename_table(&a, &b).await.expect("rename");
+        assert!(!txn.table_exists(&a).await.expect("exists"));
+        assert!(txn.table_exists(&b).await.expect("exists"));
+        assert!(txn.open_table(&b).await.expect("open").is_some());
+    }
 
     #[test]
     fn names_that_escape_are_rejected() {

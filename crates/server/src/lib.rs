@@ -38,6 +38,7 @@ pub mod registry;
 pub mod request_id;
 pub mod spool;
 pub mod sql;
+pub mod staged_log;
 pub mod state;
 pub mod tls;
 pub mod types;

@@ -3,6 +3,7 @@
 pub mod compact;
 pub mod create;
 pub mod metadata;
+pub mod publish;
 pub(crate) mod rearrange;
 pub mod replace;
 pub mod restore;

@@ -33,7 +33,7 @@ pub struct RestoreStats {
 /// whose deletion vector changed is a different file, as delta-rs's restore keys them).
 type FileKey = (Path, Option<String>);
 
-fn file_keys(state: &DeltaTableState) -> HashMap<FileKey, (Add, Remove)> {
+pub(crate) fn file_keys(state: &DeltaTableState) -> HashMap<FileKey, (Add, Remove)> {
     state
         .log_data()
         .iter()

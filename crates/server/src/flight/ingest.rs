@@ -13,7 +13,7 @@ use tonic::Status;
 
 use super::result::status;
 use super::session::Session;
-use super::transaction::versions;
+use super::transaction::before_statement;
 use crate::catalog::TableName;
 use crate::error::ApiError;
 use crate::ingest::{self, Format, INGEST_ERR, IngestMode, IngestRequest, SpoolOrigin, UploadMode};
@@ -140,7 +140,13 @@ pub async fn ingest(
             name.catalog
         ))));
     }
-    let exists = state.storage.table_exists(&name).await.map_err(status)?;
+    // In a transaction the table is pinned first and written through its view.
+    let writes = [Write::Table(name.clone())];
+    let storage = match &transaction {
+        Some(id) => before_statement(&state.storage, session, id, &writes).await?,
+        None => Arc::clone(&state.storage),
+    };
+    let exists = storage.table_exists(&name).await.map_err(status)?;
     let mode = mode(&cmd, exists)?;
     let spool = spool(state, stream).await?;
     let req = IngestRequest {
@@ -153,19 +159,9 @@ pub async fn ingest(
     };
     // Detached from the call: a client that goes away mid-commit does not cut the write
     // short (the engine's commit is atomic either way; this keeps its cleanup running).
-    let writes = [Write::Table(req.name.clone())];
-    if let Some(id) = &transaction {
-        let before = versions(&state.storage, &writes).await?;
-        session.with_transaction(id, |t| t.before(&writes, &before))??;
-    }
-    let storage = Arc::clone(&state.storage);
     let summary = tokio::spawn(async move { ingest::write(&storage, req, mode).await })
         .await
         .map_err(|e| Status::internal(format!("ingest task failed: {e}")));
-    if let Some(id) = &transaction {
-        let after = versions(&state.storage, &writes).await?;
-        session.with_transaction(id, |t| t.after(&writes, &after))?;
-    }
     Ok(summary?.map_err(status)?.rows as i64)
 }
 

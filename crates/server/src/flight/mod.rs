@@ -526,7 +526,8 @@ impl FlightSqlService for FlightSql {
         let schema = match bound.as_ref().filter(|b| b.num_rows() > 0) {
             Some(values) => {
                 let bound_sql = crate::sql::params::bind(&sql, values, 0).map_err(status)?;
-                query::result_schema(&self.state, &session, &bound_sql).await?
+                query::result_schema(&self.state, &session, &bound_sql, transaction.as_deref())
+                    .await?
             }
             None => None,
         };
@@ -837,7 +838,7 @@ impl FlightSqlService for FlightSql {
     ) -> Result<ActionBeginTransactionResult, Status> {
         let session = self.session(&request)?;
         Ok(ActionBeginTransactionResult {
-            transaction_id: session.begin()?.into(),
+            transaction_id: session.begin(&self.state.storage)?.into(),
         })
     }
 
@@ -859,10 +860,7 @@ impl FlightSqlService for FlightSql {
         };
         let transaction = session.end(&cmd.transaction_id)?;
         if commit {
-            // Every statement committed as it ran: what is left is deleting the folders
-            // its drops set aside.
-            transaction.commit(&self.state.storage).await;
-            return Ok(());
+            return transaction.commit(&self.state.storage).await;
         }
         transaction.rollback(&self.state.storage).await
     }

@@ -10,7 +10,8 @@ use tonic::Status;
 
 use super::result::{Logged, Pending, status};
 use super::session::Session;
-use super::transaction::versions;
+use super::transaction::{after_statement, before_statement};
+use crate::catalog::Storage;
 use crate::output::Limits;
 use crate::registry::{ClientInterface, QueryStart};
 use crate::sql::{Output, SqlSession};
@@ -20,9 +21,10 @@ use crate::state::AppState;
 /// its stream returned (not yet pulled). The statement is logged as an `ArrowFlightSQL`
 /// query, cancellable through the log (`DELETE /query/{id}`), within the query timeout.
 /// `USE` and `SET schema` carry over to the session's later calls. In a transaction
-/// (`transaction`: its id, already checked) the tables the statement writes are noted
-/// before and after it runs, and its drops move folders aside instead of deleting them,
-/// for a rollback (`super::transaction`).
+/// (`transaction`: its id, already checked) the tables the statement writes are pinned
+/// before it runs and it runs on the transaction's view of the data root, so its commits
+/// are staged; its renames are noted and its drops move folders aside instead of
+/// deleting them, for a rollback (`super::transaction`).
 pub async fn run(
     state: &Arc<AppState>,
     session: &Session,
@@ -61,46 +63,32 @@ pub async fn run(
         start,
         done: false,
     };
-    let (catalog, schema) = session.defaults();
     let executed = async {
-        let mut sql_session = SqlSession::new(
-            Arc::clone(&state.storage),
-            Arc::clone(&state.query_runtime),
-            session.sql_user(),
-            catalog.as_deref(),
-            schema.as_deref(),
-        )
-        .map_err(status)?
-        .with_attached(Arc::clone(&session.attached));
+        let mut writes = Vec::new();
+        let storage = match transaction {
+            Some(id) => {
+                // The statement's writes, resolved against the session's defaults.
+                let probe = sql_session(state, session, Arc::clone(&state.storage))?;
+                writes = probe.writes(sql).map_err(status)?;
+                before_statement(&state.storage, session, id, &writes).await?
+            }
+            None => Arc::clone(&state.storage),
+        };
+        let mut sql_session = sql_session(state, session, Arc::clone(&storage))?;
         let dropped = Arc::new(std::sync::Mutex::new(Vec::new()));
         if transaction.is_some() {
             sql_session = sql_session.setting_drops_aside(Arc::clone(&dropped));
         }
-        let writes = match transaction {
-            Some(id) => {
-                let writes = sql_session.writes(sql).map_err(status)?;
-                let before = versions(&state.storage, &writes).await?;
-                session.with_transaction(id, |t| t.before(&writes, &before))??;
-                writes
-            }
-            None => Vec::new(),
-        };
         let output = tokio::select! {
             r = sql_session.run(sql) => r.map_err(status),
             stop = limits.stopped() => Err(status(stop.into_error())),
         };
         if let Some(id) = transaction {
-            // Also after a failure: what the statement committed before it failed stays
-            // the transaction's.
-            let after = versions(&state.storage, &writes).await?;
             let dropped = match dropped.lock() {
                 Ok(mut d) => std::mem::take(&mut *d),
                 Err(p) => std::mem::take(&mut *p.into_inner()),
             };
-            session.with_transaction(id, |t| {
-                t.after(&writes, &after);
-                t.set_aside(dropped);
-            })?;
+            after_statement(session, id, &storage, &writes, dropped).await?;
         }
         let output = output?;
         let (c, s) = sql_session.defaults();
@@ -141,17 +129,14 @@ pub async fn result_schema(
     state: &Arc<AppState>,
     session: &Session,
     sql: &str,
+    transaction: Option<&[u8]>,
 ) -> Result<Option<arrow::datatypes::SchemaRef>, Status> {
-    let (catalog, schema) = session.defaults();
-    let mut sql_session = SqlSession::new(
-        Arc::clone(&state.storage),
-        Arc::clone(&state.query_runtime),
-        session.sql_user(),
-        catalog.as_deref(),
-        schema.as_deref(),
-    )
-    .map_err(status)?
-    .with_attached(Arc::clone(&session.attached));
+    // In a transaction, the tables it wrote are planned as it sees them.
+    let storage = match transaction {
+        Some(id) => session.with_transaction(id, |t| t.storage())?,
+        None => Arc::clone(&state.storage),
+    };
+    let mut sql_session = sql_session(state, session, storage)?;
     let planned = tokio::time::timeout(state.config.query_timeout, sql_session.result_schema(sql))
         .await
         .map_err(|_| Status::deadline_exceeded("INTERRUPT Error: Query timed out"))?
@@ -196,4 +181,22 @@ pub async fn run_bound(
         pending.drain().await?;
     }
     Err(Status::internal("no row was run"))
+}
+
+/// A SQL session for `session` over `storage` (the data root, or a transaction's view).
+fn sql_session(
+    state: &Arc<AppState>,
+    session: &Session,
+    storage: Arc<Storage>,
+) -> Result<SqlSession, Status> {
+    let (catalog, schema) = session.defaults();
+    Ok(SqlSession::new(
+        storage,
+        Arc::clone(&state.query_runtime),
+        session.sql_user(),
+        catalog.as_deref(),
+        schema.as_deref(),
+    )
+    .map_err(status)?
+    .with_attached(Arc::clone(&session.attached)))
 }

@@ -131,14 +131,14 @@ impl Session {
     }
 
     /// Open a transaction; returns its id.
-    pub fn begin(&self) -> Result<Vec<u8>, Status> {
+    pub fn begin(&self, storage: &crate::catalog::Storage) -> Result<Vec<u8>, Status> {
         let mut s = self.state();
         if s.transaction.is_some() {
             return Err(Status::failed_precondition(
                 "TransactionContext Error: cannot start a transaction within a transaction",
             ));
         }
-        let t = Transaction::new();
+        let t = Transaction::new(storage)?;
         let id = t.id.clone();
         s.transaction = Some(t);
         Ok(id)

@@ -1,52 +1,58 @@
 //! Flight SQL transactions (`BeginTransaction` / `EndTransaction`).
 //!
-//! What they mean here: Delta commits one table at a time, so a transaction is an undo
-//! record, not a private workspace. Each statement carrying the transaction's id runs
-//! and commits as it comes (the session reads its own writes at once; so do other
-//! sessions). Before its first write to a table the transaction notes the table's
-//! version (or that it did not exist), and it notes each rename. `DROP TABLE` and `DROP
-//! SCHEMA` move the folder aside under a name no statement can spell
-//! (`catalog::set_aside_name`) instead of deleting it. COMMIT keeps everything and deletes
-//! what was set aside. ROLLBACK undoes the steps in reverse: a dropped table or schema is
-//! moved back, a rename is renamed back, a table it created is dropped, any other is
-//! restored to the noted version by one Delta restore commit (the history keeps the
-//! undone commits; time travel still sees them). A table someone else wrote since the
-//! transaction's last write to it is left alone and named in the rollback's error,
-//! because restoring it would undo their commit too; so is a dropped table or schema whose
-//! name someone has taken meanwhile. `VACUUM` and `DETACH` are refused inside a
-//! transaction: nothing could bring back what they delete. A session that ends (closed,
-//! expired, evicted) with a transaction open rolls it back.
+//! Writes to tables are staged: before a statement of the transaction writes a table, the
+//! transaction pins it at its current version (or at "no table"), and from then on the
+//! session reads and commits that table through the transaction's [`StagedLog`], whose
+//! commits go to a private folder. The session reads its own writes; no other session
+//! sees any of them. COMMIT publishes each pinned table's staged changes as one Delta
+//! commit (`deltalite::TableLocation::publish`), table by table in name order, under the
+//! engine's conflict rule with the pinned version as the read version: changes that only
+//! add rows are rebased over commits others made since, any other change aborts when
+//! someone else changed the table since it was pinned. ROLLBACK (or a session that
+//! closes or expires with the transaction open) deletes the private commits and the
+//! files they added: nothing of them was ever visible.
+//!
+//! Namespace changes are not staged (they are folder moves, not Delta commits). A rename
+//! happens at once; a staged table's commits follow it, and ROLLBACK renames it back.
+//! `DROP TABLE` and `DROP SCHEMA` move the folder aside under a name no statement can
+//! spell (`catalog::set_aside_name`): others see it gone at once, COMMIT deletes it,
+//! ROLLBACK moves it back whole (a dropped table's staged commits are discarded at the
+//! drop). A dropped table or schema whose name someone took meanwhile stays dropped and
+//! is named in the rollback's error. `VACUUM` and `DETACH` are refused inside a
+//! transaction: nothing could bring back what they delete.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tonic::Status;
 
+use super::result::status;
+use super::session::Session;
 use crate::catalog::{Storage, TableName};
 use crate::sql::targets::{Dropped, Write};
+use crate::staged_log::{PRIVATE_FOLDER, StagedLog};
+
+/// Lost races a COMMIT rebases over per table before it gives up.
+const PUBLISH_RETRIES: usize = 10;
 
 /// One open transaction of a session.
 #[derive(Debug)]
 pub struct Transaction {
     /// The id the client sends with each statement of the transaction.
     pub id: Vec<u8>,
-    /// What to undo, oldest first.
+    /// The same id in hex: the name of its private folder.
+    folder: String,
+    /// The data root as the transaction sees it: pinned tables through `staged`.
+    storage: Arc<Storage>,
+    staged: Arc<StagedLog>,
+    /// Namespace changes to undo, oldest first.
     steps: Vec<Step>,
-    /// The version each table the transaction wrote should have now (`None`: no table),
-    /// by its current name.
-    expect: HashMap<TableName, Option<u64>>,
-    /// Tables someone else wrote after this transaction did: never touched by a rollback.
-    foreign: HashSet<TableName>,
+    /// The tables pinned, by current name, and their versions at the pin.
+    tables: BTreeMap<TableName, Option<u64>>,
 }
 
 #[derive(Debug)]
 enum Step {
-    /// The first write to `name` (since it got that name): its version before
-    /// (`None`: the transaction created it).
-    Written {
-        name: TableName,
-        before: Option<u64>,
-    },
     /// `from` was renamed `to`.
     Renamed { from: TableName, to: TableName },
     /// A table or schema was dropped by moving it aside.
@@ -62,114 +68,115 @@ pub fn unknown_transaction() -> Status {
 }
 
 impl Transaction {
-    pub fn new() -> Self {
-        Self {
-            id: uuid::Uuid::new_v4().as_bytes().to_vec(),
+    /// A new transaction over the data root `storage`.
+    pub fn new(storage: &Storage) -> Result<Self, Status> {
+        let id = uuid::Uuid::new_v4();
+        let folder = id.simple().to_string();
+        let (view, staged) = storage.for_transaction(&folder).map_err(status)?;
+        Ok(Self {
+            id: id.as_bytes().to_vec(),
+            folder,
+            storage: Arc::new(view),
+            staged,
             steps: Vec::new(),
-            expect: HashMap::new(),
-            foreign: HashSet::new(),
-        }
-    }
-
-    /// The version `name` had before the transaction first wrote it under that name:
-    /// `Some(None)` when the transaction created it, `None` when it has not written it
-    /// (or not since a rename gave it that name).
-    fn written_before(&self, name: &TableName) -> Option<Option<u64>> {
-        for step in self.steps.iter().rev() {
-            match step {
-                Step::Written { name: n, before } if n == name => return Some(*before),
-                Step::Renamed { from, to } if from == name || to == name => return None,
-                // Dropped since: a table of that name now is a new one.
-                Step::SetAside(dropped) if dropped.covers(name) => return None,
-                _ => {}
-            }
-        }
-        None
-    }
-
-    /// Note what the tables of `writes` are now (`versions`: one per name of
-    /// `Write::names`, in order), before a statement of the transaction writes them.
-    pub fn before(&mut self, writes: &[Write], versions: &[Option<u64>]) -> Result<(), Status> {
-        let names: Vec<&TableName> = writes.iter().flat_map(Write::names).collect();
-        for (name, version) in names.iter().zip(versions) {
-            if let Some(expected) = self.expect.get(*name)
-                && expected != version
-            {
-                self.foreign.insert((*name).clone());
-            }
-        }
-        for (write, version) in writes.iter().zip(Self::per_write(writes, versions)) {
-            if let Write::Table(name) | Write::Drop(name) = write
-                && self.written_before(name).is_none()
-            {
-                self.steps.push(Step::Written {
-                    name: name.clone(),
-                    before: version[0],
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// The versions of each write's names.
-    fn per_write<'a>(
-        writes: &'a [Write],
-        versions: &'a [Option<u64>],
-    ) -> impl Iterator<Item = &'a [Option<u64>]> {
-        let mut at = 0;
-        writes.iter().map(move |w| {
-            let n = w.names().len();
-            let slice = &versions[at..at + n];
-            at += n;
-            slice
+            tables: BTreeMap::new(),
         })
     }
 
-    /// Note what the tables of `writes` are after the statement ran.
-    pub fn after(&mut self, writes: &[Write], versions: &[Option<u64>]) {
-        for (write, version) in writes.iter().zip(Self::per_write(writes, versions)) {
-            match write {
-                Write::Table(name) | Write::Drop(name) => {
-                    self.expect.insert(name.clone(), version[0]);
-                }
-                Write::Rename(from, to) => {
-                    // Done when the table is under its new name only.
-                    if version[0].is_none() && version[1].is_some() {
-                        self.steps.push(Step::Renamed {
-                            from: from.clone(),
-                            to: to.clone(),
-                        });
-                        if self.foreign.remove(from) {
-                            self.foreign.insert(to.clone());
-                        }
-                    }
-                    self.expect.insert(from.clone(), version[0]);
-                    self.expect.insert(to.clone(), version[1]);
-                }
-                // Its tables went with it: none of them is there now, as it should be.
-                Write::DropSchema { catalog, schema } => {
-                    for (name, version) in self.expect.iter_mut() {
-                        if &name.catalog == catalog && &name.schema == schema {
-                            *version = None;
-                        }
-                    }
+    /// The data root as the transaction's statements see it.
+    pub fn storage(&self) -> Arc<Storage> {
+        Arc::clone(&self.storage)
+    }
+
+    /// The tables of `writes` that are written by Delta commits and not pinned yet.
+    pub fn unpinned(&self, writes: &[Write]) -> Vec<TableName> {
+        writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::Table(name) if !self.tables.contains_key(name) => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Pin `name` at `version` (its real version now; `None`: no table).
+    pub fn pin(&mut self, name: TableName, version: Option<u64>) -> Result<(), Status> {
+        let path = self.storage.table_path(&name).map_err(status)?;
+        self.staged.pin(path, version);
+        self.tables.entry(name).or_insert(version);
+        Ok(())
+    }
+
+    /// Note what a statement did to the namespace: the renames it made (`renamed`: the
+    /// writes' renames that happened) and the tables and schemas it dropped by moving them
+    /// aside. Returns the private folders of dropped staged tables, to delete.
+    pub fn after(
+        &mut self,
+        renamed: Vec<(TableName, TableName)>,
+        dropped: Vec<Dropped>,
+    ) -> Result<Vec<object_store::path::Path>, Status> {
+        for (from, to) in renamed {
+            if let Some(version) = self.tables.remove(&from) {
+                self.tables.insert(to.clone(), version);
+            }
+            self.steps.push(Step::Renamed { from, to });
+        }
+        let mut folders = Vec::new();
+        for d in dropped {
+            let path = match &d {
+                Dropped::Table { name, .. } => self.storage.table_path(name),
+                Dropped::Schema {
+                    catalog, schema, ..
+                } => self.storage.schema_path(catalog, schema),
+            }
+            .map_err(status)?;
+            folders.extend(self.staged.unpin_under(&path));
+            self.tables.retain(|name, _| !d.covers(name));
+            self.steps.push(Step::SetAside(d));
+        }
+        Ok(folders)
+    }
+
+    /// The transaction's view of the pinned tables' logs.
+    pub fn staged_log(&self) -> Arc<StagedLog> {
+        Arc::clone(&self.staged)
+    }
+
+    /// Publish every staged table (see the module documentation), then delete what the
+    /// drops set aside. A conflict aborts: tables published before it stay published and
+    /// are named in the error; the others' staged files are deleted.
+    pub async fn commit(self, real: &Storage) -> Result<(), Status> {
+        let locks: Vec<_> = self.tables.keys().map(|n| real.table_lock(n)).collect();
+        let mut guards = Vec::with_capacity(locks.len());
+        for lock in &locks {
+            guards.push(lock.lock().await);
+        }
+        let mut published = Vec::new();
+        let mut failure = None;
+        for (name, base) in &self.tables {
+            match self.publish(real, name, *base).await {
+                Ok(true) => published.push(name.to_string()),
+                Ok(false) => {}
+                Err(e) => {
+                    failure = Some((name.clone(), e));
+                    break;
                 }
             }
         }
-    }
-
-    /// Note the tables and schemas a statement dropped by moving them aside.
-    pub fn set_aside(&mut self, dropped: Vec<Dropped>) {
-        self.steps.extend(dropped.into_iter().map(Step::SetAside));
-    }
-
-    /// Keep everything: delete what the transaction's drops set aside. The statements
-    /// committed as they ran, so a failure here (logged) leaves a hidden folder behind,
-    /// never a visible change.
-    pub async fn commit(self, storage: &Storage) {
-        for step in self.steps {
+        drop(guards);
+        if let Some((failed, _)) = &failure {
+            let rest: Vec<_> = self
+                .tables
+                .iter()
+                .skip_while(|(n, _)| *n != failed)
+                .map(|(n, v)| (n.clone(), *v))
+                .collect();
+            self.discard_files(real, rest).await;
+        }
+        self.discard_log(real).await;
+        for step in &self.steps {
             if let Step::SetAside(dropped) = step
-                && let Err(e) = storage.delete_folder(&dropped.aside()).await
+                && let Err(e) = real.delete_folder(&dropped.aside()).await
             {
                 tracing::warn!(
                     folder = dropped.aside().join("/"),
@@ -178,19 +185,98 @@ impl Transaction {
                 );
             }
         }
+        let Some((failed, e)) = failure else {
+            return Ok(());
+        };
+        let kept = if published.is_empty() {
+            "nothing of the transaction was committed".to_string()
+        } else {
+            format!("already committed: {}", published.join(", "))
+        };
+        Err(Status::aborted(format!(
+            "TransactionContext Error: Conflict on {failed}: {e}; {kept}"
+        )))
     }
 
-    /// Undo the transaction's steps, newest first. Tables someone else wrote since the
-    /// transaction did are left alone (with everything that happened to them under
-    /// other names before) and named in the error.
-    pub async fn rollback(mut self, storage: &Storage) -> Result<(), Status> {
-        for (name, expected) in &self.expect {
-            if version(storage, name).await? != *expected {
-                self.foreign.insert(name.clone());
+    /// Publish `name`'s staged changes; whether there were any.
+    async fn publish(
+        &self,
+        real: &Storage,
+        name: &TableName,
+        base: Option<u64>,
+    ) -> Result<bool, String> {
+        let staged = match self.storage.open_table(name).await {
+            Ok(Some(t)) => t,
+            // Never created (its CREATE failed): nothing to publish.
+            Ok(None) => return Ok(false),
+            Err(e) => return Err(e.to_string()),
+        };
+        if base == Some(staged.version()) {
+            return Ok(false);
+        }
+        let location = real.location(name).map_err(|e| e.to_string())?;
+        match location
+            .publish(base, &staged, &Default::default(), PUBLISH_RETRIES)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(deltalite::DeltaLiteError::CommitConflict(_)) => Err(match base {
+                Some(_) => {
+                    "another session changed the table since this transaction first wrote it"
+                }
+                None => "another session created the table since this transaction did",
+            }
+            .to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Delete the files the staged commits of `tables` added (best effort: what is left
+    /// is an orphan that vacuum removes).
+    async fn discard_files(&self, real: &Storage, tables: Vec<(TableName, Option<u64>)>) {
+        for (name, base) in tables {
+            let staged = match self.storage.open_table(&name).await {
+                Ok(Some(t)) => t,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(table = %name, error = %e, "transaction: cannot read a staged table to discard it");
+                    continue;
+                }
+            };
+            if base == Some(staged.version()) {
+                continue;
+            }
+            let discarded = match real.location(&name) {
+                Ok(location) => location
+                    .discard_staged(base, &staged)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = discarded {
+                tracing::warn!(table = %name, error = %e, "transaction: staged files were not deleted");
+            }
+            if base.is_none() {
+                real.remove_empty_table_folder(&name).await;
             }
         }
-        let mut untouched: Vec<String> = self.foreign.iter().map(|n| n.to_string()).collect();
-        let mut skip = self.foreign;
+    }
+
+    /// Delete the private commits (the whole private folder).
+    async fn discard_log(&self, real: &Storage) {
+        if let Err(e) = real.delete_folder(&[PRIVATE_FOLDER, &self.folder]).await {
+            tracing::warn!(error = %e, "transaction: its private log was not deleted");
+        }
+    }
+
+    /// Discard the staged writes, then undo the namespace changes, newest first.
+    pub async fn rollback(self, real: &Storage) -> Result<(), Status> {
+        let tables: Vec<_> = self.tables.iter().map(|(n, v)| (n.clone(), *v)).collect();
+        self.discard_files(real, tables).await;
+        self.discard_log(real).await;
+        let storage = real;
+        let mut untouched: Vec<String> = Vec::new();
+        let mut skip = std::collections::HashSet::new();
         let mut taken = Vec::new();
         for step in self.steps.into_iter().rev() {
             match step {
@@ -206,64 +292,27 @@ impl Transaction {
                     }
                     let (a, b) = (storage.table_lock(&from), storage.table_lock(&to));
                     let (_a, _b) = (a.lock().await, b.lock().await);
-                    if storage
-                        .table_exists(&from)
-                        .await
-                        .map_err(super::result::status)?
-                    {
+                    // A table the transaction created (discarded above) has nothing to
+                    // move back.
+                    if !storage.table_exists(&to).await.map_err(status)? {
+                        continue;
+                    }
+                    if storage.table_exists(&from).await.map_err(status)? {
                         untouched.push(to.to_string());
                         skip.insert(from);
                         continue;
                     }
-                    storage
-                        .rename_table(&to, &from)
-                        .await
-                        .map_err(super::result::status)?;
-                }
-                Step::Written { name, before } => {
-                    if skip.contains(&name) {
-                        continue;
-                    }
-                    let lock = storage.table_lock(&name);
-                    let _guard = lock.lock().await;
-                    let now = version(storage, &name).await?;
-                    match (before, now) {
-                        (None, Some(_)) => storage
-                            .drop_table(&name)
-                            .await
-                            .map_err(super::result::status)?,
-                        (Some(before), Some(now)) if now != before => {
-                            let table = storage
-                                .open_table(&name)
-                                .await
-                                .map_err(super::result::status)?
-                                .ok_or_else(|| Status::internal(format!("{name} vanished")))?;
-                            table
-                                .delta_table()
-                                .clone()
-                                .restore()
-                                .with_version_to_restore(before)
-                                .await
-                                .map_err(|e| {
-                                    Status::internal(format!(
-                                        "TransactionContext Error: cannot restore {name} to version {before}: {e}"
-                                    ))
-                                })?;
-                        }
-                        _ => {}
-                    }
+                    storage.rename_table(&to, &from).await.map_err(status)?;
                 }
             }
         }
-        // A name taken after this transaction dropped it shows as written by another
-        // session too: it is said once, for the drop.
         untouched.retain(|n| !taken.contains(n));
         untouched.sort();
         untouched.dedup();
         let mut except = Vec::new();
         if !untouched.is_empty() {
             except.push(format!(
-                "{}: written by another session since this transaction wrote it, so restoring it would undo that write too",
+                "{}: renamed by this transaction, and another table took the old name since, so it keeps the new one",
                 untouched.join(", ")
             ));
         }
@@ -344,20 +393,57 @@ pub async fn version(storage: &Storage, name: &TableName) -> Result<Option<u64>,
     Ok(storage
         .open_table(name)
         .await
-        .map_err(super::result::status)?
+        .map_err(status)?
         .map(|t| t.version()))
 }
 
-/// The versions of the tables `writes` names (`Write::names`), in order.
-pub async fn versions(
-    storage: &Arc<Storage>,
+/// Before a statement of the open transaction `id` runs with `writes`: pin the tables it
+/// writes at their current versions. Returns the storage the statement runs on.
+pub async fn before_statement(
+    real: &Storage,
+    session: &Session,
+    id: &[u8],
     writes: &[Write],
-) -> Result<Vec<Option<u64>>, Status> {
-    let mut out = Vec::new();
-    for w in writes {
-        for n in w.names() {
-            out.push(version(storage, n).await?);
+) -> Result<Arc<Storage>, Status> {
+    let (storage, unpinned) =
+        session.with_transaction(id, |t| (t.storage(), t.unpinned(writes)))?;
+    let mut versions = Vec::with_capacity(unpinned.len());
+    for name in unpinned {
+        let v = version(real, &name).await?;
+        versions.push((name, v));
+    }
+    session.with_transaction(id, |t| {
+        versions
+            .into_iter()
+            .try_for_each(|(name, v)| t.pin(name, v))
+    })??;
+    Ok(storage)
+}
+
+/// After a statement of the open transaction `id` ran (also after a failure: what it did
+/// to the namespace before failing stays done): note its renames and what its drops set
+/// aside.
+pub async fn after_statement(
+    session: &Session,
+    id: &[u8],
+    storage: &Storage,
+    writes: &[Write],
+    dropped: Vec<Dropped>,
+) -> Result<(), Status> {
+    let mut renamed = Vec::new();
+    for write in writes {
+        if let Write::Rename(from, to) = write
+            && !storage.table_exists(from).await.map_err(status)?
+            && storage.table_exists(to).await.map_err(status)?
+        {
+            renamed.push((from.clone(), to.clone()));
         }
     }
-    Ok(out)
+    let (folders, staged) = session.with_transaction(id, |t| {
+        t.after(renamed, dropped).map(|f| (f, t.staged_log()))
+    })??;
+    staged
+        .delete_folders(folders)
+        .await
+        .map_err(|e| Status::internal(format!("transaction: {e}")))
 }
