@@ -111,6 +111,12 @@ pub async fn serve_on(
     if !swept.is_empty() {
         tracing::info!(catalogs = ?swept, "removed scratch catalogs of a previous run");
     }
+    // So do Flight transactions: their private logs are garbage now (the files their
+    // staged commits wrote are orphans for VACUUM).
+    storage
+        .delete_folder(&[staged_log::PRIVATE_FOLDER])
+        .await
+        .map_err(ServeError::Storage)?;
     let storage = if config.deletion_vectors {
         storage.with_new_table_property(deltalite::DELETION_VECTORS_PROPERTY, "true")
     } else {

@@ -699,35 +699,43 @@ fn end(
         .map_err(status_of)
 }
 
-/// Transactions: an undo record (see `flight::transaction`). The transaction reads its
-/// own writes, COMMIT keeps them, ROLLBACK puts each table back (a table it created is
-/// dropped), a table someone else wrote meanwhile is left alone and named, and a closed
-/// session rolls back. Drops: `transactions_drop_tables_and_schemas_aside`.
+/// Transactions stage their writes (see `flight::transaction`): the transaction reads its
+/// own writes, no other session sees them before COMMIT, COMMIT publishes them (a
+/// conflicting one is refused and named), ROLLBACK leaves nothing, and a closed session
+/// rolls back. Drops: `transactions_drop_tables_and_schemas_aside`.
 #[test]
-fn transactions_commit_roll_back_and_name_what_they_cannot_undo() {
+fn transactions_stage_commit_roll_back_and_refuse_conflicts() {
     use arrow_flight::sql::EndTransaction;
     let s = Server::start();
     s.rows("CREATE TABLE t (id INT); INSERT INTO t VALUES (1)");
     let mut f = Flight::login(&s, ALICE);
     let ids = |s: &Server| s.rows("SELECT id FROM t ORDER BY id");
+    let inside = |f: &mut Flight, sql: &str, txn: &bytes::Bytes| {
+        let info =
+            f.rt.block_on(f.client.execute(sql.into(), Some(txn.clone())))
+                .expect("read in the transaction");
+        int64s(&f.fetch(info).expect("rows").batches, "id")
+    };
+    let one = vec![vec![json!(1)]];
 
-    // Rollback: the insert, the update and the new table are gone.
+    // Rollback: the insert, the update and the new table were never seen by others, and
+    // are gone.
     let txn = begin(&mut f);
     assert_eq!(ok(run(&mut f, "INSERT INTO t VALUES (2)", &txn)), 1);
     assert_eq!(
         ok(run(&mut f, "UPDATE t SET id = 10 WHERE id = 1", &txn)),
         1
     );
-    ok(run(&mut f, "CREATE TABLE made AS SELECT 1 AS a", &txn));
-    let inside =
-        f.rt.block_on(
-            f.client
-                .execute("SELECT id FROM t ORDER BY id".into(), Some(txn.clone())),
-        )
-        .expect("read in the transaction");
+    ok(run(&mut f, "CREATE TABLE made AS SELECT 1 AS id", &txn));
     assert_eq!(
-        int64s(&f.fetch(inside).expect("rows").batches, "id"),
+        inside(&mut f, "SELECT id FROM t ORDER BY id", &txn),
         [2, 10]
+    );
+    assert_eq!(inside(&mut f, "SELECT id FROM made", &txn), [1]);
+    assert_eq!(ids(&s), one);
+    assert_eq!(
+        s.error("SELECT * FROM made"),
+        "Catalog Error: Table with name made does not exist!"
     );
     // One transaction at a time.
     let e =
@@ -742,10 +750,17 @@ fn transactions_commit_roll_back_and_name_what_they_cannot_undo() {
         )
     );
     ok(end(&mut f, &txn, EndTransaction::Rollback));
-    assert_eq!(ids(&s), vec![vec![json!(1)]]);
+    assert_eq!(ids(&s), one);
     assert_eq!(
         s.rows("SELECT count(*) FROM information_schema.tables WHERE table_name = 'made'"),
         vec![vec![json!(0)]]
+    );
+    assert!(!s.data().join("lakehouse/main/made").exists());
+    assert!(
+        !s.data()
+            .join(".deltalite_txn")
+            .read_dir()
+            .is_ok_and(|mut d| d.next().is_some())
     );
     // The ended transaction's id is refused, whatever the call.
     let e = run(&mut f, "INSERT INTO t VALUES (3)", &txn).expect_err("ended");
@@ -756,44 +771,68 @@ fn transactions_commit_roll_back_and_name_what_they_cannot_undo() {
             "TransactionContext Error: unknown transaction (committed, rolled back, or another session's); begin a new one"
         )
     );
-    assert_eq!(ids(&s), vec![vec![json!(1)]]);
+    assert_eq!(ids(&s), one);
 
-    // Commit keeps.
+    // Commit publishes: one commit per table.
+    let commits = |s: &Server| {
+        std::fs::read_dir(s.data().join("lakehouse/main/t/_delta_log"))
+            .expect("log")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+            .count()
+    };
+    let before = commits(&s);
     let txn = begin(&mut f);
     ok(run(&mut f, "INSERT INTO t VALUES (3)", &txn));
-    ok(end(&mut f, &txn, EndTransaction::Commit));
-    assert_eq!(ids(&s), vec![vec![json!(1)], vec![json!(3)]]);
-
-    // Another session writes the same table after this transaction did: the rollback
-    // leaves that table alone (restoring it would undo the other write) and says so.
-    let txn = begin(&mut f);
     ok(run(&mut f, "INSERT INTO t VALUES (4)", &txn));
+    assert_eq!(ids(&s), one);
+    assert_eq!(commits(&s), before);
+    ok(end(&mut f, &txn, EndTransaction::Commit));
+    assert_eq!(
+        ids(&s),
+        vec![vec![json!(1)], vec![json!(3)], vec![json!(4)]]
+    );
+    assert_eq!(commits(&s), before + 1);
+
+    // Another session changes the table after this transaction deleted from it: COMMIT
+    // is refused and nothing of the transaction lands (not even its other table).
+    let txn = begin(&mut f);
+    ok(run(&mut f, "DELETE FROM t WHERE id = 3", &txn));
     ok(run(&mut f, "CREATE TABLE u (a INT)", &txn));
     s.rows("INSERT INTO t VALUES (5)");
-    let e = end(&mut f, &txn, EndTransaction::Rollback).expect_err("conflict");
+    let e = end(&mut f, &txn, EndTransaction::Commit).expect_err("conflict");
     assert_eq!(
         (e.code(), e.message()),
         (
             Code::Aborted,
-            "TransactionContext Error: rolled back, except lakehouse.main.t: written by another session since this transaction wrote it, so restoring it would undo that write too"
+            "TransactionContext Error: Conflict on lakehouse.main.t: another session changed the table since this transaction first wrote it; nothing of the transaction was committed"
         )
     );
-    assert_eq!(
-        ids(&s),
-        vec![
-            vec![json!(1)],
-            vec![json!(3)],
-            vec![json!(4)],
-            vec![json!(5)]
-        ]
-    );
+    let all = vec![
+        vec![json!(1)],
+        vec![json!(3)],
+        vec![json!(4)],
+        vec![json!(5)],
+    ];
+    assert_eq!(ids(&s), all);
     assert_eq!(
         s.rows("SELECT count(*) FROM information_schema.tables WHERE table_name = 'u'"),
         vec![vec![json!(0)]]
     );
+    // One that only appends commits on top of the other session's append.
+    let txn = begin(&mut f);
+    ok(run(&mut f, "INSERT INTO t VALUES (6)", &txn));
+    s.rows("INSERT INTO t VALUES (7)");
+    ok(end(&mut f, &txn, EndTransaction::Commit));
+    assert_eq!(
+        s.rows("SELECT count(*) FROM t WHERE id IN (6, 7)"),
+        vec![vec![json!(2)]]
+    );
+    s.rows("DELETE FROM t WHERE id > 5");
 
     // dbt's table materialization in a transaction: build `m__dbt_tmp`, move `m` aside,
-    // rename the new one over it. A rollback renames back and drops what it built.
+    // rename the new one over it. The renames happen at once (others see `m` gone until
+    // COMMIT); the new table is staged. A rollback renames back and drops what it built.
     s.rows("CREATE TABLE m AS SELECT 1 AS v");
     let names = |s: &Server| {
         s.rows("SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'm%' ORDER BY 1")
@@ -809,11 +848,7 @@ fn transactions_commit_roll_back_and_name_what_they_cannot_undo() {
     };
     let txn = begin(&mut f);
     materialize(&mut f, &txn);
-    assert_eq!(
-        names(&s),
-        vec![vec![json!("m")], vec![json!("m__dbt_backup")]]
-    );
-    assert_eq!(s.rows("SELECT v FROM m"), vec![vec![json!(2)]]);
+    assert_eq!(names(&s), vec![vec![json!("m__dbt_backup")]]);
     ok(end(&mut f, &txn, EndTransaction::Rollback));
     assert_eq!(names(&s), vec![vec![json!("m")]]);
     assert_eq!(s.rows("SELECT v FROM m"), vec![vec![json!(1)]]);
@@ -824,26 +859,24 @@ fn transactions_commit_roll_back_and_name_what_they_cannot_undo() {
     ok(f.update("drop table if exists \"lakehouse\".\"main\".\"m__dbt_backup\""));
     assert_eq!(names(&s), vec![vec![json!("m")]]);
     assert_eq!(s.rows("SELECT v FROM m"), vec![vec![json!(2)]]);
-    // TRUNCATE in a transaction: the rows come back.
+    // TRUNCATE in a transaction: others keep the rows, and so does a rollback.
     let txn = begin(&mut f);
     assert_eq!(ok(run(&mut f, "TRUNCATE TABLE m", &txn)), 1);
-    assert_eq!(s.rows("SELECT count(*) FROM m"), vec![vec![json!(0)]]);
+    assert_eq!(s.rows("SELECT count(*) FROM m"), vec![vec![json!(1)]]);
     ok(end(&mut f, &txn, EndTransaction::Rollback));
     assert_eq!(s.rows("SELECT v FROM m"), vec![vec![json!(2)]]);
 
     // Closing the session with a transaction open rolls it back before answering.
     let txn = begin(&mut f);
     ok(run(&mut f, "DELETE FROM t WHERE id > 1", &txn));
-    assert_eq!(ids(&s), vec![vec![json!(1)]]);
+    assert_eq!(ids(&s), all);
     f.action("CloseSession", Vec::new()).expect("close");
-    assert_eq!(
-        ids(&s),
-        vec![
-            vec![json!(1)],
-            vec![json!(3)],
-            vec![json!(4)],
-            vec![json!(5)]
-        ]
+    assert_eq!(ids(&s), all);
+    assert!(
+        !s.data()
+            .join(".deltalite_txn")
+            .read_dir()
+            .is_ok_and(|mut d| d.next().is_some())
     );
 }
 
@@ -901,12 +934,16 @@ fn transactions_drop_tables_and_schemas_aside() {
     );
     assert!(hidden(&lake).is_empty() && hidden(&lake.join("main")).is_empty());
 
-    // Dropped and made again inside the transaction (dbt re-creating a relation): the
-    // rollback drops the new one and brings the old one back.
+    // Dropped and made again inside the transaction (dbt re-creating a relation): others
+    // see the drop and not the new table; the rollback drops the new one and brings the
+    // old one back.
     let txn = begin(&mut f);
     ok(run(&mut f, "DROP TABLE s.t", &txn));
     ok(run(&mut f, "CREATE TABLE s.t AS SELECT 99 AS id", &txn));
-    assert_eq!(s.rows("SELECT id FROM s.t"), vec![vec![json!(99)]]);
+    assert_eq!(
+        s.error("SELECT id FROM s.t"),
+        "Catalog Error: Table with name t does not exist!"
+    );
     ok(end(&mut f, &txn, EndTransaction::Rollback));
     assert_eq!(
         s.rows("SELECT id FROM s.t ORDER BY id"),
@@ -1703,7 +1740,8 @@ fn flight_can_be_turned_off() {
 }
 
 /// Delta's table statements over Flight SQL: `DESCRIBE HISTORY` and time travel answer
-/// rows like any query; in a transaction `OPTIMIZE` is rolled back like a write and
+/// rows like any query; in a transaction `OPTIMIZE` is staged like a write (the
+/// transaction's history shows it, others' does not, a rollback leaves no trace) and
 /// `VACUUM`, which deletes files for good, is refused.
 #[test]
 fn delta_table_statements_over_flight_and_in_transactions() {
@@ -1740,9 +1778,20 @@ fn delta_table_statements_over_flight_and_in_transactions() {
         "TransactionContext Error: VACUUM t deletes files for good and cannot be rolled back; run it outside the transaction"
     );
     ok(run(&mut f, "OPTIMIZE t"));
+    let staged = ok(f
+        .rt
+        .block_on(
+            f.client
+                .execute("DESCRIBE HISTORY t LIMIT 1".into(), Some(txn.clone())),
+        )
+        .map_err(status_of));
+    assert_eq!(
+        strings(&ok(f.fetch(staged)).batches, "operation"),
+        ["OPTIMIZE"]
+    );
     assert_eq!(
         strings(&query(&mut f, "DESCRIBE HISTORY t LIMIT 1"), "operation"),
-        ["OPTIMIZE"]
+        ["WRITE"]
     );
     ok(f.rt
         .block_on(
@@ -1751,8 +1800,8 @@ fn delta_table_statements_over_flight_and_in_transactions() {
         )
         .map_err(status_of));
     assert_eq!(
-        strings(&query(&mut f, "DESCRIBE HISTORY t LIMIT 1"), "operation"),
-        ["RESTORE"]
+        int64s(&query(&mut f, "DESCRIBE HISTORY t"), "version"),
+        [2, 1, 0]
     );
     assert_eq!(
         int64s(&query(&mut f, "SELECT id FROM t ORDER BY id"), "id"),
