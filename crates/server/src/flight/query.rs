@@ -64,17 +64,18 @@ pub async fn run(
         done: false,
     };
     let executed = async {
-        let mut writes = Vec::new();
         let storage = match transaction {
-            Some(id) => {
-                // The statement's writes, resolved against the session's defaults.
-                let probe = sql_session(state, session, Arc::clone(&state.storage))?;
-                writes = probe.writes(sql).map_err(status)?;
-                before_statement(&state.storage, session, id, &writes).await?
-            }
+            Some(id) => session.with_transaction(id, |t| t.storage())?,
             None => Arc::clone(&state.storage),
         };
         let mut sql_session = sql_session(state, session, Arc::clone(&storage))?;
+        let mut writes = Vec::new();
+        if let Some(id) = transaction {
+            // The statement's writes, resolved against the session's defaults, pinned
+            // before it reads them.
+            writes = sql_session.writes(sql).map_err(status)?;
+            before_statement(&state.storage, session, id, &writes).await?;
+        }
         let dropped = Arc::new(std::sync::Mutex::new(Vec::new()));
         if transaction.is_some() {
             sql_session = sql_session.setting_drops_aside(Arc::clone(&dropped));
