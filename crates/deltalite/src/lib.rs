@@ -38,7 +38,7 @@ pub use runtime::{alloc, budget};
 pub use error::{DeltaLiteError, ErrorKind, Result};
 pub use ops::create::{CreateStats, Created, InitialData, NewTable, TableSpec};
 pub use ops::metadata::{COLUMN_COMMENT_KEY, MetadataChange};
-pub use ops::publish::Published;
+pub use ops::publish::{PublishPlan, Published};
 pub use ops::replace::{
     MarkedRows, MarkingPolicy, ReplaceKind, ReplaceOptions, ReplacePlanner, ReplaceReads,
     ReplaceStats, Replacement,

@@ -819,6 +819,24 @@ fn transactions_stage_commit_roll_back_and_refuse_conflicts() {
         s.rows("SELECT count(*) FROM information_schema.tables WHERE table_name = 'u'"),
         vec![vec![json!(0)]]
     );
+    // Every table is checked before any is committed: `a` (only appended to, first in
+    // name order) is not committed when `t` conflicts.
+    s.rows("CREATE TABLE a (id INT)");
+    let txn = begin(&mut f);
+    ok(run(&mut f, "INSERT INTO a VALUES (1)", &txn));
+    ok(run(&mut f, "DELETE FROM t WHERE id = 3", &txn));
+    s.rows("DELETE FROM t WHERE id = 5");
+    let e = end(&mut f, &txn, EndTransaction::Commit).expect_err("conflict");
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            Code::Aborted,
+            "TransactionContext Error: Conflict on lakehouse.main.t: another session changed the table since this transaction first wrote it; nothing of the transaction was committed"
+        )
+    );
+    assert_eq!(s.rows("SELECT count(*) FROM a"), vec![vec![json!(0)]]);
+    s.rows("INSERT INTO t VALUES (5)");
+    assert_eq!(ids(&s), all);
     // One that only appends commits on top of the other session's append.
     let txn = begin(&mut f);
     ok(run(&mut f, "INSERT INTO t VALUES (6)", &txn));

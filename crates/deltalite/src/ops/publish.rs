@@ -15,6 +15,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use delta_kernel::schema::StructType;
+use deltalake::DeltaTable;
 use deltalake::kernel::Action;
 use deltalake::logstore::get_actions;
 use deltalake::protocol::{DeltaOperation, SaveMode};
@@ -23,6 +25,7 @@ use object_store::ObjectStoreExt;
 use super::restore::file_keys;
 use crate::error::{DeltaLiteError, Result};
 use crate::table::{DeltaLiteTable, TableLocation};
+use crate::txn::commit::touches_read_set;
 use crate::txn::{self, CommitSpec, Done, ReadSet, Staged};
 
 /// What a publish committed.
@@ -38,11 +41,41 @@ pub struct Published {
     pub blind_append: bool,
 }
 
+/// A publish, planned against the table at the staged copy's base and not committed
+/// yet: [`PublishPlan::conflicts`] asks the engine's conflict rule about what others
+/// committed since, [`PublishPlan::commit`] commits. A caller publishing several tables
+/// checks them all before committing any.
+pub struct PublishPlan {
+    /// The table here: loaded at the base, or (for a new table) not loaded.
+    table: DeltaTable,
+    uri: String,
+    kind: Plan,
+    files_added: usize,
+    files_removed: usize,
+}
+
+enum Plan {
+    /// Nothing changed since the base.
+    Unchanged { base: u64 },
+    /// The difference to commit on top of `base`.
+    Existing {
+        base: u64,
+        staged: Box<Staged>,
+        blind_append: bool,
+    },
+    /// A table to create with these files.
+    New {
+        schema: Box<StructType>,
+        partition_columns: Vec<String>,
+        configuration: HashMap<String, String>,
+        actions: Vec<Action>,
+    },
+}
+
 impl TableLocation {
     /// Commit what `staged` changed since `base` (the version it branched from; `None`:
-    /// there was no table) to the table here, in one commit (see the module
-    /// documentation). A conflict is [`DeltaLiteError::CommitConflict`], with nothing
-    /// committed; the staged files are then the caller's to delete.
+    /// there was no table) to the table here, in one commit: [`Self::plan_publish`],
+    /// then [`PublishPlan::commit`].
     pub async fn publish(
         self,
         base: Option<u64>,
@@ -50,14 +83,55 @@ impl TableLocation {
         commit_metadata: &HashMap<String, serde_json::Value>,
         commit_max_retries: usize,
     ) -> Result<Published> {
-        let spec = CommitSpec::new(commit_metadata, &None);
+        self.plan_publish(base, staged)
+            .await?
+            .commit(commit_metadata, commit_max_retries)
+            .await
+    }
+
+    /// The commit that would make the table here have what `staged` changed since
+    /// `base` (see the module documentation).
+    pub async fn plan_publish(
+        self,
+        base: Option<u64>,
+        staged: &DeltaLiteTable,
+    ) -> Result<PublishPlan> {
+        let uri = self.uri().to_string();
+        let now = staged.delta_table().snapshot()?;
         let Some(base) = base else {
-            return self.publish_new(staged, &spec).await;
+            let metadata = now.metadata();
+            let actions: Vec<Action> = file_keys(now)
+                .into_values()
+                .map(|(mut add, _)| {
+                    add.data_change = true;
+                    Action::Add(add)
+                })
+                .collect();
+            return Ok(PublishPlan {
+                table: self.delta_table().clone(),
+                uri,
+                files_added: actions.len(),
+                files_removed: 0,
+                kind: Plan::New {
+                    schema: Box::new(now.schema().as_ref().clone()),
+                    partition_columns: metadata.partition_columns().to_vec(),
+                    configuration: metadata.configuration().clone(),
+                    actions,
+                },
+            });
         };
         let mut table = self.delta_table().clone();
         table.load_version(base).await?;
+        if staged.version() == base {
+            return Ok(PublishPlan {
+                table,
+                uri,
+                files_added: 0,
+                files_removed: 0,
+                kind: Plan::Unchanged { base },
+            });
+        }
         let then = table.snapshot()?;
-        let now = staged.delta_table().snapshot()?;
         let before = file_keys(then);
         let after = file_keys(now);
         let mut actions = Vec::new();
@@ -121,18 +195,16 @@ impl TableLocation {
                 }),
             ),
         ]);
-        let version =
-            match txn::commit_prepared(&mut table, &spec, commit_max_retries, staged_commit).await?
-            {
-                Done::Committed { version, .. }
-                | Done::Unchanged { version, .. }
-                | Done::AlreadyApplied { version } => version,
-            };
-        Ok(Published {
-            version,
+        Ok(PublishPlan {
+            table,
+            uri,
             files_added,
             files_removed,
-            blind_append,
+            kind: Plan::Existing {
+                base,
+                staged: Box::new(staged_commit),
+                blind_append,
+            },
         })
     }
 
@@ -184,43 +256,99 @@ impl TableLocation {
         }
         Ok(deleted)
     }
+}
 
-    /// A staged copy of a table that did not exist: its schema, partitioning, properties
-    /// and files become version 0.
-    async fn publish_new(self, staged: &DeltaLiteTable, spec: &CommitSpec) -> Result<Published> {
-        let state = staged.delta_table().snapshot()?;
-        let metadata = state.metadata();
-        let schema = state.schema();
-        let partition_columns = metadata.partition_columns().to_vec();
-        let configuration = metadata.configuration().clone();
-        let actions: Vec<Action> = file_keys(state)
-            .into_values()
-            .map(|(mut add, _)| {
-                add.data_change = true;
-                Action::Add(add)
-            })
-            .collect();
-        let files_added = actions.len();
-        match txn::create::create(
-            self.delta_table(),
-            schema.as_ref(),
-            partition_columns,
-            configuration,
-            actions,
-            spec,
-        )
-        .await?
-        {
-            txn::create::Created::Table(_) => Ok(Published {
-                version: 0,
-                files_added,
-                files_removed: 0,
+impl PublishPlan {
+    /// Whether committing now would be a conflict: someone created the table meanwhile
+    /// (a new table), or a commit since the base touched what the difference read (the
+    /// engine's rule, as the commit itself applies it).
+    pub async fn conflicts(&self) -> Result<bool> {
+        match &self.kind {
+            Plan::Unchanged { .. } => Ok(false),
+            Plan::New { .. } => Ok(self.table.log_store().is_delta_table_location().await?),
+            Plan::Existing { base, staged, .. } => {
+                let mut latest = self.table.clone();
+                latest.update_incremental(None).await?;
+                let now = latest.version().unwrap_or(*base);
+                if now == *base {
+                    return Ok(false);
+                }
+                let own_removes: HashSet<&str> = staged
+                    .actions
+                    .iter()
+                    .filter_map(|a| match a {
+                        Action::Remove(remove) => Some(remove.path.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                touches_read_set(&self.table, base + 1, now, &staged.read_set, &own_removes).await
+            }
+        }
+    }
+
+    /// Commit the plan: one commit through the transaction path, or a
+    /// [`DeltaLiteError::CommitConflict`] with nothing committed (the plan's new files
+    /// are then deleted).
+    pub async fn commit(
+        self,
+        commit_metadata: &HashMap<String, serde_json::Value>,
+        commit_max_retries: usize,
+    ) -> Result<Published> {
+        let spec = CommitSpec::new(commit_metadata, &None);
+        let (files_added, files_removed) = (self.files_added, self.files_removed);
+        let mut table = self.table;
+        match self.kind {
+            Plan::Unchanged { base } => Ok(Published {
+                version: base,
                 blind_append: true,
+                ..Default::default()
             }),
-            txn::create::Created::Exists => Err(DeltaLiteError::CommitConflict(format!(
-                "another writer created {} first; nothing was written",
-                self.uri()
-            ))),
+            Plan::Existing {
+                staged,
+                blind_append,
+                ..
+            } => {
+                let version =
+                    match txn::commit_prepared(&mut table, &spec, commit_max_retries, *staged)
+                        .await?
+                    {
+                        Done::Committed { version, .. }
+                        | Done::Unchanged { version, .. }
+                        | Done::AlreadyApplied { version } => version,
+                    };
+                Ok(Published {
+                    version,
+                    files_added,
+                    files_removed,
+                    blind_append,
+                })
+            }
+            Plan::New {
+                schema,
+                partition_columns,
+                configuration,
+                actions,
+            } => match txn::create::create(
+                &table,
+                &schema,
+                partition_columns,
+                configuration,
+                actions,
+                &spec,
+            )
+            .await?
+            {
+                txn::create::Created::Table(_) => Ok(Published {
+                    version: 0,
+                    files_added,
+                    files_removed: 0,
+                    blind_append: true,
+                }),
+                txn::create::Created::Exists => Err(DeltaLiteError::CommitConflict(format!(
+                    "another writer created {} first; nothing was written",
+                    self.uri
+                ))),
+            },
         }
     }
 }

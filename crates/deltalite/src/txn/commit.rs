@@ -203,7 +203,10 @@ async fn own_commit(
     Ok(None)
 }
 
-async fn touches_read_set(
+/// Whether a commit in `from..=to` touched what `read_set` read or removed a file of
+/// `own_removes` (the conflict rule; also asked before a commit by
+/// `ops::publish::PublishPlan::conflicts`).
+pub(crate) async fn touches_read_set(
     table: &DeltaTable,
     from: u64,
     to: u64,

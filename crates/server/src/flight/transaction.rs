@@ -59,6 +59,15 @@ enum Step {
     SetAside(Dropped),
 }
 
+/// Why a table's staged changes conflict, for the COMMIT's error.
+fn conflict(base: Option<u64>) -> String {
+    match base {
+        Some(_) => "another session changed the table since this transaction first wrote it",
+        None => "another session created the table since this transaction did",
+    }
+    .to_string()
+}
+
 /// The text of a statement sent with a transaction id that is not the session's open
 /// transaction.
 pub fn unknown_transaction() -> Status {
@@ -143,32 +152,65 @@ impl Transaction {
     }
 
     /// Publish every staged table (see the module documentation), then delete what the
-    /// drops set aside. A conflict aborts: tables published before it stay published and
-    /// are named in the error; the others' staged files are deleted.
+    /// drops set aside. Every table is planned and checked against what others committed
+    /// since its pin before any is committed, so a conflict seen then commits nothing; a
+    /// conflict that arises between two tables' commits leaves the tables published
+    /// before it, named in the error. What is not published is deleted.
     pub async fn commit(self, real: &Storage) -> Result<(), Status> {
         let locks: Vec<_> = self.tables.keys().map(|n| real.table_lock(n)).collect();
         let mut guards = Vec::with_capacity(locks.len());
         for lock in &locks {
             guards.push(lock.lock().await);
         }
-        let mut published = Vec::new();
-        let mut failure = None;
+        let mut failure: Option<(TableName, String)> = None;
+        let mut plans = Vec::new();
         for (name, base) in &self.tables {
-            match self.publish(real, name, *base).await {
-                Ok(true) => published.push(name.to_string()),
-                Ok(false) => {}
+            match self.plan(real, name, *base).await {
+                Ok(Some(plan)) => plans.push((name.clone(), *base, plan)),
+                Ok(None) => {}
                 Err(e) => {
                     failure = Some((name.clone(), e));
                     break;
                 }
             }
         }
+        if failure.is_none() {
+            for (name, base, plan) in &plans {
+                match plan.conflicts().await {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        failure = Some((name.clone(), conflict(*base)));
+                        break;
+                    }
+                    Err(e) => {
+                        failure = Some((name.clone(), e.to_string()));
+                        break;
+                    }
+                }
+            }
+        }
+        let mut published = Vec::new();
+        if failure.is_none() {
+            for (name, base, plan) in plans {
+                match plan.commit(&Default::default(), PUBLISH_RETRIES).await {
+                    Ok(_) => published.push(name),
+                    Err(deltalite::DeltaLiteError::CommitConflict(_)) => {
+                        failure = Some((name, conflict(base)));
+                        break;
+                    }
+                    Err(e) => {
+                        failure = Some((name, e.to_string()));
+                        break;
+                    }
+                }
+            }
+        }
         drop(guards);
-        if let Some((failed, _)) = &failure {
+        if failure.is_some() {
             let rest: Vec<_> = self
                 .tables
                 .iter()
-                .skip_while(|(n, _)| *n != failed)
+                .filter(|(n, _)| !published.contains(n))
                 .map(|(n, v)| (n.clone(), *v))
                 .collect();
             self.discard_files(real, rest).await;
@@ -191,44 +233,36 @@ impl Transaction {
         let kept = if published.is_empty() {
             "nothing of the transaction was committed".to_string()
         } else {
-            format!("already committed: {}", published.join(", "))
+            let names: Vec<String> = published.iter().map(|n| n.to_string()).collect();
+            format!("already committed: {}", names.join(", "))
         };
         Err(Status::aborted(format!(
             "TransactionContext Error: Conflict on {failed}: {e}; {kept}"
         )))
     }
 
-    /// Publish `name`'s staged changes; whether there were any.
-    async fn publish(
+    /// `name`'s staged changes as a plan to publish; `None` when there are none.
+    async fn plan(
         &self,
         real: &Storage,
         name: &TableName,
         base: Option<u64>,
-    ) -> Result<bool, String> {
+    ) -> Result<Option<deltalite::PublishPlan>, String> {
         let staged = match self.storage.open_table(name).await {
             Ok(Some(t)) => t,
             // Never created (its CREATE failed): nothing to publish.
-            Ok(None) => return Ok(false),
+            Ok(None) => return Ok(None),
             Err(e) => return Err(e.to_string()),
         };
         if base == Some(staged.version()) {
-            return Ok(false);
+            return Ok(None);
         }
         let location = real.location(name).map_err(|e| e.to_string())?;
-        match location
-            .publish(base, &staged, &Default::default(), PUBLISH_RETRIES)
+        location
+            .plan_publish(base, &staged)
             .await
-        {
-            Ok(_) => Ok(true),
-            Err(deltalite::DeltaLiteError::CommitConflict(_)) => Err(match base {
-                Some(_) => {
-                    "another session changed the table since this transaction first wrote it"
-                }
-                None => "another session created the table since this transaction did",
-            }
-            .to_string()),
-            Err(e) => Err(e.to_string()),
-        }
+            .map(Some)
+            .map_err(|e| e.to_string())
     }
 
     /// Delete the files the staged commits of `tables` added (best effort: what is left
