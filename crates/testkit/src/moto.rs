@@ -84,6 +84,24 @@ impl Moto {
         moto
     }
 
+    /// The keys of `bucket` under `prefix` (the first 1000), sorted.
+    pub fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let reply = http(
+            self.port,
+            &format!(
+                "GET /{bucket}?list-type=2&prefix={prefix} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+            ),
+        );
+        let mut keys: Vec<String> = reply
+            .split("<Key>")
+            .skip(1)
+            .filter_map(|part| part.split("</Key>").next())
+            .map(str::to_string)
+            .collect();
+        keys.sort();
+        keys
+    }
+
     /// The object-store options that reach it.
     pub fn options(&self) -> HashMap<String, String> {
         HashMap::from([

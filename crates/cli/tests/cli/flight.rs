@@ -898,6 +898,69 @@ fn transactions_stage_commit_roll_back_and_refuse_conflicts() {
     );
 }
 
+/// Transactions on an object-store data root (a real S3-compatible server, moto): the
+/// private log lives in the bucket, a staged table follows its rename there, COMMIT
+/// publishes, and ROLLBACK leaves no object behind.
+#[test]
+fn transactions_stage_on_an_object_store() {
+    use arrow_flight::sql::EndTransaction;
+    let moto = deltalite_testkit::moto::Moto::start("txn");
+    let mut args: Vec<String> = Vec::new();
+    for (k, v) in moto.options() {
+        args.push("--storage-option".into());
+        args.push(format!("{k}={v}"));
+    }
+    let s = Server::start_on(
+        tempfile::tempdir().expect("tempdir"),
+        "s3://txn/lake",
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    s.rows("CREATE SCHEMA lakehouse.main");
+    s.rows("CREATE TABLE t (id INT); INSERT INTO t VALUES (1)");
+    let mut f = Flight::login(&s, ALICE);
+    let ids = |s: &Server| s.rows("SELECT id FROM t ORDER BY id");
+    let keys = |prefix: &str| moto.keys("txn", &format!("lake/{prefix}"));
+    let before = keys("lakehouse/main/t/");
+    let stage = |f: &mut Flight, txn: &bytes::Bytes| {
+        for sql in [
+            "INSERT INTO t VALUES (2)",
+            "UPDATE t SET id = 10 WHERE id = 1",
+            "CREATE TABLE n__tmp AS SELECT 1 AS id",
+            "ALTER TABLE n__tmp RENAME TO n",
+        ] {
+            ok(run(f, sql, txn));
+        }
+    };
+
+    let txn = begin(&mut f);
+    stage(&mut f, &txn);
+    assert_eq!(ids(&s), vec![vec![json!(1)]]);
+    assert_eq!(
+        s.error("SELECT id FROM n"),
+        "Catalog Error: Table with name n does not exist!"
+    );
+    let private = keys(".deltalite_txn/");
+    assert!(
+        private
+            .iter()
+            .any(|k| k.contains("/lakehouse/main/n/00000000000000000000.json")),
+        "{private:?}"
+    );
+    ok(end(&mut f, &txn, EndTransaction::Rollback));
+    assert_eq!(ids(&s), vec![vec![json!(1)]]);
+    assert_eq!(keys("lakehouse/main/t/"), before);
+    assert_eq!(keys(".deltalite_txn/"), Vec::<String>::new());
+    assert_eq!(keys("lakehouse/main/n/"), Vec::<String>::new());
+    assert_eq!(keys("lakehouse/main/n__tmp/"), Vec::<String>::new());
+
+    let txn = begin(&mut f);
+    stage(&mut f, &txn);
+    ok(end(&mut f, &txn, EndTransaction::Commit));
+    assert_eq!(ids(&s), vec![vec![json!(2)], vec![json!(10)]]);
+    assert_eq!(s.rows("SELECT id FROM n"), vec![vec![json!(1)]]);
+    assert_eq!(keys(".deltalite_txn/"), Vec::<String>::new());
+}
+
 /// `DROP TABLE` and `DROP SCHEMA` in a transaction move the folder aside: others see it
 /// gone at once, ROLLBACK brings it back whole (rows, history, views), COMMIT deletes it
 /// (nothing is left on disk), and a name someone took meanwhile makes the drop stand,
