@@ -17,7 +17,7 @@
 //!   cleanup of files an attempt wrote but did not commit, commit properties.
 //! - [`ops`]: every operation, each an `impl DeltaLiteTable` method: upsert (its stages
 //!   in `ops::upsert`), create/append/overwrite and Parquet-as-is (`write`), compaction,
-//!   type changes, file replacement.
+//!   type changes, file replacement, restore, publishing a staged copy (`ops::publish`).
 
 pub mod error;
 mod io;
