@@ -14,7 +14,7 @@
 //!
 //! Versions above the pin in the real log are hidden (another session's commits since:
 //! the transaction keeps the snapshot it started writing from), and so is the real
-//! `_last_checkpoint`, which may name such a version; the log is then listed from the
+//! `_last_checkpoint` when it names such a version; the log is then listed from the
 //! start, and a checkpoint at or below the pin is still found in the listing.
 
 use std::collections::HashMap;
@@ -27,14 +27,17 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
 };
 
 /// The folder of the data root holding open transactions' private logs.
 pub const PRIVATE_FOLDER: &str = ".deltalite_txn";
 
 const DELTA_LOG: &str = "_delta_log";
+
+/// The log's checkpoint hint: which checkpoint to start reading from.
+const LAST_CHECKPOINT: &str = "_last_checkpoint";
 
 /// See the module documentation.
 #[derive(Debug)]
@@ -240,13 +243,58 @@ impl StagedLog {
         match self.route(location) {
             Route::Pass => location.clone(),
             Route::Log { table, base, name } => {
-                if name == "_last_checkpoint" {
-                    // Never the real one: it may name a version above the pin.
+                if name == LAST_CHECKPOINT {
+                    // Written privately; read by `Self::last_checkpoint`.
                     return join(&self.private_dir(&table), &name);
                 }
                 self.resolve(location, &table, base, &name)
             }
         }
+    }
+
+    /// A pinned table's checkpoint hint: the transaction's own (written with a private
+    /// checkpoint), else the real one when it names a version the pin includes; without
+    /// either, not found (the kernel then lists the log from its start).
+    async fn last_checkpoint(
+        &self,
+        location: &Path,
+        table: &Path,
+        base: u64,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let private = join(&self.private_dir(table), LAST_CHECKPOINT);
+        match self.inner.get_opts(&private, options.clone()).await {
+            Ok(mut result) => {
+                result.meta.location = location.clone();
+                return Ok(result);
+            }
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let real = self.inner.get_opts(location, options).await?;
+        let (meta, range, attributes) = (
+            real.meta.clone(),
+            real.range.clone(),
+            real.attributes.clone(),
+        );
+        let bytes = real.bytes().await?;
+        let version = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v.get("version")?.as_u64());
+        if version.is_none_or(|v| v > base) {
+            return Err(object_store::Error::NotFound {
+                path: location.to_string(),
+                source: "the checkpoint hint names a version after the transaction's pin".into(),
+            });
+        }
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(
+                futures::stream::once(async move { Ok(bytes) }).boxed(),
+            ),
+            meta,
+            range,
+            attributes,
+        })
     }
 
     /// A pinned log's listing: the real entries of the pinned version, then the private
@@ -256,10 +304,15 @@ impl StagedLog {
         prefix: &Path,
         table: &Path,
         base: Option<u64>,
+        offset: Option<&Path>,
     ) -> object_store::Result<Vec<ObjectMeta>> {
         let mut out = Vec::new();
         if let Some(b) = base {
-            let real: Vec<ObjectMeta> = self.inner.list(Some(prefix)).try_collect().await?;
+            let real = match offset {
+                Some(o) => self.inner.list_with_offset(Some(prefix), o),
+                None => self.inner.list(Some(prefix)),
+            };
+            let real: Vec<ObjectMeta> = real.try_collect().await?;
             out.extend(real.into_iter().filter(|m| {
                 m.location
                     .filename()
@@ -277,7 +330,7 @@ impl StagedLog {
                 .map(|parts| parts.map(|p| p.as_ref().to_string()).collect())
                 .unwrap_or_default();
             let location = join(&log, &rest.join("/"));
-            if location.prefix_matches(prefix) {
+            if location.prefix_matches(prefix) && offset.is_none_or(|o| &location > o) {
                 meta.location = location;
                 out.push(meta);
             }
@@ -314,6 +367,17 @@ impl ObjectStore for StagedLog {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        if let Route::Log {
+            table,
+            base: Some(base),
+            name,
+        } = self.route(location)
+            && name == LAST_CHECKPOINT
+            && !options.head
+            && options.range.is_none()
+        {
+            return self.last_checkpoint(location, &table, base, options).await;
+        }
         let mapped = self.map(location);
         let mut result = self.inner.get_opts(&mapped, options).await?;
         result.meta.location = location.clone();
@@ -360,10 +424,37 @@ impl ObjectStore for StagedLog {
             Route::Log { table, base, .. } => {
                 let view = self.snapshot();
                 let prefix = prefix.clone();
-                futures::stream::once(async move { view.list_log(&prefix, &table, base).await })
-                    .map_ok(|entries| futures::stream::iter(entries.into_iter().map(Ok)))
-                    .try_flatten()
-                    .boxed()
+                futures::stream::once(
+                    async move { view.list_log(&prefix, &table, base, None).await },
+                )
+                .map_ok(|entries| futures::stream::iter(entries.into_iter().map(Ok)))
+                .try_flatten()
+                .boxed()
+            }
+        }
+    }
+
+    /// A log listed from a version on (how the kernel reads one after its checkpoint)
+    /// asks the real store from that offset too.
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let Some(prefix) = prefix else {
+            return self.inner.list_with_offset(None, offset);
+        };
+        match self.route(prefix) {
+            Route::Pass => self.inner.list_with_offset(Some(prefix), offset),
+            Route::Log { table, base, .. } => {
+                let view = self.snapshot();
+                let (prefix, offset) = (prefix.clone(), offset.clone());
+                futures::stream::once(async move {
+                    view.list_log(&prefix, &table, base, Some(&offset)).await
+                })
+                .map_ok(|entries| futures::stream::iter(entries.into_iter().map(Ok)))
+                .try_flatten()
+                .boxed()
             }
         }
     }
@@ -376,7 +467,7 @@ impl ObjectStore for StagedLog {
             Route::Pass => self.inner.list_with_delimiter(Some(p)).await,
             Route::Log { table, base, .. } => {
                 let objects = self
-                    .list_log(p, &table, base)
+                    .list_log(p, &table, base, None)
                     .await?
                     .into_iter()
                     .filter(|m| m.location.prefix_match(p).is_some_and(|r| r.count() == 1))
@@ -436,6 +527,80 @@ mod tests {
     use super::*;
     use object_store::ObjectStoreExt;
     use object_store::local::LocalFileSystem;
+
+    /// Through the view, a pinned log is the real one up to the pin plus the private
+    /// commits, listed whole or from an offset, and the real checkpoint hint is served
+    /// only when it names a version the pin includes.
+    #[tokio::test]
+    async fn a_pinned_log_hides_later_versions_and_hints() {
+        use object_store::memory::InMemory;
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let root = Path::from("lake");
+        let t = root.clone().join("c").join("s").join("t");
+        let log = t.clone().join(DELTA_LOG);
+        let entry = |v: u64| log.clone().join(format!("{v:020}.json").as_str());
+        for v in 0..10 {
+            inner
+                .put(&entry(v), Bytes::from_static(b"real").into())
+                .await
+                .expect("put");
+        }
+        inner
+            .put(
+                &log.clone().join(LAST_CHECKPOINT),
+                Bytes::from_static(br#"{"version":5,"size":1}"#).into(),
+            )
+            .await
+            .expect("put");
+        let staged = StagedLog::new(Arc::clone(&inner), root.clone(), "x");
+        staged.pin(t.clone(), Some(7));
+        staged
+            .put(&entry(8), Bytes::from_static(b"private").into())
+            .await
+            .expect("put");
+        let versions = |metas: Vec<ObjectMeta>| {
+            let mut v: Vec<u64> = metas
+                .iter()
+                .filter_map(|m| m.location.filename().and_then(version_of))
+                .collect();
+            v.sort();
+            v
+        };
+        let all: Vec<ObjectMeta> = staged.list(Some(&log)).try_collect().await.expect("list");
+        assert_eq!(versions(all), (0..=8).collect::<Vec<_>>());
+        let from: Vec<ObjectMeta> = staged
+            .list_with_offset(Some(&log), &entry(4))
+            .try_collect()
+            .await
+            .expect("list");
+        assert_eq!(versions(from), [5, 6, 7, 8]);
+        async fn read(store: &dyn ObjectStore, path: Path) -> Bytes {
+            let got = store.get(&path).await.expect("get");
+            got.bytes().await.expect("bytes")
+        }
+        assert_eq!(read(&staged, entry(8)).await.as_ref(), b"private");
+        assert_eq!(read(inner.as_ref(), entry(8)).await.as_ref(), b"real");
+        assert_eq!(read(&staged, entry(3)).await.as_ref(), b"real");
+        assert!(matches!(
+            staged.get(&entry(9)).await,
+            Err(object_store::Error::NotFound { .. })
+        ));
+        let hint = log.clone().join(LAST_CHECKPOINT);
+        let served = staged
+            .get(&hint)
+            .await
+            .expect("hint")
+            .bytes()
+            .await
+            .expect("bytes");
+        assert_eq!(served.as_ref(), br#"{"version":5,"size":1}"#);
+        let early = StagedLog::new(Arc::clone(&inner), root, "y");
+        early.pin(t, Some(3));
+        assert!(matches!(
+            early.get(&hint).await,
+            Err(object_store::Error::NotFound { .. })
+        ));
+    }
 
     #[tokio::test]
     async fn rename_moves_private_commits() {

@@ -884,6 +884,25 @@ fn transactions_stage_commit_roll_back_and_refuse_conflicts() {
     ok(end(&mut f, &txn, EndTransaction::Rollback));
     assert_eq!(s.rows("SELECT v FROM m"), vec![vec![json!(2)]]);
 
+    // A checkpointed table: the transaction reads from the checkpoint its pin includes,
+    // its own commits checkpoint privately, the publish lands after the last real one.
+    s.rows("CREATE TABLE cp (id INT); ALTER TABLE cp SET TBLPROPERTIES ('delta.checkpointInterval' = '2')");
+    for i in 0..5 {
+        s.rows(&format!("INSERT INTO cp VALUES ({i})"));
+    }
+    let txn = begin(&mut f);
+    for i in 5..9 {
+        ok(run(&mut f, &format!("INSERT INTO cp VALUES ({i})"), &txn));
+    }
+    ok(run(&mut f, "DELETE FROM cp WHERE id = 0", &txn));
+    assert_eq!(inside(&mut f, "SELECT count(*) AS id FROM cp", &txn), [8]);
+    assert_eq!(s.rows("SELECT count(*) FROM cp"), vec![vec![json!(5)]]);
+    ok(end(&mut f, &txn, EndTransaction::Commit));
+    assert_eq!(
+        s.rows("SELECT count(*), min(id) FROM cp"),
+        vec![vec![json!(8), json!(1)]]
+    );
+
     // Closing the session with a transaction open rolls it back before answering.
     let txn = begin(&mut f);
     ok(run(&mut f, "DELETE FROM t WHERE id > 1", &txn));
