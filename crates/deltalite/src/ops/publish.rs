@@ -22,7 +22,7 @@ use deltalake::logstore::get_actions;
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use object_store::ObjectStoreExt;
 
-use super::restore::file_keys;
+use super::restore::{file_keys, removal};
 use crate::error::{DeltaLiteError, Result};
 use crate::table::{DeltaLiteTable, TableLocation};
 use crate::txn::commit::touches_read_set;
@@ -150,11 +150,7 @@ impl TableLocation {
             if kept.contains(key) {
                 continue;
             }
-            let mut remove = remove.clone();
-            remove.tags = add.tags.clone();
-            remove.base_row_id = add.base_row_id;
-            remove.default_row_commit_version = add.default_row_commit_version;
-            actions.push(Action::Remove(remove));
+            actions.push(Action::Remove(removal(add, remove)));
             files_removed += 1;
         }
         let mut changed_table = false;

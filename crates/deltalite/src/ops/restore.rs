@@ -54,6 +54,16 @@ pub(crate) fn file_keys(state: &DeltaTableState) -> HashMap<FileKey, (Add, Remov
         .collect()
 }
 
+/// The Remove of a live file, carrying its Add's tags and row-tracking fields (a file's
+/// `remove_action` leaves them out).
+pub(crate) fn removal(add: &Add, remove: &Remove) -> Remove {
+    let mut remove = remove.clone();
+    remove.tags = add.tags.clone();
+    remove.base_row_id = add.base_row_id;
+    remove.default_row_commit_version = add.default_row_commit_version;
+    remove
+}
+
 /// A restore to `target` (the loaded snapshot of the version to restore), for [`txn::run`].
 struct RestoreAttempt {
     target: DeltaTableState,
@@ -108,11 +118,7 @@ impl txn::Attempt for RestoreAttempt {
                 if kept.contains(key) {
                     continue;
                 }
-                let mut remove = remove.clone();
-                remove.tags = add.tags.clone();
-                remove.base_row_id = add.base_row_id;
-                remove.default_row_commit_version = add.default_row_commit_version;
-                actions.push(Action::Remove(remove));
+                actions.push(Action::Remove(removal(add, remove)));
                 removed += 1;
             }
             // The target's metadata (schema, properties) comes back with its files. The

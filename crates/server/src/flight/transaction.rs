@@ -59,6 +59,23 @@ enum Step {
     SetAside(Dropped),
 }
 
+/// Why a table could not be published.
+enum Failure {
+    /// Others changed it since the pin: the COMMIT is refused (`ABORTED`).
+    Conflict(String),
+    /// Reading or writing it failed.
+    Error(crate::error::ApiError),
+}
+
+impl Failure {
+    fn engine(name: &TableName, base: Option<u64>, e: deltalite::DeltaLiteError) -> Self {
+        match e {
+            deltalite::DeltaLiteError::CommitConflict(_) => Failure::Conflict(conflict(base)),
+            e => Failure::Error(crate::error::ApiError::from_engine(&name.to_string(), e)),
+        }
+    }
+}
+
 /// Why a table's staged changes conflict, for the COMMIT's error.
 fn conflict(base: Option<u64>) -> String {
     match base {
@@ -162,7 +179,7 @@ impl Transaction {
         for lock in &locks {
             guards.push(lock.lock().await);
         }
-        let mut failure: Option<(TableName, String)> = None;
+        let mut failure: Option<(TableName, Failure)> = None;
         let mut plans = Vec::new();
         for (name, base) in &self.tables {
             match self.plan(real, name, *base).await {
@@ -179,11 +196,11 @@ impl Transaction {
                 match plan.conflicts().await {
                     Ok(false) => {}
                     Ok(true) => {
-                        failure = Some((name.clone(), conflict(*base)));
+                        failure = Some((name.clone(), Failure::Conflict(conflict(*base))));
                         break;
                     }
                     Err(e) => {
-                        failure = Some((name.clone(), e.to_string()));
+                        failure = Some((name.clone(), Failure::engine(name, *base, e)));
                         break;
                     }
                 }
@@ -194,12 +211,9 @@ impl Transaction {
             for (name, base, plan) in plans {
                 match plan.commit(&Default::default(), PUBLISH_RETRIES).await {
                     Ok(_) => published.push(name),
-                    Err(deltalite::DeltaLiteError::CommitConflict(_)) => {
-                        failure = Some((name, conflict(base)));
-                        break;
-                    }
                     Err(e) => {
-                        failure = Some((name, e.to_string()));
+                        let why = Failure::engine(&name, base, e);
+                        failure = Some((name, why));
                         break;
                     }
                 }
@@ -236,9 +250,23 @@ impl Transaction {
             let names: Vec<String> = published.iter().map(|n| n.to_string()).collect();
             format!("already committed: {}", names.join(", "))
         };
-        Err(Status::aborted(format!(
-            "TransactionContext Error: Conflict on {failed}: {e}; {kept}"
-        )))
+        Err(match e {
+            Failure::Conflict(why) => Status::aborted(format!(
+                "TransactionContext Error: Conflict on {failed}: {why}; {kept}"
+            )),
+            // A storage failure keeps its own status (UNAVAILABLE when transient: the
+            // client may run the transaction again).
+            Failure::Error(e) => {
+                let s = status(e);
+                Status::new(
+                    s.code(),
+                    format!(
+                        "TransactionContext Error: COMMIT of {failed} failed: {}; {kept}",
+                        s.message()
+                    ),
+                )
+            }
+        })
     }
 
     /// `name`'s staged changes as a plan to publish; `None` when there are none.
@@ -247,22 +275,22 @@ impl Transaction {
         real: &Storage,
         name: &TableName,
         base: Option<u64>,
-    ) -> Result<Option<deltalite::PublishPlan>, String> {
+    ) -> Result<Option<deltalite::PublishPlan>, Failure> {
         let staged = match self.storage.open_table(name).await {
             Ok(Some(t)) => t,
             // Never created (its CREATE failed): nothing to publish.
             Ok(None) => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(Failure::Error(e)),
         };
         if base == Some(staged.version()) {
             return Ok(None);
         }
-        let location = real.location(name).map_err(|e| e.to_string())?;
+        let location = real.location(name).map_err(Failure::Error)?;
         location
             .plan_publish(base, &staged)
             .await
             .map(Some)
-            .map_err(|e| e.to_string())
+            .map_err(|e| Failure::engine(name, base, e))
     }
 
     /// Delete the files the staged commits of `tables` added (best effort: what is left
@@ -480,4 +508,36 @@ pub async fn after_statement(
         .delete_folders(folders)
         .await
         .map_err(|e| Status::internal(format!("transaction: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A conflict refuses the COMMIT (`ABORTED`); a storage failure keeps its own,
+    /// retryable status instead of passing for a conflict.
+    #[test]
+    fn publish_failures_are_conflicts_or_storage_errors() {
+        let name = TableName::new("c", "s", "t").expect("name");
+        let conflict = Failure::engine(
+            &name,
+            Some(3),
+            deltalite::DeltaLiteError::CommitConflict("lost".into()),
+        );
+        assert!(
+            matches!(conflict, Failure::Conflict(ref why) if why == "another session changed the table since this transaction first wrote it")
+        );
+        let transient = Failure::engine(
+            &name,
+            Some(3),
+            deltalite::DeltaLiteError::ObjectStore(object_store::Error::Generic {
+                store: "S3",
+                source: "503 Slow Down".into(),
+            }),
+        );
+        let Failure::Error(e) = transient else {
+            panic!("a storage failure is not a conflict");
+        };
+        assert_eq!(status(e).code(), tonic::Code::Unavailable);
+    }
 }
