@@ -473,3 +473,15 @@ def test_views_list_their_columns_and_read_their_cte_chains(client, schema):
         )
         == want
     )
+
+
+def test_tables_are_scanned_into_plain_strings_and_binaries(client, schema):
+    """A Delta scan yields Utf8/Binary, as the session asks, not views: results go out
+    without a cast, and a hash table holds each value, not the decoded page it sits in."""
+    client.query(
+        f"CREATE TABLE {schema}.typed AS SELECT 'a' AS s, CAST('b' AS BYTEA) AS b; "
+        f"INSERT INTO {schema}.typed VALUES ('c', CAST('d' AS BYTEA))"
+    )
+    assert client.rows(
+        f"SELECT DISTINCT arrow_typeof(s), arrow_typeof(b) FROM {schema}.typed"
+    ) == [("Utf8", "Binary")]

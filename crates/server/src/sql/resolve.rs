@@ -167,11 +167,15 @@ impl SqlSession {
                 Some((_, a)) => &time_travel::load(table.delta_table(), &base, a).await?,
                 None => table.delta_table(),
             };
-            let table_provider = super::scan::DeltaScan::of_table(
-                delta,
-                delta.table_provider().await.map_err(delta_err)?,
-            )
-            .map_err(delta_err)?;
+            // With the session: delta-rs then reads strings and binaries as the session
+            // says (plain, not views), so results need no cast on their way out.
+            let scan = delta
+                .table_provider()
+                .with_session(Arc::new(self.ctx.state()))
+                .await
+                .map_err(delta_err)?;
+            let table_provider =
+                super::scan::DeltaScan::of_table(delta, scan).map_err(delta_err)?;
             // The session's registry learns this table's folder, and nothing more.
             self.grant_table(delta);
             provider
