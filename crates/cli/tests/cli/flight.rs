@@ -1697,6 +1697,25 @@ fn bulk_ingest_creates_appends_replaces_and_upserts() {
         3
     );
     assert_eq!(s.rows("SELECT count(*) FROM ing"), vec![vec![json!(3)]]);
+    // The spooled file is stored as it is, encoded as the engine encodes an append's
+    // files (Snappy pages), in one row group.
+    let files: Vec<_> = std::fs::read_dir(s.data().join("lakehouse/main/ing"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    use parquet::file::reader::FileReader;
+    let stored =
+        parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&files[0]).unwrap())
+            .unwrap();
+    let codecs: Vec<_> = stored
+        .metadata()
+        .row_groups()
+        .iter()
+        .flat_map(|g| g.columns().iter().map(|c| c.compression()))
+        .collect();
+    assert_eq!(codecs, vec![parquet::basic::Compression::SNAPPY; 2]);
     // create when it exists fails, and changes nothing.
     let e = ingest(
         &mut f,

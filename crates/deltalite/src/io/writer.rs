@@ -53,6 +53,15 @@ fn lookup_properties(
     props
 }
 
+/// How an append's files are encoded: Snappy pages, parquet's defaults otherwise (what
+/// delta-rs writes). Also what a server spools a client's rows into when that file is
+/// then stored as it is, so such a file is encoded like any other append's.
+pub fn append_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build()
+}
+
 /// Builds writers that all share one configuration.
 pub(crate) struct WriterFactory {
     store: ObjectStoreRef,

@@ -669,7 +669,7 @@ pub(crate) fn rows_writer(
         WriterConfig::new(
             table_schema,
             partition_columns,
-            None,
+            Some(crate::io::writer::append_properties()),
             NonZeroU64::new(target_file_size),
             None,
             num_indexed_cols,

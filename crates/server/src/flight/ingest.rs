@@ -5,9 +5,11 @@
 
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use arrow_flight::error::FlightError;
 use arrow_flight::sql::server::PeekableFlightDataStream;
 use arrow_flight::sql::{CommandStatementIngest, TableExistsOption, TableNotExistOption};
+use deltalite::parquet::arrow::ArrowWriter;
 use futures::{StreamExt, TryStreamExt};
 use tonic::Status;
 
@@ -166,7 +168,9 @@ pub async fn ingest(
 }
 
 /// The call's batches as one Parquet file in the spool directory, at most
-/// `max_body_bytes` of Arrow data.
+/// `max_body_bytes` of Arrow data. The file is encoded as the engine encodes an append's
+/// files, on a blocking thread while the next batches arrive and are decoded (encoding is
+/// most of an ingest's server work; the two overlap on two cores).
 async fn spool(
     state: &AppState,
     stream: PeekableFlightDataStream,
@@ -177,26 +181,33 @@ async fn spool(
     let file = spool
         .reopen()
         .map_err(|e| Status::internal(format!("spool: {e}")))?;
+    // A few batches in flight: the decoder runs at most this far ahead of the encoder.
+    let (tx, rx) = tokio::sync::mpsc::channel::<RecordBatch>(4);
+    let encoder = tokio::task::spawn_blocking(move || encode(file, rx));
     let mut batches = arrow_data(stream);
-    let mut writer: Option<parquet::arrow::ArrowWriter<std::fs::File>> = None;
-    let mut file = Some(file);
     let mut held: u64 = 0;
     let decode = |e: FlightError| bad(format!("invalid Arrow data: {e}"));
-    while let Some(batch) = batches.next().await {
-        let batch = batch.map_err(decode)?;
-        held = held.saturating_add(batch.get_array_memory_size() as u64);
-        if held > limit {
-            return Err(status(ApiError::TooLarge(limit)));
+    let received = async {
+        while let Some(batch) = batches.next().await {
+            let batch = batch.map_err(decode)?;
+            held = held.saturating_add(batch.get_array_memory_size() as u64);
+            if held > limit {
+                return Err(status(ApiError::TooLarge(limit)));
+            }
+            if tx.send(batch).await.is_err() {
+                // The encoder stopped: its error is the call's.
+                break;
+            }
         }
-        if writer.is_none() {
-            writer = Some(new_writer(&mut file, batch.schema())?);
-        }
-        if let Some(w) = writer.as_mut() {
-            w.write(&batch)
-                .map_err(|e| bad(format!("cannot spool rows: {e}")))?;
-        }
+        Ok(())
     }
-    let writer = match writer {
+    .await;
+    drop(tx);
+    let encoded = encoder
+        .await
+        .map_err(|e| Status::internal(format!("spool: {e}")))?;
+    received?;
+    let writer = match encoded? {
         Some(w) => w,
         // No batch: the stream's schema alone (a table without rows).
         None => {
@@ -204,7 +215,10 @@ async fn spool(
                 .schema()
                 .cloned()
                 .ok_or_else(|| bad("no Arrow schema was sent"))?;
-            new_writer(&mut file, schema)?
+            let file = spool
+                .reopen()
+                .map_err(|e| Status::internal(format!("spool: {e}")))?;
+            new_writer(file, schema)?
         }
     };
     writer
@@ -213,13 +227,30 @@ async fn spool(
     Ok(spool)
 }
 
+/// The encoder thread: every batch received into one Parquet writer over `file`; `None`
+/// when no batch came.
+fn encode(
+    file: std::fs::File,
+    mut batches: tokio::sync::mpsc::Receiver<RecordBatch>,
+) -> Result<Option<ArrowWriter<std::fs::File>>, Status> {
+    let Some(first) = batches.blocking_recv() else {
+        return Ok(None);
+    };
+    let mut writer = new_writer(file, first.schema())?;
+    let mut next = Some(first);
+    while let Some(batch) = next {
+        writer
+            .write(&batch)
+            .map_err(|e| bad(format!("cannot spool rows: {e}")))?;
+        next = batches.blocking_recv();
+    }
+    Ok(Some(writer))
+}
+
 fn new_writer(
-    file: &mut Option<std::fs::File>,
+    file: std::fs::File,
     schema: arrow::datatypes::SchemaRef,
-) -> Result<parquet::arrow::ArrowWriter<std::fs::File>, Status> {
-    let file = file
-        .take()
-        .ok_or_else(|| Status::internal("spool: the file was already used"))?;
-    parquet::arrow::ArrowWriter::try_new(file, schema, None)
+) -> Result<ArrowWriter<std::fs::File>, Status> {
+    ArrowWriter::try_new(file, schema, Some(deltalite::append_properties()))
         .map_err(|e| bad(format!("cannot spool rows: {e}")))
 }
