@@ -12,6 +12,8 @@ subqueries' side, it runs in the same pool.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import Client, SqlError
 from server_process import ServerProcess
@@ -161,3 +163,58 @@ def test_a_write_whose_hash_join_does_not_fit_runs_with_spilling_joins(small_poo
     with pytest.raises(SqlError) as again:
         small_pool.count(f"SELECT count(*) FROM ({select})")
     assert "Resources exhausted" in again.value.message
+
+
+# A key MERGE whose source the pool cannot hold: about 44 MB of plain rows, which the
+# upsert path would hold twice while its batches become one (88 MB > 64 MiB).
+WIDE_ROWS = 200_000
+MERGE_POOL_MB = 64
+
+
+@pytest.fixture(scope="module")
+def merge_pool(tmp_path_factory):
+    data = tmp_path_factory.mktemp("merge-pool")
+    args = ["--query-memory-mb", str(MERGE_POOL_MB)]
+    with ServerProcess(data=data, args=args) as server:
+        yield Client(server), data
+
+
+def last_commit_info(data, table: str) -> dict:
+    log = sorted((data / "lakehouse" / "main" / table / "_delta_log").glob("*.json"))
+    actions = [json.loads(line) for line in log[-1].read_text().splitlines()]
+    return next(a["commitInfo"] for a in actions if "commitInfo" in a)
+
+
+def test_a_merge_source_the_pool_cannot_hold_takes_the_general_path(merge_pool):
+    client, data = merge_pool
+    client.query("CREATE SCHEMA staging")
+    for table, rows, fill in (("wide", 1_000, "t"), ("staging.wide", WIDE_ROWS, "s")):
+        client.query(
+            f"CREATE TABLE {table} AS SELECT i AS id,"
+            f" repeat('{fill}', 199) || CAST(i % 10 AS VARCHAR) AS payload"
+            f" FROM generate_series(1, {rows}) AS t(i)"
+        )
+    merge = (
+        "MERGE INTO wide AS t USING {source} AS s ON t.id = s.id"
+        " WHEN MATCHED THEN UPDATE SET payload = s.payload"
+        " WHEN NOT MATCHED THEN INSERT (id, payload) VALUES (s.id, s.payload)"
+    )
+    # The same statement with a source the pool holds is the engine's upsert.
+    small = "(SELECT * FROM staging.wide WHERE id <= 10)"
+    assert client.rows(merge.format(source=small)) == [(10,)]
+    assert last_commit_info(data, "wide").get("deltalite.operation") == "merge"
+
+    assert client.rows(merge.format(source="staging.wide")) == [(WIDE_ROWS,)]
+    info = last_commit_info(data, "wide")
+    assert info["operation"] == "MERGE" and "deltalite.operation" not in info, info
+    assert client.rows(
+        "SELECT count(*), count(DISTINCT id), min(id), max(id),"
+        " count(*) FILTER (WHERE payload LIKE 's%') FROM wide"
+    ) == [(WIDE_ROWS, WIDE_ROWS, 1, WIDE_ROWS, WIDE_ROWS)]
+    assert (
+        client.count(
+            "SELECT count(*) FROM wide t JOIN staging.wide s"
+            " ON t.id = s.id AND t.payload = s.payload"
+        )
+        == WIDE_ROWS
+    )

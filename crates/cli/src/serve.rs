@@ -82,9 +82,11 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "DELTALITE_QUERY_TIMEOUT_SECS", default_value_t = deltalite_server::config::DEFAULT_QUERY_TIMEOUT.as_secs())]
     query_timeout_secs: u64,
 
-    /// Memory, in MiB, that all running queries may hold together in sorts, joins and
-    /// aggregations; beyond it they spill to disk or fail with "Resources exhausted" (a
-    /// write whose hash join does not fit runs once more with sort-merge joins, which spill).
+    /// Memory, in MiB, that all running queries may hold together in sorts, joins,
+    /// aggregations and the source a key MERGE hands to the upsert engine; beyond it they
+    /// spill to disk or fail with "Resources exhausted" (a write whose hash join does not
+    /// fit runs once more with sort-merge joins, which spill; a MERGE source that does not
+    /// fit takes the general MERGE path, whose joins spill).
     #[arg(long, env = "DELTALITE_QUERY_MEMORY_MB", default_value_t = deltalite_server::config::DEFAULT_QUERY_MEMORY_BYTES / deltalite::MIB)]
     query_memory_mb: usize,
 

@@ -8,7 +8,8 @@
 //!   columns and source columns, the clauses are one unconditional `WHEN MATCHED THEN
 //!   UPDATE` and one unconditional `WHEN NOT MATCHED THEN INSERT` of the same columns,
 //!   keys are not floating point, the table's partition columns are among the keys, the
-//!   source's keys are unique and the source fits `max_source_bytes`, the statement *is*
+//!   source's keys are unique and the source fits `max_source_bytes` and the query pool
+//!   (it is held there while the engine runs), the statement *is*
 //!   an upsert: the engine's key index, pruning and probe apply, and only files holding a
 //!   source key are read and rewritten. This is what dlt and dbt send.
 //! - **General** ([`MergePlanner`]): any `ON` and clauses, through
@@ -34,6 +35,7 @@ use std::sync::{Arc, Mutex};
 use arrow::array::{Array, AsArray, BooleanArray};
 use arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use arrow::record_batch::RecordBatch;
+use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, BinaryOperator, Expr as SqlExpr, Merge, MergeAction, MergeClauseKind,
     MergeInsertKind, TableFactor,
@@ -435,25 +437,36 @@ impl SqlSession {
             spec.sa()
         );
         let limit = deltalite::Knobs::default().max_source_bytes;
+        // The held source is the query pool's like any operator's memory: a source the
+        // pool cannot hold (twice, while its pieces become one batch) takes the general
+        // path, whose joins spill, instead of growing the server past the pool.
+        let reservation = MemoryConsumer::new("MERGE source (upsert path)")
+            .register(&self.ctx.runtime_env().memory_pool);
         let mut stream = self.stream_sql(&sql).await?;
         let schema = super::plain::plain_schema(&stream.schema());
         let mut batches = Vec::new();
-        let mut held = 0usize;
         while let Some(batch) = stream.try_next().await.map_err(sql_error)? {
             // Plain strings hold their own values; the scan's views hold whole decoded
             // pages (dlt's 4.08M-row nested source: 1.18 GB held as views for ~0.3 GB).
             let batch = super::plain::plain_batch(&batch);
-            held = held.saturating_add(batch.get_array_memory_size());
-            if held > limit {
+            let size = batch.get_array_memory_size();
+            if reservation.size().saturating_add(size) > limit
+                || reservation.try_grow(size).is_err()
+            {
                 return Ok(None);
             }
             batches.push(batch);
         }
+        drop(stream);
         // One batch, and the pieces freed: the engine works on one batch, and would copy
         // them into one while they are still held here.
+        if reservation.try_grow(reservation.size()).is_err() {
+            return Ok(None);
+        }
         let source = arrow::compute::concat_batches(&schema, &batches)
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         drop(batches);
+        reservation.resize(source.get_array_memory_size());
         let keys: Vec<String> = shape.keys.iter().map(|(t, _)| t.clone()).collect();
         let mut options = UpsertOptions::new(keys);
         options.on_duplicate = OnDuplicate::Error;
