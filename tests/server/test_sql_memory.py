@@ -166,7 +166,8 @@ def test_a_write_whose_hash_join_does_not_fit_runs_with_spilling_joins(small_poo
 
 
 # A key MERGE whose source the pool cannot hold: about 44 MB of plain rows, which the
-# upsert path would hold twice while its batches become one (88 MB > 64 MiB).
+# upsert path would hold plus its widest column (the payload, about 42 MB) while its
+# batches become one: 86 MB > 64 MiB.
 WIDE_ROWS = 200_000
 MERGE_POOL_MB = 64
 

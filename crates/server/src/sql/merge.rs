@@ -9,7 +9,8 @@
 //!   UPDATE` and one unconditional `WHEN NOT MATCHED THEN INSERT` of the same columns,
 //!   keys are not floating point, the table's partition columns are among the keys, the
 //!   source's keys are unique and the source fits `max_source_bytes` and the query pool
-//!   (it is held there while the engine runs), the statement *is*
+//!   (it is held there, plus its widest column while its batches become one, until the
+//!   engine is done), the statement *is*
 //!   an upsert: the engine's key index, pruning and probe apply, and only files holding a
 //!   source key are read and rewritten. This is what dlt and dbt send.
 //! - **General** ([`MergePlanner`]): any `ON` and clauses, through
@@ -32,7 +33,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use arrow::array::{Array, AsArray, BooleanArray};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatchOptions};
 use arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::execution::memory_pool::MemoryConsumer;
@@ -438,16 +439,16 @@ impl SqlSession {
         );
         let limit = deltalite::Knobs::default().max_source_bytes;
         // The held source is the query pool's like any operator's memory: a source the
-        // pool cannot hold (twice, while its pieces become one batch) takes the general
-        // path, whose joins spill, instead of growing the server past the pool.
+        // pool cannot hold (plus one column while its batches become one) takes the
+        // general path, whose joins spill, instead of growing the server past the pool.
         let reservation = MemoryConsumer::new("MERGE source (upsert path)")
             .register(&self.ctx.runtime_env().memory_pool);
         let mut stream = self.stream_sql(&sql).await?;
         let schema = super::plain::plain_schema(&stream.schema());
         let mut batches = Vec::new();
         while let Some(batch) = stream.try_next().await.map_err(sql_error)? {
-            // Plain strings hold their own values; the scan's views hold whole decoded
-            // pages (dlt's 4.08M-row nested source: 1.18 GB held as views for ~0.3 GB).
+            // Plain strings hold their own values; views would hold whole decoded pages
+            // (dlt's 4.08M-row nested source: 1.18 GB held as views for ~0.3 GB).
             let batch = super::plain::plain_batch(&batch);
             let size = batch.get_array_memory_size();
             if reservation.size().saturating_add(size) > limit
@@ -458,14 +459,22 @@ impl SqlSession {
             batches.push(batch);
         }
         drop(stream);
-        // One batch, and the pieces freed: the engine works on one batch, and would copy
-        // them into one while they are still held here.
-        if reservation.try_grow(reservation.size()).is_err() {
+        let widest = (0..schema.fields().len())
+            .map(|i| {
+                batches
+                    .iter()
+                    .map(|b| b.column(i).get_array_memory_size())
+                    .sum::<usize>()
+            })
+            .max()
+            .unwrap_or(0);
+        if reservation.try_grow(widest).is_err() {
             return Ok(None);
         }
-        let source = arrow::compute::concat_batches(&schema, &batches)
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
-        drop(batches);
+        // One batch: the engine works on one, and would copy the pieces into one while
+        // they are still held here.
+        let source =
+            concat_by_column(&schema, batches).map_err(|e| ApiError::Internal(e.to_string()))?;
         reservation.resize(source.get_array_memory_size());
         let keys: Vec<String> = shape.keys.iter().map(|(t, _)| t.clone()).collect();
         let mut options = UpsertOptions::new(keys);
@@ -488,6 +497,35 @@ impl SqlSession {
         // SQL counts target rows: a key stored twice is two updated rows.
         Ok(Some((stats.rows_replaced + stats.rows_inserted) as u64))
     }
+}
+
+/// `pieces` as one batch, built a column at a time and each column's pieces freed once
+/// copied: the peak is the pieces plus their widest column, not twice the pieces.
+fn concat_by_column(
+    schema: &SchemaRef,
+    pieces: Vec<RecordBatch>,
+) -> Result<RecordBatch, arrow::error::ArrowError> {
+    if pieces.is_empty() {
+        return Ok(RecordBatch::new_empty(Arc::clone(schema)));
+    }
+    let rows = pieces.iter().map(RecordBatch::num_rows).sum();
+    let mut columns: Vec<Vec<ArrayRef>> =
+        vec![Vec::with_capacity(pieces.len()); schema.fields().len()];
+    for piece in pieces {
+        for (parts, column) in columns.iter_mut().zip(piece.columns()) {
+            parts.push(Arc::clone(column));
+        }
+    }
+    let mut whole = Vec::with_capacity(columns.len());
+    for parts in columns {
+        let arrays: Vec<&dyn Array> = parts.iter().map(AsRef::as_ref).collect();
+        whole.push(arrow::compute::concat(&arrays)?);
+    }
+    RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        whole,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
 }
 
 /// The upsert a `MERGE` is: key pairs and the written columns, (target, source) each.
@@ -1269,5 +1307,41 @@ impl ReplacePlanner for MergePlanner<'_> {
                 .await
                 .map_err(|e| DeltaLiteError::Other(keep_failure(&self.failure, e)))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{Field, Schema};
+
+    use super::*;
+
+    #[test]
+    fn pieces_become_the_batch_concat_batches_gives() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        let piece = |ids: Vec<i64>, names: Vec<Option<&str>>| {
+            RecordBatch::try_new(
+                Arc::clone(&schema),
+                vec![
+                    Arc::new(Int64Array::from(ids)) as ArrayRef,
+                    Arc::new(StringArray::from(names)) as ArrayRef,
+                ],
+            )
+            .unwrap()
+        };
+        let pieces = vec![
+            piece(vec![1, 2], vec![Some("a"), None]),
+            piece(vec![], vec![]),
+            piece(vec![3], vec![Some("c")]),
+        ];
+        let expected = arrow::compute::concat_batches(&schema, &pieces).unwrap();
+        assert_eq!(concat_by_column(&schema, pieces).unwrap(), expected);
+        assert_eq!(expected.num_rows(), 3);
+        let empty = concat_by_column(&schema, Vec::new()).unwrap();
+        assert_eq!((empty.num_rows(), empty.schema()), (0, Arc::clone(&schema)));
     }
 }
