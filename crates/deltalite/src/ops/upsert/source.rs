@@ -288,12 +288,12 @@ pub(crate) fn prepare(
             HashMap::with_capacity_and_hasher(part_batch.num_rows(), Default::default());
         let mut duplicates = 0usize;
         for (row, _) in null_key.iter().enumerate().filter(|(_, null)| !**null) {
-            let k = keys.row(row);
-            match winner.get_mut(k) {
-                None => {
-                    winner.insert(k, row as u32);
+            match winner.entry(keys.row(row)) {
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(row as u32);
                 }
-                Some(current) => {
+                std::collections::hash_map::Entry::Occupied(mut e) => {
+                    let current = e.get_mut();
                     duplicates += 1;
                     let replace = match &cursors {
                         Some(c) => c.row(row) >= c.row(*current as usize),
