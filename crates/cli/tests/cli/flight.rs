@@ -1648,6 +1648,70 @@ fn session_options_and_scratch_catalogs() {
 }
 
 #[test]
+fn a_bulk_ingest_the_disk_cannot_hold_is_the_servers_failure_and_leaves_nothing() {
+    // The server cannot write a file past 1 MiB: the spool of a larger ingest fails as a
+    // full disk would. That is the server's failure (INTERNAL, as HTTP's 500), not the
+    // client's, and it leaves neither a table nor a spool file behind.
+    let spool = tempfile::tempdir().expect("spool dir");
+    let spool_dir = format!("--spool-dir={}", spool.path().display());
+    let s = Server::start_with_file_limit(1024, &[&spool_dir]);
+    let mut f = Flight::login(&s, ALICE);
+    let ingest = |f: &mut Flight, table: &str, batches: Vec<RecordBatch>| {
+        let cmd = CommandStatementIngest {
+            table_definition_options: Some(arrow_flight::sql::TableDefinitionOptions {
+                if_not_exist: 1, // create
+                if_exists: 2,    // append
+            }),
+            table: table.into(),
+            schema: Some("main".into()),
+            catalog: Some("lakehouse".into()),
+            temporary: false,
+            transaction_id: None,
+            options: Default::default(),
+        };
+        let stream = futures::stream::iter(batches.into_iter().map(Ok));
+        f.rt.block_on(f.client.execute_ingest(cmd, stream))
+            .map_err(status_of)
+    };
+    // 8 x 50,000 rows of distinct 40-character strings: about 16 MB to encode.
+    let big: Vec<RecordBatch> = (0..8)
+        .map(|b| {
+            let ids: Vec<i64> = (b * 50_000..(b + 1) * 50_000).collect();
+            let names: Vec<String> = ids
+                .iter()
+                .map(|i| format!("{:040x}", (*i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+                .collect();
+            batch(vec![
+                ("id", Arc::new(Int64Array::from(ids)) as ArrayRef),
+                ("name", Arc::new(StringArray::from(names)) as ArrayRef),
+            ])
+        })
+        .collect();
+    let e = ingest(&mut f, "big", big).expect_err("the spool is over the limit");
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            Code::Internal,
+            "spool I/O error: File too large (os error 27)"
+        )
+    );
+    assert!(!s.data().join("lakehouse/main/big").exists());
+    let left: Vec<_> = std::fs::read_dir(spool.path()).unwrap().collect();
+    assert!(left.is_empty(), "spool files left: {left:?}");
+    // A batch the spool can hold still goes in, on the same server.
+    let small = batch(vec![
+        ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+        (
+            "name",
+            Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
+        ),
+    ]);
+    assert_eq!(ok(ingest(&mut f, "small", vec![small])), 2);
+    assert_eq!(s.rows("SELECT count(*) FROM small"), vec![vec![json!(2)]]);
+    assert!(!s.data().join("lakehouse/main/big").exists());
+}
+
+#[test]
 fn bulk_ingest_creates_appends_replaces_and_upserts() {
     let s = Server::start();
     let mut f = Flight::login(&s, ALICE);

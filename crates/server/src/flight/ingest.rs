@@ -10,6 +10,7 @@ use arrow_flight::error::FlightError;
 use arrow_flight::sql::server::PeekableFlightDataStream;
 use arrow_flight::sql::{CommandStatementIngest, TableExistsOption, TableNotExistOption};
 use deltalite::parquet::arrow::ArrowWriter;
+use deltalite::parquet::errors::ParquetError;
 use futures::{StreamExt, TryStreamExt};
 use tonic::Status;
 
@@ -221,9 +222,7 @@ async fn spool(
             new_writer(file, schema)?
         }
     };
-    writer
-        .close()
-        .map_err(|e| bad(format!("cannot spool rows: {e}")))?;
+    writer.close().map_err(unspoolable)?;
     Ok(spool)
 }
 
@@ -239,9 +238,7 @@ fn encode(
     let mut writer = new_writer(file, first.schema())?;
     let mut next = Some(first);
     while let Some(batch) = next {
-        writer
-            .write(&batch)
-            .map_err(|e| bad(format!("cannot spool rows: {e}")))?;
+        writer.write(&batch).map_err(unspoolable)?;
         next = batches.blocking_recv();
     }
     Ok(Some(writer))
@@ -251,6 +248,18 @@ fn new_writer(
     file: std::fs::File,
     schema: arrow::datatypes::SchemaRef,
 ) -> Result<ArrowWriter<std::fs::File>, Status> {
-    ArrowWriter::try_new(file, schema, Some(deltalite::append_properties()))
-        .map_err(|e| bad(format!("cannot spool rows: {e}")))
+    ArrowWriter::try_new(file, schema, Some(deltalite::append_properties())).map_err(unspoolable)
+}
+
+/// A failure to encode the spool file: the disk's (full, over a file size limit) is the
+/// server's, as on the HTTP paths; anything else (a batch whose schema differs from the
+/// first's, a type Parquet cannot store) is the client's.
+fn unspoolable(e: ParquetError) -> Status {
+    match e {
+        ParquetError::External(inner) => match inner.downcast::<std::io::Error>() {
+            Ok(io) => status(ingest::io_err(*io)),
+            Err(other) => bad(format!("cannot spool rows: {other}")),
+        },
+        e => bad(format!("cannot spool rows: {e}")),
+    }
 }

@@ -33,7 +33,9 @@ fn bad(msg: impl std::fmt::Display) -> ApiError {
     ApiError::BadRequest(format!("{INGEST_ERR}: {msg}"))
 }
 
-fn io_err(e: std::io::Error) -> ApiError {
+/// A spool file that could not be written (disk full, a file size limit): the server's
+/// failure, whatever the protocol.
+pub(crate) fn io_err(e: std::io::Error) -> ApiError {
     ApiError::Internal(format!("spool I/O error: {e}"))
 }
 

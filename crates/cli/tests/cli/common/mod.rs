@@ -55,9 +55,28 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let logs = tempfile::tempdir().expect("log dir");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_deltalite"));
         cmd.envs(env.iter().copied());
+        Self::spawn(cmd, dir, data, extra)
+    }
+
+    /// Like [`Self::start`], the process unable to write a file past `kib` KiB (a full
+    /// disk, as the kernel reports it to a writer: `EFBIG`, with `SIGXFSZ` ignored).
+    pub fn start_with_file_limit(kib: u64, extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("lake");
+        let mut cmd = Command::new("bash");
+        cmd.args([
+            "-c",
+            &format!("trap '' XFSZ; ulimit -f {kib}; exec \"$0\" \"$@\""),
+            env!("CARGO_BIN_EXE_deltalite"),
+        ]);
+        Self::spawn(cmd, dir, data.to_string_lossy().as_ref(), extra)
+    }
+
+    /// Start `cmd` (the binary, or a shell that execs it) as `deltalite serve`.
+    fn spawn(mut cmd: Command, dir: tempfile::TempDir, data: &str, extra: &[&str]) -> Self {
+        let logs = tempfile::tempdir().expect("log dir");
         cmd.args(["serve", "--listen", "127.0.0.1:0"]);
         // An ephemeral Flight port too (the default, 15002, is one per machine), unless
         // the test chooses.
