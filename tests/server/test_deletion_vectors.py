@@ -11,6 +11,7 @@ without vectors over, protocol upgrade included.
 from __future__ import annotations
 
 import os
+import time
 import urllib.request
 from pathlib import Path
 
@@ -109,6 +110,68 @@ def test_upserts_mark_files_and_every_reader_agrees(server, client):
     limit = 'deltalite_query_cache_limit_bytes{cache="probe_keys"} 134217728\n'
     assert limit in text
     assert 'deltalite_probe_cache_events_total{event="miss"}' in text
+
+
+def counters(server) -> dict[str, float]:
+    """The server's `/metrics` samples, by their full name (labels included)."""
+    request = urllib.request.Request(
+        f"{server.base}/metrics", headers={"Authorization": Client(server).auth}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        text = response.read().decode()
+    return {
+        name: float(value)
+        for name, value in (
+            line.rsplit(" ", 1) for line in text.splitlines() if line[:1] not in "#"
+        )
+    }
+
+
+def test_the_key_cache_answers_a_repeated_upsert_without_probing(tmp_path):
+    """A file the first upsert of a fresh process probed in part (a few of its key pages)
+    is read whole in the background into the key cache; the next upsert decides it from
+    the cache (no probe, a vector all the same), and every reader sees the model's rows.
+    With `--key-cache-fill off` the file is probed every time."""
+    data = tmp_path / "lake"
+    for fill in ("on", "off"):
+        name = f"hot_{fill}"
+        args = ["--deletion-vectors", "on", "--key-cache-mb", "64"]
+        args += ["--key-cache-fill", fill]
+        with ServerProcess(data=data, args=args) as s:
+            upsert(s, name, [{"id": i, "v": "a"} for i in range(30_000)])
+        # A new process: its cache starts empty.
+        with ServerProcess(data=data, args=args) as s:
+            model = {i: "a" for i in range(30_000)}
+            before = counters(s)
+            limit = 'deltalite_query_cache_limit_bytes{cache="probe_keys"}'
+            assert before[limit] == 64 * 1024 * 1024
+            upsert(s, name, [{"id": i, "v": "b"} for i in (5, 12_345, 29_999)])
+            model.update({5: "b", 12_345: "b", 29_999: "b"})
+            first = counters(s)
+            probed = "deltalite_files_probed_total"
+            cached = "deltalite_files_probe_cached_total"
+            assert first[probed] == 1
+            assert first.get(cached, 0) == 0
+            fill_event = 'deltalite_probe_cache_events_total{event="fill"}'
+            if fill == "on":
+                deadline = time.monotonic() + 30
+                while counters(s).get(fill_event, 0) < 1:
+                    assert time.monotonic() < deadline, "the fill never ran"
+                    time.sleep(0.1)
+            upsert(s, name, [{"id": i, "v": "c"} for i in (6, 20_000, 29_999)])
+            model.update({6: "c", 20_000: "c", 29_999: "c"})
+            second = counters(s)
+            # The first call's own file (5, 12,345, 29,999) is cached by its writer
+            # either way; the big file only by the background fill.
+            if fill == "on":
+                assert second[probed] == first[probed]
+                assert second[cached] == 2
+            else:
+                assert second[probed] == first[probed] + 1
+                assert second[cached] == 1
+                assert second.get(fill_event, 0) == 0
+            assert sorted(vectors(path_of(s, name))) == [1, 5]
+            check(s, Client(s), name, model)
 
 
 def test_sql_writes_on_a_table_with_vectors_stay_correct(server, client):

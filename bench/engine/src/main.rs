@@ -78,6 +78,11 @@ enum Cmd {
         /// later ones run with the process-wide probe cache the earlier ones filled.
         #[arg(long, default_value_t = 1)]
         repeat: u64,
+        /// Fill the probe cache in the background after each upsert (as the server
+        /// does), and wait for the fill before the next upsert (not timed). Size the
+        /// cache with `DELTALITE_PROBE_CACHE_BYTES`.
+        #[arg(long)]
+        fill_cache: bool,
         #[command(flatten)]
         knobs: KnobArgs,
     },
@@ -243,6 +248,7 @@ async fn upsert_once(
             "open_s": s.timings.initial_open.as_secs_f64(), "total_s": s.timings.total.as_secs_f64(),
             "relax_s": s.timings.relax.as_secs_f64(), "reload_s": s.timings.reload.as_secs_f64(),
             "maintenance_s": s.timings.maintenance.as_secs_f64(),
+            "files_probe_cached": s.files_probe_cached,
         })
     );
     Ok(())
@@ -388,14 +394,29 @@ fn main() {
             seed,
             deletion_vectors,
             repeat,
+            fill_cache,
             knobs,
         } => rt
             .block_on(async {
                 if deletion_vectors {
                     enable_deletion_vectors(&table).await?;
                 }
+                let cache = deltalite::runtime::probe_cache::ProbeCache::global();
+                cache.set_background_fill(fill_cache);
                 for seed in seed..seed + repeat {
                     upsert_once(millions, &table, seed, knobs).await?;
+                    let settled = Instant::now();
+                    cache.settle().await;
+                    if fill_cache {
+                        let s = cache.stats();
+                        eprintln!(
+                            "cache settled in {:.3} s: {} entries, {} MB, {} filled",
+                            settled.elapsed().as_secs_f64(),
+                            s.entries,
+                            s.bytes >> 20,
+                            s.filled
+                        );
+                    }
                 }
                 Ok::<(), deltalite::DeltaLiteError>(())
             })

@@ -169,6 +169,19 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "DELTALITE_DELETION_VECTORS", default_value = "off", value_parser = ["on", "off"])]
     deletion_vectors: String,
 
+    /// Memory, in MiB, for the upsert engine's key cache: each data file's keys (with
+    /// their row positions for a key of one integer column), shared by every upsert, so
+    /// that a repeated upsert into a hot table decides files without reading their key
+    /// columns (8-12 bytes a key: 128 MiB holds about 11M keys). 0 turns it off.
+    #[arg(long, env = "DELTALITE_KEY_CACHE_MB", default_value_t = deltalite_server::config::default_key_cache_bytes() / deltalite::MIB)]
+    key_cache_mb: usize,
+
+    /// After each upsert, read in the background the keys of the files it probed but
+    /// did not read in full, into the key cache (never evicting: a table larger than the
+    /// cache is read once, not on every upsert).
+    #[arg(long, env = "DELTALITE_KEY_CACHE_FILL", default_value = "on", value_parser = ["on", "off"])]
+    key_cache_fill: String,
+
     /// PEM certificate chain for TLS on both listeners (HTTP becomes HTTPS, Flight SQL
     /// gRPC over TLS); needs --tls-key. SIGHUP reloads both files: new connections get
     /// the new certificate, established ones keep theirs; a failed reload keeps the old.
@@ -375,6 +388,8 @@ pub(crate) fn run(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
     config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout_secs);
     config.flight_max_sessions = args.flight_max_sessions.max(1);
     config.deletion_vectors = args.deletion_vectors == "on";
+    config.key_cache_bytes = args.key_cache_mb.saturating_mul(deltalite::MIB);
+    config.key_cache_fill = args.key_cache_fill == "on";
     config.maintenance = deltalite_server::config::MaintenanceConfig {
         enabled: args.maintenance == "on",
         interval: Duration::from_secs(args.maintenance_interval_secs.max(1)),

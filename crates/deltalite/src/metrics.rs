@@ -30,6 +30,8 @@ pub(crate) fn record(
         metrics::counter!("deltalite_files_carried_over_total")
             .increment(s.files_carried_over as u64);
         metrics::counter!("deltalite_files_probed_total").increment(s.files_probed as u64);
+        metrics::counter!("deltalite_files_probe_cached_total")
+            .increment(s.files_probe_cached as u64);
         metrics::counter!("deltalite_files_marked_total").increment(s.files_marked as u64);
         metrics::counter!("deltalite_rows_updated_total").increment(s.rows_updated as u64);
         metrics::counter!("deltalite_rows_inserted_total").increment(s.rows_inserted as u64);

@@ -163,6 +163,12 @@ pub struct Knobs {
     /// keys, filled by earlier probes) when it knows them; a file whose cached hashes meet
     /// no source key is carried over unread. The answer never depends on it.
     pub use_probe_cache: bool,
+    /// After the call, read in full (on a task of its own, never evicting) the keys of
+    /// the files it probed without learning all of them, so that the next upsert into
+    /// the table decides them from the probe cache; `None` follows the process's setting
+    /// (`ProbeCache::set_background_fill`, `DELTALITE_PROBE_CACHE_FILL`; the server turns
+    /// it on).
+    pub fill_probe_cache: Option<bool>,
     /// On tables that write deletion vectors (`delta.enableDeletionVectors=true`): the
     /// largest share of a file's rows that may be deleted by vector (the ones it has and
     /// the ones this call replaces or deletes); a file past it is rewritten, and its
@@ -191,6 +197,7 @@ impl Default for Knobs {
             max_row_group_bytes: None,
             isolate_source_rows: false,
             use_probe_cache: true,
+            fill_probe_cache: None,
             deletion_vector_max_share: DEFAULT_DELETION_VECTOR_MAX_SHARE,
         }
     }
@@ -322,6 +329,9 @@ pub struct EnvDefaults {
     /// `DELTALITE_PROBE_CACHE_BYTES` (128 MiB): bound of the process's probe cache
     /// (`runtime/probe_cache.rs`); `0` turns it off.
     pub probe_cache_bytes: usize,
+    /// `DELTALITE_PROBE_CACHE_FILL` (`0`): `1` fills the probe cache in the background
+    /// after each upsert (`ProbeCache::set_background_fill`).
+    pub probe_cache_fill: bool,
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -360,6 +370,7 @@ impl EnvDefaults {
             multipart_part_size: env_usize("DELTALITE_MULTIPART_PART_SIZE_BYTES", 16 * MIB)
                 .max(5 * MIB),
             probe_cache_bytes: env_usize("DELTALITE_PROBE_CACHE_BYTES", 128 * MIB),
+            probe_cache_fill: env_usize("DELTALITE_PROBE_CACHE_FILL", 0) != 0,
         })
     }
 }

@@ -251,6 +251,7 @@ impl PyDeltaLiteTable {
             max_row_group_bytes: max_row_group_bytes.or(defaults.max_row_group_bytes),
             isolate_source_rows: isolate_source_rows.unwrap_or(defaults.isolate_source_rows),
             use_probe_cache: use_probe_cache.unwrap_or(defaults.use_probe_cache),
+            fill_probe_cache: defaults.fill_probe_cache,
             deletion_vector_max_share: deletion_vector_max_share
                 .unwrap_or(defaults.deletion_vector_max_share),
         };

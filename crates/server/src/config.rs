@@ -23,6 +23,12 @@ pub const DEFAULT_QUERY_MEMORY_BYTES: usize = 1024 * deltalite::MIB;
 /// Default of [`ServerConfig::body_idle_timeout`].
 pub const DEFAULT_BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Default of [`ServerConfig::key_cache_bytes`]: the engine's own
+/// (`DELTALITE_PROBE_CACHE_BYTES`, 128 MiB).
+pub fn default_key_cache_bytes() -> usize {
+    deltalite::options::EnvDefaults::get().probe_cache_bytes
+}
+
 /// Default of [`ServerConfig::malloc_trim_interval`].
 pub const DEFAULT_MALLOC_TRIM_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -214,6 +220,12 @@ pub struct ServerConfig {
     /// `DELETE`, `UPDATE` and `MERGE` then mark the few changed rows of a file deleted in
     /// a deletion vector instead of rewriting it (readers need Delta reader version 3).
     pub deletion_vectors: bool,
+    /// Bound, in bytes, of the engine's key cache (each data file's keys, shared by every
+    /// upsert of the process, `deltalite::runtime::probe_cache`); `0` turns it off.
+    pub key_cache_bytes: usize,
+    /// Whether upserts fill the key cache in the background with the keys of the files
+    /// they probed (so the next upsert into a hot table decides them unread).
+    pub key_cache_fill: bool,
     /// TLS certificate and key of both listeners; `None` serves plain HTTP and gRPC.
     pub tls: Option<crate::tls::TlsFiles>,
     /// After the shutdown signal, how long in-flight requests may take to finish before
@@ -343,6 +355,8 @@ impl ServerConfig {
             flight_max_sessions: DEFAULT_FLIGHT_MAX_SESSIONS,
             maintenance: MaintenanceConfig::default(),
             deletion_vectors: false,
+            key_cache_bytes: default_key_cache_bytes(),
+            key_cache_fill: true,
             tls: None,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
         })

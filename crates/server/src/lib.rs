@@ -134,6 +134,9 @@ pub async fn serve_on(
         Some(files) => Some(tls::Tls::load(files.clone())?),
         None => None,
     };
+    let keys = deltalite::runtime::probe_cache::ProbeCache::global();
+    keys.set_max_bytes(config.key_cache_bytes);
+    keys.set_background_fill(config.key_cache_fill);
     let prometheus = metrics::install();
     if let Some(handle) = &prometheus {
         metrics::spawn_upkeep(handle.clone());

@@ -119,8 +119,8 @@ pub fn record_state(s: &StateSizes<'_>) {
             lists.cache_limit(),
         );
     }
-    // The engine's probe cache (each file's key hashes, shared by every upsert of the
-    // process; `DELTALITE_PROBE_CACHE_BYTES` bounds it).
+    // The engine's key cache (each file's keys, shared by every upsert of the process;
+    // `--key-cache-mb` bounds it).
     let probe = deltalite::runtime::probe_cache::ProbeCache::global().stats();
     report("probe_keys", probe.entries, probe.bytes, probe.max_bytes);
     for (event, count) in [
@@ -128,6 +128,7 @@ pub fn record_state(s: &StateSizes<'_>) {
         ("miss", probe.misses),
         ("insert", probe.inserts),
         ("eviction", probe.evictions),
+        ("fill", probe.filled),
     ] {
         metrics::counter!("deltalite_probe_cache_events_total", "event" => event).absolute(count);
     }

@@ -1,29 +1,45 @@
-//! The probe cache: a process-wide, bounded map from a data file to the hashes of the keys
-//! it holds. Delta data files never change once written, so what a probe learned about a
-//! file stays true for as long as the file lives; a later upsert (through any handle of the
-//! process) that finds the file among its candidates can rule it out without reading it:
-//! when none of the source's key hashes is in the file's list, no source key is in the file.
+//! The probe cache (the key cache): a process-wide, bounded map from a data file to the
+//! keys it holds. Delta data files never change once written, so what a probe learned
+//! about a file stays true for as long as the file lives; a later upsert (through any
+//! handle of the process) that finds the file among its candidates decides it without
+//! reading it.
 //!
-//! The answer never depends on the cache: equal hashes are only candidates (an upsert
-//! then reads the file as if nothing were cached), and a missing or evicted entry means a
-//! read. Entries are complete or absent (a file with a deletion vector may hold keys its
-//! vector removed: a superset only costs a read, and a file keeps its name and size when
-//! it gets a vector). They are filled by probes that happened to read
-//! every key of a file (no row group or page skipped) and found no source key in it: a
-//! file the upsert is about to rewrite leaves the table with its commit, so its keys are
-//! not worth keeping, and collecting stops at its first match. The writer of an upsert's
-//! own rows (its inserts, in one file) fills an entry too, from keys it holds anyway. A
-//! file that an upsert rewrites loses its entry.
+//! An entry is one of:
 //!
-//! Each entry is the file's distinct key hashes, sorted: 8 bytes a key. Bounded by
-//! `max_bytes` (`DELTALITE_PROBE_CACHE_BYTES`, 128 MiB by default; `0` turns the cache
-//! off), least recently used entries evicted first. Entries are keyed by the file's full
-//! location, its size and the key columns' names and types (the hashes depend on the types
-//! the keys were read as).
+//! - [`FileKeys::Ints`], for a key of one integer column: every non-NULL key of the file
+//!   with its row position, exact. An upsert without a cursor answers such a file
+//!   entirely from the entry: which stored rows its keys replace and where (a file with a
+//!   deletion vector drops the positions its vector deletes), so a repeated upsert into
+//!   a hot table, where every file holds a key of the batch, opens no file to probe it.
+//!   8 bytes a key when the keys ascend in file order (the position is the index), 12
+//!   otherwise.
+//! - [`FileKeys::Hashes`], for any other key: the distinct hashes of its key tuples,
+//!   sorted (8 bytes a key). When none of the source's key hashes is among them, no
+//!   source key is in the file and it is carried over unread; equal hashes are only
+//!   candidates, and the file is then probed as if nothing were cached.
+//!
+//! The answer never depends on the cache: entries are complete or absent, exact where
+//! they answer and candidates where they do not, and a missing or evicted entry means a
+//! read. An entry may hold keys the file's deletion vector removed (a file keeps its name
+//! and size when it gets a vector): the upsert reads the vector and skips them.
+//!
+//! Filled by probes that happened to read every key of a file (no row group or page
+//! skipped), by the writer of an upsert's own rows (its inserts, in one file, from keys
+//! it holds anyway), and, when background filling is on
+//! ([`ProbeCache::set_background_fill`], the server's default), by a task after an
+//! upsert that reads the keys of the files it probed without learning all of their keys
+//! (page-index pruning reads a few pages of each). A background fill never evicts: it
+//! stops when the cache is full, so a table larger than the cache costs one read of
+//! what fits, not a read per upsert. A file that an upsert rewrites loses its entry.
+//!
+//! Bounded by `max_bytes` (`DELTALITE_PROBE_CACHE_BYTES`, 128 MiB by default; `0` turns
+//! the cache off), least recently used entries evicted first. Entries are keyed by the
+//! file's full location, its size and the key columns' names and types (hashes depend on
+//! the types the keys were read as).
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// What identifies one file's cached keys.
@@ -37,10 +53,29 @@ pub struct CacheKey {
     pub keys: String,
 }
 
-/// The keys of one file: the distinct hashes of its non-NULL key tuples, ascending.
+/// The keys of one file (see the module documentation).
+#[derive(Debug)]
+pub enum FileKeys {
+    /// The distinct hashes of the file's non-NULL key tuples, ascending.
+    Hashes(Vec<u64>),
+    /// Every non-NULL key of a one-integer-column key with its position.
+    Ints(IntKeys),
+}
+
+impl Default for FileKeys {
+    fn default() -> Self {
+        FileKeys::Hashes(Vec::new())
+    }
+}
+
+/// The integer keys of a file and where each is stored.
 #[derive(Debug, Default)]
-pub struct FileKeys {
-    hashes: Vec<u64>,
+pub struct IntKeys {
+    /// Ascending (a key stored twice appears twice).
+    keys: Vec<i64>,
+    /// `keys[i]` is at row `positions[i]`; empty when that row is `i` (the file's keys
+    /// ascend and none is NULL).
+    positions: Vec<u32>,
 }
 
 impl FileKeys {
@@ -49,31 +84,84 @@ impl FileKeys {
         hashes.sort_unstable();
         hashes.dedup();
         hashes.shrink_to_fit();
-        Self { hashes }
+        FileKeys::Hashes(hashes)
     }
 
-    /// Whether any key of the file hashes to one of `wanted`.
-    pub fn any_of(&self, wanted: &std::collections::HashSet<u64, impl BuildHasher>) -> bool {
-        // Few source keys against many stored ones: binary search each source hash.
-        if wanted.len() * 8 < self.hashes.len() {
-            wanted.iter().any(|h| self.hashes.binary_search(h).is_ok())
+    /// Integer keys from `(key, position)` pairs in any order: every non-NULL key of the
+    /// file, each position once.
+    pub fn ints(mut pairs: Vec<(i64, u32)>) -> Self {
+        pairs.sort_unstable();
+        let in_place = pairs.iter().enumerate().all(|(i, &(_, p))| p as usize == i);
+        let keys = pairs.iter().map(|&(k, _)| k).collect();
+        let positions = if in_place {
+            Vec::new()
         } else {
-            self.hashes.iter().any(|h| wanted.contains(h))
+            pairs.iter().map(|&(_, p)| p).collect()
+        };
+        FileKeys::Ints(IntKeys { keys, positions })
+    }
+
+    /// For hash entries: whether any key of the file hashes to one of `wanted` (integer
+    /// entries answer through [`FileKeys::int_matches`] instead, and say `true` here).
+    pub fn any_of(&self, wanted: &std::collections::HashSet<u64, impl BuildHasher>) -> bool {
+        let FileKeys::Hashes(hashes) = self else {
+            return true;
+        };
+        // Few source keys against many stored ones: binary search each source hash.
+        if wanted.len() * 8 < hashes.len() {
+            wanted.iter().any(|h| hashes.binary_search(h).is_ok())
+        } else {
+            hashes.iter().any(|h| wanted.contains(h))
         }
+    }
+
+    /// For integer entries: call `found(position, source_row)` for every stored row whose
+    /// key is one of `source` (`(key, source_row)`, ascending by key), in no particular
+    /// order; `None` for a hash entry, which cannot say.
+    pub fn int_matches(
+        &self,
+        source: &[(i64, u32)],
+        mut found: impl FnMut(u32, u32),
+    ) -> Option<()> {
+        let FileKeys::Ints(ints) = self else {
+            return None;
+        };
+        let (Some(&first), Some(&last)) = (ints.keys.first(), ints.keys.last()) else {
+            return Some(());
+        };
+        let lo = source.partition_point(|&(k, _)| k < first);
+        let hi = source.partition_point(|&(k, _)| k <= last);
+        let mut from = 0;
+        for &(key, source_row) in &source[lo..hi] {
+            from += ints.keys[from..].partition_point(|&k| k < key);
+            let mut i = from;
+            while i < ints.keys.len() && ints.keys[i] == key {
+                let position = ints.positions.get(i).copied().unwrap_or(i as u32);
+                found(position, source_row);
+                i += 1;
+            }
+        }
+        Some(())
     }
 
     /// Number of keys.
     pub fn len(&self) -> usize {
-        self.hashes.len()
+        match self {
+            FileKeys::Hashes(hashes) => hashes.len(),
+            FileKeys::Ints(ints) => ints.keys.len(),
+        }
     }
 
     /// Whether the file holds no non-NULL key.
     pub fn is_empty(&self) -> bool {
-        self.hashes.is_empty()
+        self.len() == 0
     }
 
     fn bytes(&self) -> usize {
-        self.hashes.capacity() * 8
+        match self {
+            FileKeys::Hashes(hashes) => hashes.capacity() * 8,
+            FileKeys::Ints(ints) => ints.keys.capacity() * 8 + ints.positions.capacity() * 4,
+        }
     }
 }
 
@@ -94,6 +182,10 @@ pub struct ProbeCacheStats {
     pub misses: u64,
     pub inserts: u64,
     pub evictions: u64,
+    /// Whether upserts fill the cache in the background.
+    pub background_fill: bool,
+    /// Files whose keys background fills read.
+    pub filled: u64,
 }
 
 struct Entry {
@@ -129,6 +221,23 @@ pub struct ProbeCache {
     misses: AtomicU64,
     inserts: AtomicU64,
     evictions: AtomicU64,
+    background_fill: AtomicBool,
+    /// A background fill is running (at most one at a time).
+    filling: AtomicBool,
+    /// Woken when a background fill ends.
+    fill_done: tokio::sync::Notify,
+    filled: AtomicU64,
+}
+
+/// A running background fill: while it lives, no other starts; dropping it wakes
+/// [`ProbeCache::settle`].
+pub struct FillGuard<'a>(&'a ProbeCache);
+
+impl Drop for FillGuard<'_> {
+    fn drop(&mut self) {
+        self.0.filling.store(false, Ordering::Release);
+        self.0.fill_done.notify_waiters();
+    }
 }
 
 /// Overhead counted per entry besides its keys (the map slot, the key strings).
@@ -146,13 +255,80 @@ impl ProbeCache {
             misses: AtomicU64::new(0),
             inserts: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            background_fill: AtomicBool::new(false),
+            filling: AtomicBool::new(false),
+            fill_done: tokio::sync::Notify::new(),
+            filled: AtomicU64::new(0),
         }
     }
 
-    /// The process's cache, sized by `DELTALITE_PROBE_CACHE_BYTES` (128 MiB).
+    /// The process's cache, sized by `DELTALITE_PROBE_CACHE_BYTES` (128 MiB), filled in
+    /// the background when `DELTALITE_PROBE_CACHE_FILL=1`.
     pub fn global() -> &'static ProbeCache {
         static CACHE: OnceLock<ProbeCache> = OnceLock::new();
-        CACHE.get_or_init(|| ProbeCache::new(crate::options::EnvDefaults::get().probe_cache_bytes))
+        CACHE.get_or_init(|| {
+            let env = crate::options::EnvDefaults::get();
+            let cache = ProbeCache::new(env.probe_cache_bytes);
+            cache.set_background_fill(env.probe_cache_fill);
+            cache
+        })
+    }
+
+    /// Whether upserts read, after they are done, the keys of files they probed without
+    /// learning all of them, unless a call's `Knobs::fill_probe_cache` says otherwise
+    /// (off by default: it costs reads a one-off caller never profits from; a
+    /// long-running process with hot tables turns it on).
+    pub fn set_background_fill(&self, on: bool) {
+        self.background_fill.store(on, Ordering::Relaxed);
+    }
+
+    /// The process's setting of [`ProbeCache::set_background_fill`].
+    pub fn background_fill(&self) -> bool {
+        self.background_fill.load(Ordering::Relaxed)
+    }
+
+    /// The right to run a background fill now: `None` when the cache is off or full, or
+    /// another fill is running (its upsert's files are most likely this one's too).
+    pub fn begin_fill(&self) -> Option<FillGuard<'_>> {
+        let max = self.max_bytes.load(Ordering::Relaxed);
+        if max == 0 || self.lock().bytes >= max {
+            return None;
+        }
+        self.filling
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()
+            .map(|_| FillGuard(self))
+    }
+
+    /// Keep the keys a background fill read, unless that would evict an entry: returns
+    /// whether they were kept (a fill stops at the first that is not, so that a table
+    /// larger than the cache is read once, not once per upsert).
+    pub fn insert_filled(&self, key: CacheKey, keys: FileKeys) -> bool {
+        let max = self.max_bytes.load(Ordering::Relaxed);
+        let bytes = keys.bytes() + entry_overhead(&key);
+        if self.lock().bytes.saturating_add(bytes) > max {
+            return false;
+        }
+        self.filled.fetch_add(1, Ordering::Relaxed);
+        self.insert(key, keys);
+        true
+    }
+
+    /// Whether an entry for `key` exists (no hit or miss counted).
+    pub fn contains(&self, key: &CacheKey) -> bool {
+        self.lock().entries.contains_key(key)
+    }
+
+    /// Wait until no background fill is running (tests and benchmarks that want the
+    /// cache warm before their next call).
+    pub async fn settle(&self) {
+        loop {
+            let done = self.fill_done.notified();
+            if !self.filling.load(Ordering::Acquire) {
+                return;
+            }
+            done.await;
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -215,11 +391,11 @@ impl ProbeCache {
     }
 
     /// Whether the keys of a file of `rows` rows are worth collecting to cache them: an
-    /// entry may take an eighth of the cache at most, so that one large file does not
-    /// evict many small ones (and its transient list stays small).
+    /// entry (at most 12 bytes a key) may take an eighth of the cache at most, so that
+    /// one large file does not evict many small ones (and its transient list stays small).
     pub fn admits(&self, rows: u64) -> bool {
         let max = self.max_bytes.load(Ordering::Relaxed) as u64;
-        rows.saturating_mul(8) <= max / 8
+        rows.saturating_mul(12) <= max / 8
     }
 
     /// Drop the entry of `key`, if any: its file is leaving the table.
@@ -254,6 +430,8 @@ impl ProbeCache {
             misses: self.misses.load(Ordering::Relaxed),
             inserts: self.inserts.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
+            background_fill: self.background_fill.load(Ordering::Relaxed),
+            filled: self.filled.load(Ordering::Relaxed),
         }
     }
 }
@@ -305,6 +483,77 @@ mod tests {
         let many = keys(1000);
         assert!(many.any_of(&HashSet::from([7 * 500])));
         assert!(!many.any_of(&HashSet::from([7 * 500 + 1])));
+    }
+
+    fn int_matches(keys: &FileKeys, source: &[(i64, u32)]) -> Vec<(u32, u32)> {
+        let mut found = Vec::new();
+        keys.int_matches(source, |p, s| found.push((p, s))).unwrap();
+        found.sort_unstable();
+        found
+    }
+
+    #[test]
+    fn integer_entries_say_where_each_source_key_is_stored() {
+        // Stored in file order: 10, 30, 20, 30 (a key twice); NULL at 4 is left out.
+        let keys = FileKeys::ints(vec![(10, 0), (30, 1), (20, 2), (30, 3), (40, 5)]);
+        assert_eq!(keys.len(), 5);
+        assert_eq!(
+            keys.bytes(),
+            5 * 8 + 5 * 4,
+            "positions kept: not in file order"
+        );
+        let source = [(5, 0), (20, 1), (30, 2), (41, 3)];
+        assert_eq!(int_matches(&keys, &source), vec![(1, 2), (2, 1), (3, 2)]);
+        assert_eq!(int_matches(&keys, &[(11, 0), (39, 1)]), vec![]);
+        assert!(
+            keys.any_of(&HashSet::from([1])),
+            "integers never rule out by hash"
+        );
+
+        // Ascending and gap-free in file order: the position is the index.
+        let ascending = FileKeys::ints((0..100).map(|i| (i * 2, i as u32)).rev().collect());
+        assert_eq!(ascending.bytes(), 100 * 8, "no positions stored");
+        assert_eq!(
+            int_matches(&ascending, &[(0, 7), (98, 8), (99, 9)]),
+            vec![(0, 7), (49, 8)]
+        );
+        assert!(
+            FileKeys::new(vec![1, 2])
+                .int_matches(&[(1, 0)], |_, _| ())
+                .is_none()
+        );
+        assert!(int_matches(&FileKeys::ints(vec![]), &[(1, 0)]).is_empty());
+    }
+
+    #[tokio::test]
+    async fn background_fills_run_one_at_a_time_and_never_evict() {
+        let one = keys(100).bytes() + entry_overhead(&key("a"));
+        let cache: &'static ProbeCache = Box::leak(Box::new(ProbeCache::new(2 * one + one / 2)));
+        let guard = cache.begin_fill().expect("nothing runs");
+        assert!(cache.begin_fill().is_none(), "one fill at a time");
+        assert!(cache.insert_filled(key("a"), keys(100)));
+        assert!(cache.insert_filled(key("b"), keys(100)));
+        assert!(!cache.insert_filled(key("c"), keys(100)), "would evict");
+        assert!(cache.contains(&key("a")) && cache.contains(&key("b")));
+        assert!(!cache.contains(&key("c")));
+        assert_eq!(cache.stats().filled, 2);
+        // An upsert's own insert may still evict.
+        cache.insert(key("c"), keys(100));
+        assert_eq!(cache.stats().evictions, 1);
+        // `settle` waits for the running fill.
+        let waiting = tokio::spawn(cache.settle());
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "a fill is running");
+        drop(guard);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .expect("settles once the fill ends")
+            .unwrap();
+        assert!(cache.begin_fill().is_some(), "free again");
+        assert!(
+            ProbeCache::new(0).begin_fill().is_none(),
+            "a cache that is off fills nothing"
+        );
     }
 
     #[test]

@@ -101,16 +101,11 @@ pub(crate) async fn commit(
         };
         match attempt {
             Ok(done) => {
-                let version = done.version();
-                let reload_started = std::time::Instant::now();
-                let reloaded = table.update_incremental(Some(version)).await;
-                tally.reload_time += reload_started.elapsed();
-                if let Err(e) = reloaded {
-                    // The commit is durable; only the handle is behind. The next call
-                    // plans against the old snapshot, loses the race to this commit and
-                    // re-plans, so reporting success here is safe.
-                    tracing::warn!(version, error = %e, "committed, but reloading the snapshot failed");
-                }
+                // delta-rs's post-commit step already advanced a copy of the snapshot to
+                // the new version (reading the commit back): the handle takes it, rather
+                // than reading the log again (a second pass over every file's entry).
+                let version = done.version;
+                table.state = Some(done.snapshot);
                 return Ok(Committed::Version(version));
             }
             Err(err) if lost_race(&err) => {

@@ -135,7 +135,8 @@ impl LookupKeys {
         }
     }
 
-    fn int(&self, row: usize) -> Option<i64> {
+    /// `row`'s key as an integer; `None` unless the key is one integer column.
+    pub(crate) fn int(&self, row: usize) -> Option<i64> {
         match self {
             LookupKeys::Int64(a) => Some(a.value(row)),
             LookupKeys::Int32(a) => Some(i64::from(a.value(row))),
@@ -145,6 +146,15 @@ impl LookupKeys {
 }
 
 impl KeyIndex {
+    /// The indexed keys with their source rows, ascending, for a key of one integer
+    /// column (what the probe cache's integer entries are matched against).
+    pub(crate) fn sorted_ints(&self) -> Option<&[(i64, u32)]> {
+        match self {
+            KeyIndex::Int { sorted, .. } => Some(sorted),
+            KeyIndex::Encoded(_) | KeyIndex::Unit(_) => None,
+        }
+    }
+
     /// The probe cache's hashes of the indexed keys; `None` for the empty key.
     pub(crate) fn hashes(&self) -> Option<HashSet<u64, RandomState>> {
         let hasher = crate::runtime::probe_cache::key_hasher();

@@ -48,17 +48,22 @@ pub(crate) fn worth_marking(
     rows > 0 && (already + replaced.len()) as f64 <= max_share * rows as f64
 }
 
-/// The deletion vector of `file` with the rows of `replaced` added to the ones it has.
+/// The deletion vector of `file` with the rows of `replaced` added to the ones it has
+/// (`known`: that vector as the probe read it; read here if not given).
 pub(crate) async fn mark(
     store: &Arc<dyn ObjectStore>,
     table_url: &Url,
     file: TargetFile,
+    known: Option<Deleted>,
     replaced: Vec<Replacement>,
     part: &SourcePartition,
 ) -> Result<Marked> {
-    let before = Deleted::of(store, table_url, &file)
-        .await?
-        .unwrap_or_default();
+    let before = match known {
+        Some(known) => known,
+        None => Deleted::of(store, table_url, &file)
+            .await?
+            .unwrap_or_default(),
+    };
     let count = before.len();
     let deleted = before.with(replaced.iter().map(|r| r.position));
     if deleted.len() != count + replaced.len() as u64 {

@@ -33,6 +33,7 @@ use deltalake::table::config::TablePropertiesExt;
 use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use object_store::ObjectStore;
+use object_store::path::Path;
 
 use crate::error::{DeltaLiteError, Result};
 use crate::io::dv::{self, Deleted};
@@ -40,7 +41,9 @@ use crate::io::upload::MultipartPolicy;
 use crate::io::writer::abort;
 use crate::io::writer::{WriterFactory, WriterSettings};
 use crate::ops::upsert::outcome::{Decider, Outcome, Outcomes};
-use crate::ops::upsert::probe::{ProbeResult, probe_file};
+use crate::ops::upsert::probe::{
+    ProbeResult, cached_matches, cached_result, probe_file, read_keys,
+};
 use crate::ops::upsert::rewrite::{Candidate, RewriteContext, Rewritten, rewrite_group};
 use crate::ops::upsert::source::{Layout, SourcePartition, check_source_size, prepare};
 use crate::ops::upsert::target::stats_may_match;
@@ -101,8 +104,14 @@ async fn run(
         schema,
         batches,
         options,
+        fill: None,
     };
-    let mut stats = match txn::run(table, &spec, &policy, &mut attempt).await? {
+    let done = txn::run(table, &spec, &policy, &mut attempt).await?;
+    // After the commit, so that its reads do not compete with this call's.
+    if let Some(fill) = attempt.fill.take() {
+        fill.spawn();
+    }
+    let mut stats = match done {
         Done::Committed {
             version,
             output: mut stats,
@@ -144,6 +153,8 @@ struct UpsertAttempt<'a> {
     schema: &'a SchemaRef,
     batches: &'a [RecordBatch],
     options: &'a UpsertOptions,
+    /// The last attempt's background fill of the probe cache.
+    fill: Option<BackgroundFill>,
 }
 
 impl txn::Attempt for UpsertAttempt<'_> {
@@ -154,7 +165,9 @@ impl txn::Attempt for UpsertAttempt<'_> {
         table: &'a DeltaTable,
     ) -> BoxFuture<'a, Result<(Staged, UpsertStats)>> {
         Box::pin(async move {
-            let written = plan_and_write(table, self.schema, self.batches, self.options).await?;
+            let mut written =
+                plan_and_write(table, self.schema, self.batches, self.options).await?;
+            self.fill = written.fill.take();
             let mut staged = Staged::new(
                 written.actions,
                 merge_operation(written.predicate, self.options),
@@ -205,6 +218,55 @@ struct Written {
     stats: UpsertStats,
     read_set: ReadSet,
     predicate: Option<String>,
+    fill: Option<BackgroundFill>,
+}
+
+/// Files an upsert probed without learning all their keys (the page index let it read a
+/// few pages of each), to read in full for the probe cache after the call: the next
+/// upsert into the table then decides them unread (`runtime/probe_cache.rs`).
+struct BackgroundFill {
+    shared: Arc<Shared>,
+    files: Vec<(CacheKey, TargetFile)>,
+}
+
+impl BackgroundFill {
+    /// Read the files' keys on a task of their own, one file at a time, if no other fill
+    /// runs; stop at the first entry the cache has no room for (a fill never evicts).
+    /// Best effort: a failed read only leaves its file uncached.
+    fn spawn(self) {
+        let cache = ProbeCache::global();
+        let Some(guard) = cache.begin_fill() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let _guard = guard;
+            let shared = self.shared;
+            for (key, file) in self.files {
+                if cache.contains(&key) {
+                    continue;
+                }
+                let read = read_keys(
+                    Arc::clone(&shared.store),
+                    &file,
+                    &shared.layout,
+                    &shared.decider,
+                    shared.knobs.read_batch_size,
+                )
+                .await;
+                match read {
+                    Ok(Some(keys)) => {
+                        if !cache.insert_filled(key, keys) {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(error) => {
+                        tracing::debug!(path = %file.path, %error, "probe cache fill skipped a file")
+                    }
+                }
+            }
+        });
+    }
 }
 
 /// State shared by every task of one attempt.
@@ -254,9 +316,19 @@ impl Shared {
         if !self.knobs.use_probe_cache || !cache.admits(rows as u64) {
             return Ok(());
         }
-        let stored = self.decider.encode(batch.columns(), rows)?;
-        let mut keys = Vec::new();
-        if stored.extend_hashes(&mut keys).is_some() {
+        let stored = self.decider.encode_keys(batch.columns(), rows)?;
+        // The writer wrote the batch's rows in order into the one file: row i is at i.
+        let positions = arrow::array::Int64Array::from_iter_values(0..rows as i64);
+        let mut ints = Vec::new();
+        let mut hashes = Vec::new();
+        let keys = if stored.extend_ints(&positions, &mut ints).is_some() {
+            Some(FileKeys::ints(ints))
+        } else {
+            stored
+                .extend_hashes(&mut hashes)
+                .map(|()| FileKeys::new(hashes))
+        };
+        if let Some(keys) = keys {
             // The log's path as delta-rs turns it into a store path when the file is read
             // back from the snapshot (`LogicalFileView::object_store_path`): the same
             // percent-encoding, so the keys of later probes find this entry.
@@ -268,7 +340,7 @@ impl Shared {
                     size: add.size.max(0) as u64,
                     keys: self.key_spec.clone(),
                 },
-                FileKeys::new(keys),
+                keys,
             );
         }
         Ok(())
@@ -292,6 +364,8 @@ struct PartitionResult {
     probe_cached: usize,
     marked: usize,
     prune_time: Duration,
+    /// Files probed without learning all their keys, for a background fill.
+    to_fill: Vec<(CacheKey, TargetFile)>,
 }
 
 async fn plan_and_write(
@@ -458,7 +532,9 @@ async fn plan_and_write(
         ..Default::default()
     };
     let mut prune_time = Duration::ZERO;
+    let mut to_fill = Vec::new();
     for r in results {
+        to_fill.extend(r.to_fill);
         stats.files_added += r.adds.len();
         stats.files_removed += r.removes.len();
         stats.files_carried_over += r.carried_over;
@@ -490,6 +566,10 @@ async fn plan_and_write(
         stats,
         read_set,
         predicate,
+        fill: (!to_fill.is_empty()).then(|| BackgroundFill {
+            shared,
+            files: to_fill,
+        }),
     })
 }
 
@@ -634,6 +714,10 @@ async fn process_partition(
     let outcomes = Arc::new(Outcomes::new(part.batch.num_rows()));
     let prune_started = Instant::now();
     let total_files = files.len();
+    // The vectors the probe read, for the files it found changed (the mark step merges
+    // into them), and the files it did not learn all keys of that may stay in the table.
+    let mut vectors: HashMap<Path, Deleted> = HashMap::new();
+    let mut fill_if_kept: Vec<(CacheKey, TargetFile)> = Vec::new();
     // Each file to rewrite with the rows the probe found it replaces (none decided yet
     // without a probe).
     let to_rewrite: Vec<Candidate> = match shared.knobs.prune_strategy {
@@ -648,89 +732,138 @@ async fn process_partition(
             candidates
         }
         PruneStrategy::Probe => {
-            // With the probe cache, a file whose cached key hashes meet none of the
-            // source's is ruled out unread; any other file is probed as without it, and
-            // a probe that read every key of a file it did not know fills the cache.
+            // With the probe cache, a file whose cached keys meet none of the source's is
+            // ruled out unread, and one whose cached integer keys say where the source's
+            // are is answered unread; any other file is probed as without it, and a probe
+            // that read every key of a file it did not know fills the cache.
             let cache = shared.cache.filter(|_| shared.knobs.use_probe_cache);
-            let source_hashes = cache.and_then(|_| part.index.hashes());
+            let mut source_hashes = None;
             let mut candidates = Vec::new();
             for file in files {
                 if !stats_may_match(&file, &part, &shared.layout)? {
                     continue;
                 }
-                let mut fill = None;
-                if let (Some(cache), Some(hashes)) = (cache, &source_hashes) {
+                let mut plan = Plan::Probe { fill: None };
+                if let Some(cache) = cache {
                     let key = shared.cache_key(&file);
                     match cache.get(&key) {
-                        Some(keys) if !keys.any_of(hashes) => {
-                            result.probe_cached += 1;
-                            continue;
+                        Some(keys) => {
+                            if let Some((matched, outcome)) =
+                                cached_matches(&keys, &part, &shared.decider)
+                            {
+                                if matched.is_empty() {
+                                    result.probe_cached += 1;
+                                    continue;
+                                }
+                                plan = Plan::Cached { matched, outcome };
+                            } else if let Some(hashes) =
+                                source_hashes.get_or_insert_with(|| part.index.hashes())
+                                && !keys.any_of(hashes)
+                            {
+                                result.probe_cached += 1;
+                                continue;
+                            }
                         }
-                        Some(_) => {}
                         // Files of unknown size (no statistics) or too large for the
                         // cache are probed as without it.
                         None if file
                             .num_records
                             .is_some_and(|rows| cache.admits(rows as u64)) =>
                         {
-                            fill = Some(key)
+                            plan = Plan::Probe { fill: Some(key) }
                         }
                         None => {}
                     }
                 }
-                candidates.push((file, fill));
+                candidates.push((file, plan));
             }
-            result.probed = candidates.len();
+            let background = cache.is_some_and(|c| {
+                shared
+                    .knobs
+                    .fill_probe_cache
+                    .unwrap_or_else(|| c.background_fill())
+            });
             let probe_concurrency = shared.knobs.probe_concurrency;
-            let probed: Vec<(TargetFile, ProbeResult)> =
-                stream::iter(candidates.into_iter().map(|(file, fill)| {
-                    let shared = Arc::clone(&shared);
-                    let part = Arc::clone(&part);
-                    let outcomes = Arc::clone(&outcomes);
-                    async move {
-                        let task = tokio::spawn(async move {
-                            let _slot = shared.budget.file((file.size as usize).min(4 * MIB)).await;
-                            let deleted =
-                                Deleted::of(&shared.store, &shared.table_root, &file).await?;
-                            let mut found = probe_file(
-                                Arc::clone(&shared.store),
-                                &file,
-                                deleted.as_ref(),
-                                &part,
-                                &shared.layout,
-                                &shared.decider,
-                                shared.knobs.read_batch_size,
-                                fill.is_some(),
-                            )
-                            .await?;
-                            // Recorded now: only the replacements wait for the rewrite.
-                            for (row, outcome) in std::mem::take(&mut found.outcomes) {
-                                outcomes.record(row, outcome);
+            let probed: Vec<Probed> = stream::iter(candidates.into_iter().map(|(file, plan)| {
+                let shared = Arc::clone(&shared);
+                let part = Arc::clone(&part);
+                let outcomes = Arc::clone(&outcomes);
+                async move {
+                    let task = tokio::spawn(async move {
+                        let deleted = Deleted::of(&shared.store, &shared.table_root, &file).await?;
+                        let (mut found, cached, unfilled) = match plan {
+                            Plan::Cached { matched, outcome } => (
+                                cached_result(matched, outcome, deleted.as_ref()),
+                                true,
+                                None,
+                            ),
+                            Plan::Probe { fill } => {
+                                let _slot =
+                                    shared.budget.file((file.size as usize).min(4 * MIB)).await;
+                                let mut found = probe_file(
+                                    Arc::clone(&shared.store),
+                                    &file,
+                                    deleted.as_ref(),
+                                    &part,
+                                    &shared.layout,
+                                    &shared.decider,
+                                    shared.knobs.read_batch_size,
+                                    fill.is_some(),
+                                )
+                                .await?;
+                                let unfilled = match (shared.cache, fill, found.keys.take()) {
+                                    (Some(cache), Some(key), Some(keys)) => {
+                                        cache.insert(key, keys);
+                                        None
+                                    }
+                                    (_, fill, _) => fill.filter(|_| background),
+                                };
+                                (found, false, unfilled)
                             }
-                            if let (Some(cache), Some(key), Some(keys)) =
-                                (shared.cache, fill, found.keys.take())
-                            {
-                                cache.insert(key, keys);
-                            }
-                            Ok::<_, DeltaLiteError>((file, found))
-                        });
-                        task.await
-                            .map_err(|e| DeltaLiteError::Other(format!("probe task failed: {e}")))?
+                        };
+                        // Recorded now: only the replacements wait for the rewrite.
+                        for (row, outcome) in std::mem::take(&mut found.outcomes) {
+                            outcomes.record(row, outcome);
+                        }
+                        Ok::<_, DeltaLiteError>(Probed {
+                            file,
+                            found,
+                            deleted,
+                            cached,
+                            unfilled,
+                        })
+                    });
+                    task.await
+                        .map_err(|e| DeltaLiteError::Other(format!("probe task failed: {e}")))?
+                }
+            }))
+            .buffer_unordered(probe_concurrency)
+            .try_collect()
+            .await?;
+            result.probed = probed.iter().filter(|p| !p.cached).count();
+            result.probe_cached += probed.len() - result.probed;
+            result.pages_skipped = probed.iter().map(|p| p.found.pages_skipped).sum();
+            let mut chosen = Vec::new();
+            for p in probed {
+                if p.found.rewrite {
+                    // A file to change may still only get a vector; the mark step
+                    // reuses the vector read here.
+                    if let Some(deleted) = p.deleted {
+                        vectors.insert(p.file.path.clone(), deleted);
                     }
-                }))
-                .buffer_unordered(probe_concurrency)
-                .try_collect()
-                .await?;
-            result.pages_skipped = probed.iter().map(|(_, found)| found.pages_skipped).sum();
-            if let Some(cache) = cache {
-                // A rewritten file leaves the table: an entry it had is dead weight.
-                for (file, _) in probed.iter().filter(|(_, found)| found.rewrite) {
-                    cache.forget(&shared.cache_key(file));
+                    chosen.push((p.file, p.found.replaced, p.unfilled));
+                } else if let Some(key) = p.unfilled {
+                    result.to_fill.push((key, p.file));
                 }
             }
-            probed
+            chosen
                 .into_iter()
-                .filter_map(|(file, found)| found.rewrite.then_some((file, found.replaced)))
+                .map(|(file, replaced, unfilled)| {
+                    if let Some(key) = unfilled {
+                        fill_if_kept.push((key, file.clone()));
+                    }
+                    (file, replaced)
+                })
                 .collect()
         }
     };
@@ -741,6 +874,19 @@ async fn process_partition(
         to_rewrite.into_iter().partition(|(file, replaced)| {
             shared.marks && mark::worth_marking(file, replaced.as_deref(), max_share)
         });
+    if let Some(cache) = shared.cache.filter(|_| shared.knobs.use_probe_cache) {
+        // A rewritten file leaves the table: an entry it had is dead weight. A marked
+        // one stays (same path and size, a new vector), and so does its entry.
+        for (file, _) in &to_rewrite {
+            cache.forget(&shared.cache_key(file));
+        }
+    }
+    let marked_paths: HashSet<&Path> = to_mark.iter().map(|(file, _)| &file.path).collect();
+    result.to_fill.extend(
+        fill_if_kept
+            .into_iter()
+            .filter(|(_, file)| marked_paths.contains(&file.path)),
+    );
 
     let isolate = shared.knobs.isolate_source_rows;
     let groups = rewrite::groups(to_rewrite, shared.target_file_size);
@@ -794,9 +940,18 @@ async fn process_partition(
         stream::iter(to_mark.into_iter().map(|(file, replaced)| {
             let shared = Arc::clone(&shared);
             let part = Arc::clone(&part);
+            let known = vectors.remove(&file.path);
             async move {
                 let replaced = replaced.unwrap_or_default();
-                mark::mark(&shared.store, &shared.table_root, file, replaced, &part).await
+                mark::mark(
+                    &shared.store,
+                    &shared.table_root,
+                    file,
+                    known,
+                    replaced,
+                    &part,
+                )
+                .await
             }
         }))
         .buffer_unordered(shared.knobs.max_parallel_files)
@@ -879,6 +1034,32 @@ async fn process_partition(
         }
     }
     Ok(result)
+}
+
+/// How one candidate file is decided.
+enum Plan {
+    /// Read by the probe; with `fill`, also collect its keys for the cache if the probe
+    /// reads all of them.
+    Probe { fill: Option<CacheKey> },
+    /// Answered by the cache: the stored rows matching source keys (before the file's
+    /// vector) and what each match yields.
+    Cached {
+        matched: Vec<(u32, u32)>,
+        outcome: Outcome,
+    },
+}
+
+/// One decided candidate file.
+struct Probed {
+    file: TargetFile,
+    found: ProbeResult,
+    /// The file's deletion vector, as read for the decision.
+    deleted: Option<Deleted>,
+    /// Answered by the cache, unread.
+    cached: bool,
+    /// The cache key of a file probed without learning all its keys, when background
+    /// fills are on.
+    unfilled: Option<CacheKey>,
 }
 
 /// About how many bytes the rewrite of a stored file of `stored_bytes` writes: the file

@@ -69,6 +69,22 @@ impl StoredKeys {
         }
         Some(())
     }
+
+    /// Add `(key, position)` of every row whose key has no NULL to `out` (`positions`:
+    /// each row's position in its file), for the probe cache's integer entries; `None`
+    /// unless the key is one integer column.
+    pub(crate) fn extend_ints(
+        &self,
+        positions: &arrow::array::Int64Array,
+        out: &mut Vec<(i64, u32)>,
+    ) -> Option<()> {
+        out.reserve(self.null_key.len());
+        for (row, _) in self.null_key.iter().enumerate().filter(|(_, null)| !**null) {
+            let position = u32::try_from(positions.value(row)).ok()?;
+            out.push((self.keys.int(row)?, position));
+        }
+        Some(())
+    }
 }
 
 /// Decides matches between stored rows and a partition's source rows.
@@ -103,6 +119,15 @@ impl Decider {
         })
     }
 
+    /// Encode only the keys of a batch of stored rows (no cursor read).
+    pub(crate) fn encode_keys(&self, columns: &[ArrayRef], rows: usize) -> Result<StoredKeys> {
+        Ok(StoredKeys {
+            keys: self.keys.lookup_keys(columns)?,
+            null_key: self.keys.any_null(columns, rows),
+            cursors: None,
+        })
+    }
+
     /// Call `decided(row, source_row, outcome)` for every stored row of the batch that
     /// matches a source row, in ascending row order.
     pub(crate) fn for_each_match(
@@ -115,6 +140,21 @@ impl Decider {
             .matches(&stored.keys, &stored.null_key, |row, source_row| {
                 decided(row, source_row, self.outcome(part, stored, row, source_row))
             })
+    }
+
+    /// What every match yields when the decision needs no stored value: no cursor, or
+    /// one made only of partition columns (always equal, so the stored row wins); `None`
+    /// when it compares stored cursors.
+    pub(crate) fn key_only_outcome(&self) -> Option<Outcome> {
+        match &self.cursors {
+            None => Some(if self.match_changes_row {
+                Outcome::Updated
+            } else {
+                Outcome::Unchanged
+            }),
+            Some(c) if c.is_empty() => Some(Outcome::Lost),
+            Some(_) => None,
+        }
     }
 
     /// What happens when stored row `row` matches `source_row`.

@@ -4,22 +4,22 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array};
-use arrow::compute::and;
+use arrow::array::{Array, ArrayRef, Int64Array, UInt32Array};
+use arrow::compute::take;
 use arrow::datatypes::DataType;
 use deltalake::parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use deltalake::parquet::arrow::arrow_reader::{RowSelection, RowSelector};
-use deltalake::parquet::bloom_filter::Sbbf;
 use futures::TryStreamExt;
 use object_store::ObjectStore;
 
 use crate::error::{DeltaLiteError, Result};
+use crate::io::bloom;
 use crate::io::dv::Deleted;
 use crate::io::read::{
     open_with_row_numbers, present_roots, row_numbers, row_numbers_are_positions, sparse_columns,
     stream_projected,
 };
-use crate::ops::upsert::outcome::{Decider, Outcome};
+use crate::ops::upsert::outcome::{Decider, Outcome, StoredKeys};
 use crate::ops::upsert::rewrite::Replacement;
 use crate::ops::upsert::source::{Layout, SourcePartition};
 use crate::ops::upsert::target::{prunable, within_bounds};
@@ -62,7 +62,7 @@ pub(crate) async fn probe_file(
     read_batch_size: usize,
     collect_keys: bool,
 ) -> Result<ProbeResult> {
-    let mut builder = open_with_row_numbers(store, file).await?;
+    let builder = open_with_row_numbers(Arc::clone(&store), file).await?;
     let wanted: Vec<usize> = layout
         .key_columns
         .iter()
@@ -85,11 +85,17 @@ pub(crate) async fn probe_file(
     let metadata = Arc::clone(builder.metadata());
     let row_group_count = metadata.num_row_groups();
     let file_schema = Arc::clone(builder.schema());
-    let mut candidates: Vec<Option<BooleanArray>> = vec![None; row_group_count];
-    let live: BooleanArray = part.null_key.iter().map(|n| Some(!n)).collect();
-    for rg in candidates.iter_mut() {
-        *rg = Some(live.clone());
-    }
+    // Per row group, the source rows whose keys it may hold (`None`: none): kept as a
+    // list, so that narrowing costs what is left, not the partition's size per file; for
+    // a key of one integer column ascending by key, narrowed by binary search.
+    let sorted = part.index.sorted_ints();
+    let all: Vec<u32> = match sorted {
+        Some(sorted) => sorted.iter().map(|&(_, row)| row).collect(),
+        None => (0..part.null_key.len() as u32)
+            .filter(|&row| !part.null_key[row as usize])
+            .collect(),
+    };
+    let mut candidates: Vec<Option<Vec<u32>>> = vec![Some(all); row_group_count];
     // Row-group statistics.
     for &k in &layout.key_columns {
         let field = layout.data_schema.field(k);
@@ -114,18 +120,35 @@ pub(crate) async fn probe_file(
         ) else {
             continue;
         };
-        for (rg, mask) in candidates.iter_mut().enumerate() {
-            let Some(current) = mask.as_ref() else {
+        let int_bounds = sorted.and_then(|_| Some((as_i64s(&mins)?, as_i64s(&maxes)?)));
+        for (rg, rows) in candidates.iter_mut().enumerate() {
+            let Some(current) = rows.as_ref() else {
                 continue;
             };
-            let bound = |a: &ArrayRef| (a.is_valid(rg)).then(|| a.slice(rg, 1));
-            let m = within_bounds(
-                part.batch.column(k),
-                bound(&mins).as_ref(),
-                bound(&maxes).as_ref(),
-            )?;
-            let next = and(current, &m)?;
-            *mask = (next.true_count() > 0).then_some(next);
+            let next = match (sorted, &int_bounds) {
+                (Some(sorted), Some((mins, maxes))) => {
+                    let lo = mins[rg].map_or(0, |min| sorted.partition_point(|&(k, _)| k < min));
+                    let hi = maxes[rg].map_or(sorted.len(), |max| {
+                        sorted.partition_point(|&(k, _)| k <= max)
+                    });
+                    sorted[lo..hi.max(lo)].iter().map(|&(_, row)| row).collect()
+                }
+                _ => {
+                    let bound = |a: &ArrayRef| (a.is_valid(rg)).then(|| a.slice(rg, 1));
+                    let values = take(
+                        part.batch.column(k),
+                        &UInt32Array::from(current.clone()),
+                        None,
+                    )?;
+                    let m = within_bounds(&values, bound(&mins).as_ref(), bound(&maxes).as_ref())?;
+                    current
+                        .iter()
+                        .zip(m.values().iter())
+                        .filter_map(|(&row, keep)| keep.then_some(row))
+                        .collect::<Vec<u32>>()
+                }
+            };
+            *rows = (!next.is_empty()).then_some(next);
         }
     }
     // Bloom filters, for single-column keys whose file type matches the table's.
@@ -140,18 +163,18 @@ pub(crate) async fn probe_file(
                 .ok()
                 .and_then(|c| c.parquet_column_index());
         if let (true, Some(leaf)) = (same_type, leaf) {
-            for (rg, mask) in candidates.iter_mut().enumerate() {
-                let Some(current) = mask.as_ref() else {
+            for (rg, rows) in candidates.iter_mut().enumerate() {
+                let Some(current) = rows.as_ref() else {
                     continue;
                 };
-                let Some(filter) = builder.get_row_group_column_bloom_filter(rg, leaf).await?
+                let column = metadata.row_group(rg).column(leaf);
+                let Some(next) =
+                    bloom::may_hold(&store, &file.path, column, part.batch.column(*k), current)
+                        .await?
                 else {
                     continue;
                 };
-                let Some(next) = bloom_mask(&filter, part.batch.column(*k), current) else {
-                    continue;
-                };
-                *mask = (next.true_count() > 0).then_some(next);
+                *rows = (!next.is_empty()).then_some(next);
             }
         }
     }
@@ -170,11 +193,11 @@ pub(crate) async fn probe_file(
     if let Some((_, skipped)) = &pages {
         result.pages_skipped = *skipped;
     }
+    let trusted = row_numbers_are_positions(&metadata);
     // Keys are collected only from a read of every row: a skipped row group or page
     // would leave keys out, and the cache must know all of a file's keys or none.
-    let mut keys: Option<Vec<u64>> =
-        (collect_keys && selected.len() == row_group_count && result.pages_skipped == 0)
-            .then(Vec::new);
+    let mut keys = (collect_keys && selected.len() == row_group_count && result.pages_skipped == 0)
+        .then(|| Collected::new(layout, trusted));
     let root_indices: Vec<usize> = roots.iter().map(|(_, r)| *r).collect();
     let mut stream = match pages {
         Some((selection, _)) => {
@@ -190,7 +213,6 @@ pub(crate) async fn probe_file(
         }
         None => stream_projected(builder, &root_indices, selected, read_batch_size)?,
     };
-    let trusted = row_numbers_are_positions(&metadata);
     if deleted.is_some() && !trusted {
         return Err(DeltaLiteError::UnsupportedTable(format!(
             "{} has a deletion vector but its row groups are not stored in order, so its \
@@ -204,7 +226,7 @@ pub(crate) async fn probe_file(
         let stored = decider.encode(&columns, batch.num_rows())?;
         let positions = row_numbers(&batch)?;
         if let Some(all) = keys.as_mut()
-            && stored.extend_hashes(all).is_none()
+            && all.extend(&stored, positions).is_none()
         {
             keys = None;
         }
@@ -240,8 +262,131 @@ pub(crate) async fn probe_file(
         }
     }
     result.replaced = replaced;
-    result.keys = keys.map(FileKeys::new);
+    result.keys = keys.map(Collected::finish);
     Ok(result)
+}
+
+/// A file's keys as a read collects them for the probe cache: with positions for a key
+/// of one integer column in a file whose row numbers are its positions, else hashes.
+enum Collected {
+    Hashes(Vec<u64>),
+    Ints(Vec<(i64, u32)>),
+}
+
+impl Collected {
+    fn new(layout: &Layout, trusted: bool) -> Self {
+        let int_key = matches!(
+            layout.key_columns.as_slice(),
+            [k] if matches!(layout.data_schema.field(*k).data_type(), DataType::Int64 | DataType::Int32)
+        );
+        if int_key && trusted {
+            Collected::Ints(Vec::new())
+        } else {
+            Collected::Hashes(Vec::new())
+        }
+    }
+
+    /// Add a read batch's keys; `None` when they cannot be collected (the empty key).
+    fn extend(&mut self, stored: &StoredKeys, positions: &Int64Array) -> Option<()> {
+        match self {
+            Collected::Hashes(all) => stored.extend_hashes(all),
+            Collected::Ints(all) => stored.extend_ints(positions, all),
+        }
+    }
+
+    fn finish(self) -> FileKeys {
+        match self {
+            Collected::Hashes(all) => FileKeys::new(all),
+            Collected::Ints(all) => FileKeys::ints(all),
+        }
+    }
+}
+
+/// Every key of `file`, read in full for the probe cache (a background fill); `None`
+/// when the key cannot be cached (the empty key).
+pub(crate) async fn read_keys(
+    store: Arc<dyn ObjectStore>,
+    file: &TargetFile,
+    layout: &Layout,
+    decider: &Decider,
+    read_batch_size: usize,
+) -> Result<Option<FileKeys>> {
+    let builder = open_with_row_numbers(store, file).await?;
+    let roots = present_roots(&builder, &layout.data_schema, &layout.key_columns);
+    if !layout
+        .key_columns
+        .iter()
+        .all(|k| roots.iter().any(|(i, _)| i == k))
+    {
+        // The key was added after this file was written: it holds no non-NULL key.
+        return Ok(Some(FileKeys::default()));
+    }
+    let trusted = row_numbers_are_positions(builder.metadata());
+    let groups = (0..builder.metadata().num_row_groups()).collect();
+    let root_indices: Vec<usize> = roots.iter().map(|(_, r)| *r).collect();
+    let mut stream = stream_projected(builder, &root_indices, groups, read_batch_size)?;
+    let mut keys = Collected::new(layout, trusted);
+    while let Some(batch) = stream.try_next().await? {
+        let columns = sparse_columns(&batch, &layout.data_schema, &layout.key_columns)?;
+        let stored = decider.encode_keys(&columns, batch.num_rows())?;
+        if keys.extend(&stored, row_numbers(&batch)?).is_none() {
+            return Ok(None);
+        }
+    }
+    Ok(Some(keys.finish()))
+}
+
+/// The stored rows of a file that match source keys, `(position, source_row)`, and what
+/// each match yields, answered from the file's cached keys without reading it; `None`
+/// when the entry cannot answer (hashes only, a cursor that compares stored values, or
+/// a key the source does not index by integer). The file's deletion vector is applied
+/// after ([`cached_result`]): a file without a match needs no vector read.
+pub(crate) fn cached_matches(
+    keys: &FileKeys,
+    part: &SourcePartition,
+    decider: &Decider,
+) -> Option<(Vec<(u32, u32)>, Outcome)> {
+    let outcome = decider.key_only_outcome()?;
+    let source = part.index.sorted_ints()?;
+    let mut matched: Vec<(u32, u32)> = Vec::new();
+    keys.int_matches(source, |position, source_row| {
+        matched.push((position, source_row))
+    })?;
+    matched.sort_unstable();
+    Some((matched, outcome))
+}
+
+/// What the probe would have found for [`cached_matches`]: rows of `deleted` (the
+/// file's deletion vector) are not in the table and match nothing, as in [`probe_file`].
+pub(crate) fn cached_result(
+    matched: Vec<(u32, u32)>,
+    outcome: Outcome,
+    deleted: Option<&Deleted>,
+) -> ProbeResult {
+    let live: Vec<(u32, u32)> = matched
+        .into_iter()
+        .filter(|&(position, _)| !deleted.is_some_and(|d| d.contains(u64::from(position))))
+        .collect();
+    let updated = outcome == Outcome::Updated;
+    ProbeResult {
+        rewrite: updated && !live.is_empty(),
+        // Positions are the file's own: entries are only made from trusted row numbers.
+        replaced: Some(if updated {
+            live.iter()
+                .map(|&(position, source_row)| Replacement {
+                    position: u64::from(position),
+                    source_row,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        }),
+        outcomes: live
+            .into_iter()
+            .map(|(_, source_row)| (source_row, outcome))
+            .collect(),
+        ..ProbeResult::default()
+    }
 }
 
 /// The file position of `row` of a probe batch.
@@ -259,7 +404,7 @@ fn page_selection(
     builder: &crate::io::read::FileBuilder,
     layout: &Layout,
     part: &SourcePartition,
-    candidates: &[Option<BooleanArray>],
+    candidates: &[Option<Vec<u32>>],
     selected: &[usize],
 ) -> Result<Option<(RowSelection, usize)>> {
     let metadata = builder.metadata();
@@ -314,7 +459,7 @@ fn page_selection(
     let mut page = 0;
     for (rg, pages) in pages_of {
         let admitted = match &candidates[rg] {
-            Some(mask) => admitted_pages(keys, mask, &mins, &maxes, page..page + pages)?,
+            Some(rows) => admitted_pages(keys, rows, &mins, &maxes, page..page + pages)?,
             None => vec![false; pages],
         };
         for (offset, admits) in admitted.into_iter().enumerate() {
@@ -332,19 +477,19 @@ fn page_selection(
 }
 
 /// Which of the pages `range` (bounds `mins`/`maxes`, NULL: unbounded) admit one of the
-/// `keys` that `mask` keeps. The candidates are sorted once and each page is a binary
+/// `keys` at source rows `rows`. The candidates are sorted once and each page is a binary
 /// search, so a file of many small pages costs pages x log(keys) comparisons, not
 /// pages x keys.
 fn admitted_pages(
     keys: &ArrayRef,
-    mask: &BooleanArray,
+    rows: &[u32],
     mins: &ArrayRef,
     maxes: &ArrayRef,
     range: std::ops::Range<usize>,
 ) -> Result<Vec<bool>> {
     use std::cmp::Ordering;
 
-    let candidates = arrow::compute::filter(keys, mask)?;
+    let candidates = take(keys, &UInt32Array::from(rows.to_vec()), None)?;
     let candidates = arrow::compute::filter(
         &arrow::compute::sort(&candidates, None)?,
         &arrow::compute::is_not_null(&candidates)?,
@@ -368,32 +513,14 @@ fn admitted_pages(
         .collect())
 }
 
-/// Narrow `current` to source keys the bloom filter may hold; `None` if the key type
-/// has no bloom representation we can check.
-fn bloom_mask(filter: &Sbbf, keys: &ArrayRef, current: &BooleanArray) -> Option<BooleanArray> {
-    use arrow::array::AsArray;
-    let check = |i: usize| -> bool {
-        match keys.data_type() {
-            DataType::Int64 => {
-                filter.check(&keys.as_primitive::<arrow::datatypes::Int64Type>().value(i))
-            }
-            DataType::Int32 => {
-                filter.check(&keys.as_primitive::<arrow::datatypes::Int32Type>().value(i))
-            }
-            DataType::Utf8 => filter.check(keys.as_string::<i32>().value(i)),
-            DataType::Binary => filter.check(keys.as_binary::<i32>().value(i)),
-            _ => true,
-        }
-    };
-    if !matches!(
-        keys.data_type(),
-        DataType::Int64 | DataType::Int32 | DataType::Utf8 | DataType::Binary
-    ) {
-        return None;
-    }
+/// The values of an integer array as `i64`, NULL as `None`; `None` for other types.
+fn as_i64s(values: &ArrayRef) -> Option<Vec<Option<i64>>> {
+    let values = arrow::compute::cast(values, &DataType::Int64).ok()?;
     Some(
-        (0..current.len())
-            .map(|i| Some(current.value(i) && current.is_valid(i) && check(i)))
+        values
+            .as_any()
+            .downcast_ref::<Int64Array>()?
+            .iter()
             .collect(),
     )
 }

@@ -73,11 +73,11 @@ pub(crate) fn within_bounds(
         mask = and(&mask, &lt_eq(values, &arrow::array::Scalar::new(max))?)?;
     }
     // NULL comparisons yield NULL; treat as "no".
-    Ok(BooleanArray::from(
-        (0..mask.len())
-            .map(|i| mask.is_valid(i) && mask.value(i))
-            .collect::<Vec<_>>(),
-    ))
+    Ok(if mask.null_count() == 0 {
+        mask
+    } else {
+        arrow::compute::prep_null_mask_filter(&mask)
+    })
 }
 
 /// Bounds pruning is unsound for floats: statistics leave NaN out and may not order
@@ -119,6 +119,22 @@ pub(crate) fn stats_may_match(
             field_of(&file.max_values, name).and_then(|s| scalar_to_array(s, field.data_type()));
         if min.is_none() && max.is_none() {
             continue;
+        }
+        if let (Some(sorted), [_]) = (part.index.sorted_ints(), layout.key_columns.as_slice()) {
+            // One integer key, its source keys ascending: a binary search, not a pass
+            // over the partition's keys for every file.
+            let bound = |a: &Option<ArrayRef>| {
+                a.as_ref().and_then(|a| {
+                    let a = cast(a, &DataType::Int64).ok()?;
+                    let a = a.as_any().downcast_ref::<Int64Array>()?;
+                    a.is_valid(0).then(|| a.value(0))
+                })
+            };
+            let lo = bound(&min).map_or(0, |min| sorted.partition_point(|&(k, _)| k < min));
+            let hi = bound(&max).map_or(sorted.len(), |max| {
+                sorted.partition_point(|&(k, _)| k <= max)
+            });
+            return Ok(lo < hi);
         }
         let col = part.batch.column(k);
         let m = within_bounds(col, min.as_ref(), max.as_ref())?;
