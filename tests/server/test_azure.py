@@ -33,11 +33,12 @@ def azurite():
         yield emulator
 
 
-def serve(azurite: Azurite, root: str) -> ServerProcess:
+def serve(azurite: Azurite, root: str, args: list[str] | None = None) -> ServerProcess:
     return ServerProcess(
         data=f"az://{CONTAINER}/{root}",
         storage_options=Azurite.storage_options(),
         env=azurite.env(),
+        args=args,
     )
 
 
@@ -121,3 +122,34 @@ def test_two_servers_race_commits_to_one_table_and_lose_nothing(azurite):
         # (each server serializes its own writes to a table, so only the other can win).
         logs = first.log_text() + second.log_text()
         assert "concurrent commit touched read partitions; re-planning" in logs
+
+
+def test_tables_with_deletion_vectors_are_read_from_the_store(azurite):
+    """Upserts and a DELETE mark rows in vectors on the store; the server's scan of files
+    with vectors (`sql/vector_scan.rs`, each vector a row selection) reads them through
+    the session's store and sees exactly the live rows, selective or whole."""
+    with serve(azurite, "dv", ["--deletion-vectors", "on"]) as server:
+        client = Client(server)
+        rows = "".join(f"{i},a\n" for i in range(2000))
+        assert upsert(server, "t", "id,v\n" + rows)[0] == 200
+        assert (
+            upsert(
+                server, "t", "id,v\n" + "".join(f"{i},b\n" for i in range(0, 2000, 50))
+            )[0]
+            == 200
+        )
+        client.query("DELETE FROM lakehouse.main.t WHERE id % 7 = 3")
+        model = {i: ("b" if i % 50 == 0 else "a") for i in range(2000) if i % 7 != 3}
+        every = client.rows("SELECT id, v FROM lakehouse.main.t ORDER BY id")
+        assert every == sorted(model.items())
+        selective = "SELECT id, v FROM lakehouse.main.t WHERE id IN (3, 50, 51, 1999) ORDER BY id"
+        assert client.rows(selective) == [(50, "b"), (51, "a"), (1999, "a")]
+        _, plan = client.query(f"EXPLAIN {selective}")
+        scans = [
+            line
+            for row in plan
+            for cell in row
+            for line in str(cell).splitlines()
+            if "DataSourceExec" in line
+        ]
+        assert any("__delta_rs" not in line for line in scans), scans

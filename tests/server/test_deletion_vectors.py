@@ -11,6 +11,7 @@ without vectors over, protocol upgrade included.
 from __future__ import annotations
 
 import os
+import re
 import time
 import urllib.request
 from pathlib import Path
@@ -386,6 +387,24 @@ def test_sql_delete_marks_the_right_rows_of_a_large_file(server, client):
     ]
     assert client.count("SELECT count(*) FROM big") == 999_000
 
+    # A selective read of the file with a vector (`sql/vector_scan.rs`): its pages are
+    # pruned by the page index, and the rows are exactly the live ones (7 is deleted,
+    # 99's new version is in the UPDATE's file, 123,456 is untouched).
+    selective = "SELECT id, payload FROM big WHERE id IN (7, 99, 123456) ORDER BY id"
+    assert [r[0] for r in client.rows(selective)] == [99, 123_456]
+    assert client.rows(selective)[0][1] == "bmV3", "b'new', a BLOB in base64"
+    _, plan = client.query(f"EXPLAIN ANALYZE {selective}")
+    physical = "\n".join(str(cell) for row in plan for cell in row)
+    scans = [line for line in physical.splitlines() if "DataSourceExec" in line]
+    vector_scan = [line for line in scans if "__delta_rs" not in line]
+    assert len(vector_scan) == 1, physical
+    pruned = re.search(
+        r"page_index_pages_pruned=(\d+) total \u2192 (\d+) matched", vector_scan[0]
+    )
+    assert pruned, vector_scan[0]
+    total, matched = int(pruned[1]), int(pruned[2])
+    assert total >= 10 * matched > 0, vector_scan[0]
+
 
 def test_a_table_with_vectors_is_scanned_in_parallel_groups(server, client):
     """delta-rs reads a table with vectors in one stream; the server unions one scan per
@@ -425,14 +444,35 @@ def test_a_table_with_vectors_is_scanned_in_parallel_groups(server, client):
     physical = "\n".join(str(cell) for row in plan for cell in row)
     if (os.cpu_count() or 1) > 1:
         assert "UnionExec" in physical, physical
-    # The files without vectors are a scan of their own, into whose Parquet reader
-    # delta-rs pushes the predicate (it does not for a scan holding a vector).
+    # The files without vectors are delta-rs's scan, into whose Parquet reader it pushes
+    # the predicate; the files with vectors are one scan of ours (`sql/vector_scan.rs`,
+    # no DeltaScanExec over it) that prunes with the predicate too.
     _, plan = client.query(f"EXPLAIN {selective}")
     physical = "\n".join(str(cell) for row in plan for cell in row)
-    assert physical.count(" predicate=") == 1, physical
+    scans = [line for line in physical.splitlines() if "DataSourceExec" in line]
+    vector_scan = [line for line in scans if "__delta_rs" not in line]
+    assert len(vector_scan) == 1, physical
+    assert vector_scan[0].count(".parquet") == len(values), vector_scan[0]
+    assert all(" predicate=" in line for line in scans), physical
     # A table without vectors keeps delta-rs's own plan.
     client.query("OPTIMIZE pv")
     assert vectors(path_of(server, "pv")) == []
     _, plan = client.query(f"EXPLAIN {grouped}")
     assert "UnionExec" not in "\n".join(str(c) for row in plan for c in row)
     assert client.rows(grouped) == expected
+
+
+def test_bounds_of_files_with_vectors_prune_but_answer_nothing(server, client):
+    """The scan of files with vectors prunes whole files by the log's bounds, which also
+    cover the rows the vectors delete: the largest and smallest ids deleted, `max`/`min`
+    and range queries must still see only live rows."""
+    upsert(server, "bounds", [{"id": i, "v": "a"} for i in range(100)])
+    client.query("DELETE FROM bounds WHERE id IN (0, 99)")
+    assert vectors(path_of(server, "bounds")) == [2]
+    assert client.rows("SELECT min(id), max(id), count(*) FROM bounds") == [(1, 98, 98)]
+    assert client.rows("SELECT id FROM bounds WHERE id > 96 ORDER BY id") == [
+        (97,),
+        (98,),
+    ]
+    assert client.rows("SELECT id FROM bounds WHERE id >= 99 OR id <= 0") == []
+    assert client.rows("SELECT id FROM bounds WHERE id > 1000") == []

@@ -93,6 +93,18 @@ impl Deleted {
     }
 }
 
+/// The row positions `dv` deletes from its data file, ascending: what every engine read
+/// of a stored file skips, and what the server's scans of such files skip. `store` is
+/// rooted at the table (`table_url`), as every data file path is; a vector stored at an
+/// absolute path resolves under the table too.
+pub async fn deleted_positions(
+    store: &Arc<dyn ObjectStore>,
+    table_url: &Url,
+    dv: &DeletionVectorDescriptor,
+) -> Result<Vec<u64>> {
+    Ok(read(store, table_url, dv).await?.iter().collect())
+}
+
 /// The deleted row positions of a file, as its descriptor says. `store` is rooted at the
 /// table (`table_url`), as every data file path is.
 pub(crate) async fn read(

@@ -28,6 +28,7 @@ pub mod targets;
 mod temp;
 pub mod time_travel;
 mod udf;
+mod vector_scan;
 mod views;
 
 pub use guard::{MAX_EXPR_DEPTH, MAX_SET_OPERATIONS};

@@ -14,6 +14,9 @@
 //!   by one stream, and the groups run side by side. Files without a vector get groups
 //!   of their own: delta-rs pushes a query's predicate into the Parquet reader (row
 //!   groups, pages) only for a scan none of whose files has a vector.
+//! - The files with vectors themselves are one Parquet scan of ours when the table allows
+//!   (`sql/vector_scan.rs`: each vector a row selection, the predicate pruning as for any
+//!   file), so a selective query no longer reads each of them whole.
 
 use std::sync::Arc;
 
@@ -29,12 +32,17 @@ use deltalake::DeltaTable;
 use deltalake::delta_datafusion::DeltaScanNext;
 use deltalake::kernel::Add;
 
+use super::vector_scan::{VectorFile, VectorTable};
+
 /// A Delta table as the session scans it (see the module documentation).
 #[derive(Debug)]
 pub(crate) struct DeltaScan {
     inner: Arc<dyn TableProvider>,
     /// The table's files when any has a deletion vector (else empty): scanned in groups.
     files: Vec<ScanFile>,
+    /// Its files with vectors and how our own scan reads them; `None` when delta-rs reads
+    /// them (in groups of `files`).
+    vectors: Option<(VectorTable, Vec<VectorFile>)>,
 }
 
 impl DeltaScan {
@@ -42,6 +50,7 @@ impl DeltaScan {
         Arc::new(Self {
             inner,
             files: Vec::new(),
+            vectors: None,
         })
     }
 
@@ -64,7 +73,16 @@ impl DeltaScan {
         } else {
             Vec::new()
         };
-        Ok(Arc::new(Self { inner, files }))
+        let vectors = if files.is_empty() {
+            None
+        } else {
+            VectorTable::of(table)?
+        };
+        Ok(Arc::new(Self {
+            inner,
+            files,
+            vectors,
+        }))
     }
 
     /// Whether `provider` is a Delta table scanned through this wrapper.
@@ -78,8 +96,12 @@ impl DeltaScan {
     /// without in up to `n` more (largest first, each to the lightest group), as the Adds
     /// delta-rs selects files by (their path is what its own `add_action` gives: decoded).
     fn groups(&self, n: usize) -> Vec<Vec<Add>> {
-        let (marked, plain): (Vec<&ScanFile>, Vec<&ScanFile>) =
+        let (mut marked, plain): (Vec<&ScanFile>, Vec<&ScanFile>) =
             self.files.iter().partition(|f| f.vector);
+        if self.vectors.is_some() {
+            // Read by our own scan.
+            marked.clear();
+        }
         [marked, plain]
             .into_iter()
             .flat_map(|mut files| {
@@ -129,13 +151,27 @@ impl TableProvider for DeltaScan {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let partitions = state.config().target_partitions();
         let next = self.inner.downcast_ref::<DeltaScanNext>();
-        let (Some(next), true) = (next, self.files.len() > 1) else {
+        let Some(next) = next.filter(|_| self.vectors.is_some() || self.files.len() > 1) else {
             return self.inner.scan(state, projection, filters, limit).await;
         };
         let mut plans = Vec::new();
         for group in self.groups(partitions) {
             let scan = next.clone().with_adds(group);
             plans.push(scan.scan(state, projection, filters, limit).await?);
+        }
+        if let Some((table, files)) = &self.vectors {
+            let files: Vec<&VectorFile> = files.iter().collect();
+            let schema = self.inner.schema();
+            plans.push(
+                table
+                    .scan(
+                        &files, &schema, state, projection, filters, limit, partitions,
+                    )
+                    .await?,
+            );
+        }
+        if plans.len() == 1 {
+            return Ok(plans.remove(0));
         }
         UnionExec::try_new(plans)
     }

@@ -32,7 +32,7 @@ pub const REFUSED: &str = "Permission Error: no access outside the granted table
 
 /// The registry key of a URL: scheme and authority, as DataFusion's default registry keys
 /// its stores.
-fn store_key(url: &Url) -> String {
+pub(crate) fn store_key(url: &Url) -> String {
     format!(
         "{}://{}",
         url.scheme(),
