@@ -172,7 +172,7 @@ pub(crate) struct ServeArgs {
     /// Memory, in MiB, for the upsert engine's key cache: each data file's keys (with
     /// their row positions for a key of one integer column), shared by every upsert, so
     /// that a repeated upsert into a hot table decides files without reading their key
-    /// columns (8-12 bytes a key: 128 MiB holds about 11M keys). 0 turns it off.
+    /// columns (4-12 bytes a key: 128 MiB holds 11M-33M keys). 0 turns it off.
     #[arg(long, env = "DELTALITE_KEY_CACHE_MB", default_value_t = deltalite_server::config::default_key_cache_bytes() / deltalite::MIB)]
     key_cache_mb: usize,
 

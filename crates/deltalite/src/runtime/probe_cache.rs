@@ -11,8 +11,9 @@
 //!   entirely from the entry: which stored rows its keys replace and where (a file with a
 //!   deletion vector drops the positions its vector deletes), so a repeated upsert into
 //!   a hot table, where every file holds a key of the batch, opens no file to probe it.
-//!   8 bytes a key when the keys ascend in file order (the position is the index), 12
-//!   otherwise.
+//!   4 bytes a key when the file's keys ascend in file order (the position is the
+//!   index) and span less than 2^32 (stored as offsets from the smallest), 8 otherwise;
+//!   4 more when they do not ascend in file order.
 //! - [`FileKeys::Hashes`], for any other key: the distinct hashes of its key tuples,
 //!   sorted (8 bytes a key). When none of the source's key hashes is among them, no
 //!   source key is in the file and it is carried over unread; equal hashes are only
@@ -72,10 +73,80 @@ impl Default for FileKeys {
 #[derive(Debug, Default)]
 pub struct IntKeys {
     /// Ascending (a key stored twice appears twice).
-    keys: Vec<i64>,
+    keys: Sorted,
     /// `keys[i]` is at row `positions[i]`; empty when that row is `i` (the file's keys
     /// ascend and none is NULL).
     positions: Vec<u32>,
+}
+
+/// Ascending integers: as offsets from the smallest when they span less than 2^32 (4
+/// bytes a key; a file's keys usually lie close together), else as they are.
+#[derive(Debug)]
+enum Sorted {
+    Narrow { base: i64, offsets: Vec<u32> },
+    Wide(Vec<i64>),
+}
+
+impl Default for Sorted {
+    fn default() -> Self {
+        Sorted::Wide(Vec::new())
+    }
+}
+
+impl Sorted {
+    fn new(keys: impl ExactSizeIterator<Item = i64> + Clone) -> Self {
+        let (Some(first), Some(last)) = (keys.clone().next(), keys.clone().last()) else {
+            return Sorted::default();
+        };
+        if i128::from(last) - i128::from(first) <= i128::from(u32::MAX) {
+            Sorted::Narrow {
+                base: first,
+                offsets: keys
+                    .map(|k| (i128::from(k) - i128::from(first)) as u32)
+                    .collect(),
+            }
+        } else {
+            Sorted::Wide(keys.collect())
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Sorted::Narrow { offsets, .. } => offsets.len(),
+            Sorted::Wide(keys) => keys.len(),
+        }
+    }
+
+    fn get(&self, i: usize) -> i64 {
+        match self {
+            Sorted::Narrow { base, offsets } => base + i64::from(offsets[i]),
+            Sorted::Wide(keys) => keys[i],
+        }
+    }
+
+    /// The first index at or after `from` whose key is not below `key`.
+    fn first_at_least(&self, from: usize, key: i64) -> usize {
+        match self {
+            Sorted::Narrow { base, offsets } => {
+                let offset = i128::from(key) - i128::from(*base);
+                if offset <= 0 {
+                    from
+                } else if offset > i128::from(u32::MAX) {
+                    offsets.len()
+                } else {
+                    from + offsets[from..].partition_point(|&o| i128::from(o) < offset)
+                }
+            }
+            Sorted::Wide(keys) => from + keys[from..].partition_point(|&k| k < key),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Sorted::Narrow { offsets, .. } => offsets.capacity() * 4,
+            Sorted::Wide(keys) => keys.capacity() * 8,
+        }
+    }
 }
 
 impl FileKeys {
@@ -92,7 +163,7 @@ impl FileKeys {
     pub fn ints(mut pairs: Vec<(i64, u32)>) -> Self {
         pairs.sort_unstable();
         let in_place = pairs.iter().enumerate().all(|(i, &(_, p))| p as usize == i);
-        let keys = pairs.iter().map(|&(k, _)| k).collect();
+        let keys = Sorted::new(pairs.iter().map(|&(k, _)| k));
         let positions = if in_place {
             Vec::new()
         } else {
@@ -126,16 +197,18 @@ impl FileKeys {
         let FileKeys::Ints(ints) = self else {
             return None;
         };
-        let (Some(&first), Some(&last)) = (ints.keys.first(), ints.keys.last()) else {
+        let n = ints.keys.len();
+        if n == 0 {
             return Some(());
-        };
+        }
+        let (first, last) = (ints.keys.get(0), ints.keys.get(n - 1));
         let lo = source.partition_point(|&(k, _)| k < first);
         let hi = source.partition_point(|&(k, _)| k <= last);
         let mut from = 0;
         for &(key, source_row) in &source[lo..hi] {
-            from += ints.keys[from..].partition_point(|&k| k < key);
+            from = ints.keys.first_at_least(from, key);
             let mut i = from;
-            while i < ints.keys.len() && ints.keys[i] == key {
+            while i < n && ints.keys.get(i) == key {
                 let position = ints.positions.get(i).copied().unwrap_or(i as u32);
                 found(position, source_row);
                 i += 1;
@@ -160,7 +233,7 @@ impl FileKeys {
     fn bytes(&self) -> usize {
         match self {
             FileKeys::Hashes(hashes) => hashes.capacity() * 8,
-            FileKeys::Ints(ints) => ints.keys.capacity() * 8 + ints.positions.capacity() * 4,
+            FileKeys::Ints(ints) => ints.keys.bytes() + ints.positions.capacity() * 4,
         }
     }
 }
@@ -499,7 +572,7 @@ mod tests {
         assert_eq!(keys.len(), 5);
         assert_eq!(
             keys.bytes(),
-            5 * 8 + 5 * 4,
+            5 * 4 + 5 * 4,
             "positions kept: not in file order"
         );
         let source = [(5, 0), (20, 1), (30, 2), (41, 3)];
@@ -512,7 +585,11 @@ mod tests {
 
         // Ascending and gap-free in file order: the position is the index.
         let ascending = FileKeys::ints((0..100).map(|i| (i * 2, i as u32)).rev().collect());
-        assert_eq!(ascending.bytes(), 100 * 8, "no positions stored");
+        assert_eq!(
+            ascending.bytes(),
+            100 * 4,
+            "offsets, and no positions stored"
+        );
         assert_eq!(
             int_matches(&ascending, &[(0, 7), (98, 8), (99, 9)]),
             vec![(0, 7), (49, 8)]
@@ -523,6 +600,23 @@ mod tests {
                 .is_none()
         );
         assert!(int_matches(&FileKeys::ints(vec![]), &[(1, 0)]).is_empty());
+
+        // Keys spanning more than 2^32 are kept as they are; lookups at the extremes.
+        let wide = FileKeys::ints(vec![(i64::MIN, 0), (0, 1), (i64::MAX, 2)]);
+        assert_eq!(wide.bytes(), 3 * 8);
+        let source = [(i64::MIN, 0), (-1, 1), (0, 2), (i64::MAX, 3)];
+        assert_eq!(int_matches(&wide, &source), vec![(0, 0), (1, 2), (2, 3)]);
+        // Offsets near the ends of their range, and source keys far outside it.
+        let base = i64::MAX - i64::from(u32::MAX);
+        let narrow = FileKeys::ints(vec![(base, 0), (base + 1, 1), (i64::MAX, 2)]);
+        assert_eq!(narrow.bytes(), 3 * 4);
+        let source = [(i64::MIN, 0), (base, 1), (base + 2, 2), (i64::MAX, 3)];
+        assert_eq!(int_matches(&narrow, &source), vec![(0, 1), (2, 3)]);
+        let negative = FileKeys::ints(vec![(-5, 0), (-5, 1), (3, 2)]);
+        assert_eq!(
+            int_matches(&negative, &[(-6, 0), (-5, 1), (3, 2)]),
+            vec![(0, 1), (1, 1), (2, 2)]
+        );
     }
 
     #[tokio::test]
