@@ -37,6 +37,8 @@ pub enum Target {
     Data,
     /// Commit entries: `_delta_log/*.json`.
     Commit,
+    /// Deletion vector files: `deletion_vector_*.bin`.
+    Vectors,
     /// Every path.
     Any,
 }
@@ -48,6 +50,7 @@ impl Target {
         match self {
             Target::Data => p.ends_with(".parquet") && !p.contains("_delta_log/"),
             Target::Commit => p.contains("_delta_log/") && p.ends_with(".json"),
+            Target::Vectors => p.ends_with(".bin") && p.contains("deletion_vector_"),
             Target::Any => true,
         }
     }

@@ -104,23 +104,33 @@ impl DeltaScan {
         }
         [marked, plain]
             .into_iter()
-            .flat_map(|mut files| {
-                files.sort_by_key(|f| std::cmp::Reverse(f.size));
-                let mut groups: Vec<(i64, Vec<Add>)> = vec![(0, Vec::new()); n.min(files.len())];
-                for file in files {
-                    if let Some(lightest) = groups.iter_mut().min_by_key(|(bytes, _)| *bytes) {
-                        lightest.0 += file.size;
-                        lightest.1.push(Add {
-                            path: file.path.clone(),
-                            size: file.size,
-                            ..Add::default()
-                        });
-                    }
-                }
-                groups.into_iter().map(|(_, g)| g)
+            .flat_map(|files| {
+                let sized = files.into_iter().map(|file| {
+                    let add = Add {
+                        path: file.path.clone(),
+                        size: file.size,
+                        ..Add::default()
+                    };
+                    (file.size.max(0) as u64, add)
+                });
+                balanced(sized.collect(), n)
             })
             .collect()
     }
+}
+
+/// `items` (each with its size) in up to `n` groups of about equal size: largest first,
+/// each to the lightest group.
+pub(crate) fn balanced<T>(mut items: Vec<(u64, T)>, n: usize) -> Vec<Vec<T>> {
+    items.sort_by_key(|(size, _)| std::cmp::Reverse(*size));
+    let mut groups: Vec<(u64, Vec<T>)> = (0..n.min(items.len())).map(|_| (0, Vec::new())).collect();
+    for (size, item) in items {
+        if let Some(lightest) = groups.iter_mut().min_by_key(|(bytes, _)| *bytes) {
+            lightest.0 += size;
+            lightest.1.push(item);
+        }
+    }
+    groups.into_iter().map(|(_, g)| g).collect()
 }
 
 /// A file of a table with deletion vectors, as [`DeltaScan::groups`] sorts it.

@@ -156,21 +156,12 @@ impl VectorTable {
             .iter()
             .map(|f| self.file(f, &root, &partition_fields, &full))
             .collect();
-        let mut read: Vec<(u64, PartitionedFile)> = futures::stream::iter(pending)
+        let read: Vec<(u64, PartitionedFile)> = futures::stream::iter(pending)
             .buffer_unordered(8)
             .try_collect()
             .await?;
 
-        // Largest first, each to the lightest group.
-        read.sort_by_key(|(size, _)| std::cmp::Reverse(*size));
-        let mut groups: Vec<(u64, Vec<PartitionedFile>)> =
-            vec![(0, Vec::new()); partitions.max(1).min(read.len().max(1))];
-        for (size, file) in read {
-            if let Some(lightest) = groups.iter_mut().min_by_key(|(bytes, _)| *bytes) {
-                lightest.0 += size;
-                lightest.1.push(file);
-            }
-        }
+        let groups = super::scan::balanced(read, partitions.max(1));
 
         // The session's Parquet settings (page index, bloom filters on read, plain types).
         let options = TableParquetOptions {
@@ -225,7 +216,7 @@ impl VectorTable {
         }
         let read_columns = indices.len();
         let config = FileScanConfigBuilder::new(store_url, Arc::new(source))
-            .with_file_groups(groups.into_iter().map(|(_, g)| FileGroup::new(g)).collect())
+            .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
             .with_projection_indices(Some(indices))?
             .with_limit(if exact.is_some() { None } else { limit })
             .build();

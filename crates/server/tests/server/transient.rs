@@ -317,6 +317,30 @@ fn transient_store_failures_answer_503_and_a_retry_writes_once() {
 }
 
 #[test]
+fn a_transient_failure_reading_a_deletion_vector_answers_503() {
+    // The scan of files with vectors (`sql/vector_scan.rs`) reads each vector through the
+    // table's store while it plans: a failing read is the query's retryable failure.
+    let s = InProcess::start();
+    s.sql("CREATE TABLE t (id BIGINT, v VARCHAR)");
+    s.sql("ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')");
+    s.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')");
+    assert_eq!(s.sql("DELETE FROM t WHERE id = 2").status().as_u16(), 200);
+    s.store
+        .inject(Op::Get, Target::Vectors, 1, usize::MAX, Fault::Fail);
+    assert_retryable(
+        s.sql("SELECT id FROM t ORDER BY id"),
+        "query, vector reads failing",
+        "",
+    );
+    assert!(s.store.take_fired() > 0, "the vector was read");
+    assert_eq!(
+        s.rows("SELECT id FROM t ORDER BY id"),
+        vec![vec![json!(1)], vec![json!(3)], vec![json!(4)]],
+        "the retry sees the live rows"
+    );
+}
+
+#[test]
 fn a_transient_failure_reading_a_tables_log_answers_503() {
     let s = InProcess::start();
     let r = s.post(

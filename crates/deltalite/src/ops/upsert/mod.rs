@@ -851,20 +851,15 @@ async fn process_partition(
                     if let Some(deleted) = p.deleted {
                         vectors.insert(p.file.path.clone(), deleted);
                     }
-                    chosen.push((p.file, p.found.replaced, p.unfilled));
+                    if let Some(key) = p.unfilled {
+                        fill_if_kept.push((key, p.file.clone()));
+                    }
+                    chosen.push((p.file, p.found.replaced));
                 } else if let Some(key) = p.unfilled {
                     result.to_fill.push((key, p.file));
                 }
             }
             chosen
-                .into_iter()
-                .map(|(file, replaced, unfilled)| {
-                    if let Some(key) = unfilled {
-                        fill_if_kept.push((key, file.clone()));
-                    }
-                    (file, replaced)
-                })
-                .collect()
         }
     };
     result.prune_time = prune_started.elapsed();
