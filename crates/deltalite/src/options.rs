@@ -113,6 +113,18 @@ pub const MIB: usize = 1024 * 1024;
 /// says otherwise (the seed API's `commit_max_retries`).
 pub const DEFAULT_COMMIT_MAX_RETRIES: usize = 15;
 
+/// A commit is followed by a checkpoint, besides every `delta.checkpointInterval`-th
+/// version, once the JSON commits since the last checkpoint reach this many bytes per
+/// live file of the table (about what one file's `add` takes in the log), and at least
+/// [`CHECKPOINT_LOG_MIN_BYTES`]. Merge-on-read commits re-add every file they mark, so
+/// the log of a table with deletion vectors grows by about its whole file list a commit,
+/// and every reader replays it; the checkpoint this triggers costs about what was
+/// committed since the last one.
+pub const CHECKPOINT_LOG_BYTES_PER_FILE: u64 = 1024;
+/// See [`CHECKPOINT_LOG_BYTES_PER_FILE`]: below this much JSON since the last checkpoint
+/// (about 10 ms of replay), only the interval checkpoints.
+pub const CHECKPOINT_LOG_MIN_BYTES: u64 = MIB as u64;
+
 /// Output file size target of a table without `delta.targetFileSize` (Delta's default).
 pub const DEFAULT_TARGET_FILE_SIZE: u64 = 100 * MIB as u64;
 

@@ -33,7 +33,9 @@ use futures::future::BoxFuture;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::error::{DeltaLiteError, Result};
-use crate::options::{AppTransaction, PreCommitHook};
+use crate::options::{
+    AppTransaction, CHECKPOINT_LOG_BYTES_PER_FILE, CHECKPOINT_LOG_MIN_BYTES, PreCommitHook,
+};
 pub(crate) use commit::ReadSet;
 use commit::{Committed, Tally};
 
@@ -254,23 +256,29 @@ pub(crate) async fn run<A: Attempt>(
     }
 }
 
-/// Post-commit maintenance, best effort: the checkpoint the table's
-/// `delta.checkpointInterval` asks for at `version` (every `interval`-th commit), then,
-/// when `delta.enableExpiredLogCleanup` is on, the log entries the new checkpoint made
+/// Post-commit maintenance, best effort: a checkpoint at `version` when the table's
+/// `delta.checkpointInterval` asks for one (every `interval`-th commit) or the log has
+/// outgrown its last checkpoint ([`log_outgrew_checkpoint`]), then, when
+/// `delta.enableExpiredLogCleanup` is on, the log entries the new checkpoint made
 /// expendable past `delta.logRetentionDuration`. delta-rs would run this inside the
 /// commit and report its failure as the commit's, though the commit is durable (and an
 /// empty commit could not be recognised afterwards): here a failure is only logged, and
-/// the next boundary checkpoints again. Returns the time spent.
+/// a later commit checkpoints again. Returns the time spent.
 pub(crate) async fn maintain(table: &DeltaTable, version: u64) -> Duration {
     let started = Instant::now();
     let Ok(state) = table.snapshot() else {
         return Duration::ZERO;
     };
-    let interval = state.table_config().checkpoint_interval().get();
-    // The handle is at `version` unless reloading after the commit failed (then the next
-    // boundary checkpoints).
-    if !(version + 1).is_multiple_of(interval) || table.version() != Some(version) {
+    // The handle is at `version` unless reloading after the commit failed (then a later
+    // commit checkpoints).
+    if table.version() != Some(version) {
         return Duration::ZERO;
+    }
+    let interval = state.table_config().checkpoint_interval().get();
+    let due = (version + 1).is_multiple_of(interval)
+        || log_outgrew_checkpoint(table, version, interval, state.log_data().num_files()).await;
+    if !due {
+        return started.elapsed();
     }
     let cleanup = state.table_config().enable_expired_log_cleanup();
     match deltalake::checkpoints::create_checkpoint(table, None).await {
@@ -282,6 +290,72 @@ pub(crate) async fn maintain(table: &DeltaTable, version: u64) -> Duration {
         Err(e) => tracing::warn!(version, error = %e, "writing the checkpoint failed"),
     }
     started.elapsed()
+}
+
+/// Whether the JSON commits after the last checkpoint, up to `version`, reach
+/// [`CHECKPOINT_LOG_BYTES_PER_FILE`] per live file (`files`) and at least
+/// [`CHECKPOINT_LOG_MIN_BYTES`]: a reader would then replay more than a checkpoint of the
+/// whole table holds. One listing of the log from `interval` versions back (the last
+/// checkpoint is within them unless one failed; without one there, the commits listed
+/// are counted). A listing that fails counts as not due.
+async fn log_outgrew_checkpoint(
+    table: &DeltaTable,
+    version: u64,
+    interval: u64,
+    files: usize,
+) -> bool {
+    use futures::TryStreamExt;
+    let threshold = (files as u64)
+        .saturating_mul(CHECKPOINT_LOG_BYTES_PER_FILE)
+        .max(CHECKPOINT_LOG_MIN_BYTES);
+    let log_store = table.log_store();
+    let store = log_store.object_store(None);
+    let log = log_store.log_path();
+    let offset = log
+        .clone()
+        .join(format!("{:020}", version.saturating_sub(interval)));
+    let listed: Vec<object_store::ObjectMeta> = match store
+        .list_with_offset(Some(log), &offset)
+        .try_collect()
+        .await
+    {
+        Ok(listed) => listed,
+        Err(e) => {
+            tracing::debug!(version, error = %e, "listing the log after a commit failed");
+            return false;
+        }
+    };
+    json_since_checkpoint(&listed, version) >= threshold
+}
+
+/// Bytes of the commit files (`<version>.json`) in `listed` after the newest checkpoint
+/// among them (classic, multi-part or V2), up to `version`.
+fn json_since_checkpoint(listed: &[object_store::ObjectMeta], version: u64) -> u64 {
+    let parsed = listed.iter().filter_map(|meta| {
+        let name = meta.location.filename()?;
+        let (digits, rest) = name.split_at_checked(20)?;
+        let v: u64 = digits.parse().ok()?;
+        Some((v, rest, meta.size))
+    });
+    let mut commits: Vec<(u64, u64)> = Vec::new();
+    let mut checkpoint = None;
+    for (v, rest, size) in parsed {
+        if v > version {
+            continue;
+        }
+        if rest == ".json" {
+            commits.push((v, size));
+        } else if rest.starts_with(".checkpoint.")
+            && (rest.ends_with(".parquet") || rest.ends_with(".json"))
+        {
+            checkpoint = checkpoint.max(Some(v));
+        }
+    }
+    commits
+        .into_iter()
+        .filter(|(v, _)| checkpoint.is_none_or(|c| *v > c))
+        .map(|(_, size)| size)
+        .sum()
 }
 
 /// The version the call's application transaction was recorded at, if it was.
@@ -409,5 +483,70 @@ impl ReadSet {
             partitions: partitioned.then_some(partitions),
             app_ids: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(name: &str, size: u64) -> object_store::ObjectMeta {
+        object_store::ObjectMeta {
+            location: object_store::path::Path::from(format!("_delta_log/{name}")),
+            last_modified: chrono::DateTime::default(),
+            size,
+            e_tag: None,
+            version: None,
+        }
+    }
+
+    #[test]
+    fn only_commits_after_the_newest_checkpoint_count() {
+        let listed = [
+            meta("00000000000000000009.checkpoint.parquet", 5_000),
+            meta("00000000000000000009.json", 100),
+            meta("00000000000000000010.json", 200),
+            meta(
+                "00000000000000000011.checkpoint.0000000001.0000000002.parquet",
+                7,
+            ),
+            meta(
+                "00000000000000000011.checkpoint.0000000002.0000000002.parquet",
+                7,
+            ),
+            meta("00000000000000000011.json", 300),
+            meta("00000000000000000012.json", 400),
+            meta(
+                "00000000000000000012.00000000000000000013.compacted.json",
+                9_000,
+            ),
+            meta("00000000000000000012.crc", 50),
+            meta("00000000000000000013.json", 500),
+            // A commit after the version maintained (a later writer's) is not this one's.
+            meta("00000000000000000014.json", 600),
+            meta("_last_checkpoint", 10),
+        ];
+        assert_eq!(json_since_checkpoint(&listed, 13), 400 + 500);
+        assert_eq!(json_since_checkpoint(&listed, 10), 200);
+    }
+
+    #[test]
+    fn v2_checkpoints_count_and_without_one_every_commit_does() {
+        let listed = [
+            meta("00000000000000000003.json", 10),
+            meta(
+                "00000000000000000003.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json",
+                1,
+            ),
+            meta("00000000000000000004.json", 20),
+        ];
+        assert_eq!(json_since_checkpoint(&listed, 4), 20);
+        assert_eq!(json_since_checkpoint(&listed[2..], 4), 20);
+        assert_eq!(json_since_checkpoint(&[], 4), 0);
+        let none = [
+            meta("00000000000000000001.json", 30),
+            meta("00000000000000000002.json", 40),
+        ];
+        assert_eq!(json_since_checkpoint(&none, 2), 70);
     }
 }

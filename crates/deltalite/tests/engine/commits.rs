@@ -1,5 +1,6 @@
 //! What the transaction path records: an empty batch's commit, the checkpoints of
-//! `delta.checkpointInterval` written after (not inside) commits.
+//! `delta.checkpointInterval` written after (not inside) commits, and those of a log that
+//! outgrew its last checkpoint.
 
 use crate::common;
 
@@ -105,11 +106,118 @@ async fn checkpoints_are_written_at_the_interval_after_the_commit() {
         .unwrap();
     assert_eq!(s.version, 2);
     assert_eq!(checkpoints().len(), 1, "no checkpoint between boundaries");
-    assert_eq!(s.timings.maintenance, std::time::Duration::ZERO);
     // The checkpointed table loads and holds both rows.
     let reopened = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
     assert_eq!(reopened.version(), 2);
     assert_eq!(common::rows(&uri).await.len(), 2);
+}
+
+/// Besides the interval, a commit is followed by a checkpoint once the JSON commits since
+/// the last one reach 1 KiB per live file and 1 MiB: readers then never replay much more
+/// log than a checkpoint of the whole table holds. Every upsert here rewrites each of 200
+/// files (a wide schema: big `add`s), so the log grows by about 1 MB a commit while the
+/// interval (1000) never fires.
+#[tokio::test]
+async fn a_log_that_outgrows_its_checkpoint_is_checkpointed() {
+    const FILES: i64 = 200;
+    let mut fields = vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("day", DataType::Utf8, true),
+    ];
+    fields.extend((0..30).map(|c| Field::new(format!("c{c:02}"), DataType::Int64, true)));
+    let schema = Schema::new(fields);
+    let rows = |round: i64| {
+        let ids: Vec<i64> = (0..FILES).collect();
+        let days: Vec<String> = ids.iter().map(|i| format!("d{i:03}")).collect();
+        let mut columns = vec![
+            (
+                "id".to_string(),
+                Arc::new(Int64Array::from(ids.clone())) as ArrayRef,
+            ),
+            (
+                "day".to_string(),
+                strings(&days.iter().map(|d| Some(d.as_str())).collect::<Vec<_>>()),
+            ),
+        ];
+        columns.extend((0..30).map(|c| {
+            let values: Vec<i64> = ids.iter().map(|i| i * 1000 + c + round).collect();
+            (
+                format!("c{c:02}"),
+                Arc::new(Int64Array::from(values)) as ArrayRef,
+            )
+        }));
+        batch(
+            columns
+                .iter()
+                .map(|(n, a)| (n.as_str(), a.clone()))
+                .collect(),
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let uri = tmp_uri(&dir, "t");
+    let mut t = DeltaLiteTable::create(
+        &uri,
+        HashMap::new(),
+        &schema,
+        &["day".to_string()],
+        HashMap::from([("delta.checkpointInterval".to_string(), "1000".to_string())]),
+    )
+    .await
+    .unwrap();
+    let log = dir.path().join("t/_delta_log");
+    // (version, bytes) of the commits, and the versions with a checkpoint.
+    let listing = || {
+        let mut commits = Vec::new();
+        let mut checkpoints = Vec::new();
+        for entry in std::fs::read_dir(&log).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Ok(version) = name[..20.min(name.len())].parse::<u64>() else {
+                continue;
+            };
+            if name.ends_with(".checkpoint.parquet") {
+                checkpoints.push(version);
+            } else if name.len() == 25 && name.ends_with(".json") {
+                commits.push((version, entry.metadata().unwrap().len()));
+            }
+        }
+        checkpoints.sort();
+        (commits, checkpoints)
+    };
+    let o = UpsertOptions::new(["id"]);
+    let mut checkpointed = Vec::new();
+    for round in 0..6 {
+        let (_, before) = listing();
+        let s = upsert(&mut t, &rows(round), &o).await.unwrap();
+        assert_eq!(t.num_files().unwrap(), FILES as usize);
+        let (commits, after) = listing();
+        let last = before.last().copied();
+        let since: u64 = commits
+            .iter()
+            .filter(|(v, _)| last.is_none_or(|c| *v > c) && *v <= s.version)
+            .map(|(_, bytes)| bytes)
+            .sum();
+        let due = since >= (FILES as u64 * 1024).max(1 << 20);
+        let new: Vec<u64> = after
+            .iter()
+            .copied()
+            .filter(|v| !before.contains(v))
+            .collect();
+        assert_eq!(
+            new,
+            if due { vec![s.version] } else { vec![] },
+            "round {round}: {since} bytes of commits since checkpoint {last:?}"
+        );
+        checkpointed.extend(new);
+    }
+    assert!(
+        !checkpointed.is_empty() && checkpointed.len() < 6,
+        "some commits checkpoint, not all: {checkpointed:?}"
+    );
+    // Readers start from the checkpoint and see the last round.
+    let reopened = DeltaLiteTable::open(&uri, HashMap::new()).await.unwrap();
+    assert_eq!(reopened.version(), 6);
+    assert_eq!(common::rows(&uri).await.len(), FILES as usize);
 }
 
 /// Restore: one RESTORE commit that adds back the target version's files and removes the
