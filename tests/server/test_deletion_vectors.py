@@ -476,3 +476,65 @@ def test_bounds_of_files_with_vectors_prune_but_answer_nothing(server, client):
     ]
     assert client.rows("SELECT id FROM bounds WHERE id >= 99 OR id <= 0") == []
     assert client.rows("SELECT id FROM bounds WHERE id > 1000") == []
+
+
+def test_lookups_skip_the_files_with_vectors_that_cannot_hold_their_keys(server, client):
+    """A query for given keys (`id = k`, `id IN (…)`) plans only the files with vectors
+    whose log bounds and bloom filters may hold one (`sql/vector_scan.rs::Lookup`): the
+    new row versions of merge-on-read upserts sit in files spanning every key, which a
+    lookup would otherwise open one by one. Every answer stays the model's, including
+    keys only a deleted row still holds and lookups that rule out every file."""
+    model = {i: "a" for i in range(3000)}
+    upsert(server, "lk", [{"id": i, "v": "a"} for i in range(3000)])
+    for r in range(1, 7):
+        # Five spread updates, the previous round's insert updated (so its file gets a
+        # vector too), one insert: each round marks files and adds one spanning 0..10006.
+        changed = {r * 10 + k * 500: f"r{r}" for k in range(5)}
+        if r > 1:
+            changed[10_000 + r - 1] = f"r{r}"
+        changed[10_000 + r] = f"r{r}"
+        upsert(server, "lk", [{"id": i, "v": v} for i, v in changed.items()])
+        model.update(changed)
+    cardinalities = vectors(path_of(server, "lk"))
+    assert len(cardinalities) == 6, cardinalities
+
+    def planned(where: str) -> int:
+        _, plan = client.query(f"EXPLAIN SELECT id, v FROM lk WHERE {where}")
+        lines = [
+            line
+            for row in plan
+            for cell in row
+            for line in str(cell).splitlines()
+            if "DataSourceExec" in line and "__delta_rs" not in line
+        ]
+        assert len(lines) == 1, plan
+        # Distinct files: DataFusion may read one file as several byte ranges.
+        return len(set(re.findall(r"[^\s\[,]+\.parquet", lines[0])))
+
+    def answer(where: str) -> list[tuple]:
+        return client.rows(f"SELECT id, v FROM lk WHERE {where} ORDER BY id")
+
+    def expected(*keys: int) -> list[tuple]:
+        return sorted((k, model[k]) for k in keys if k in model)
+
+    # Updated in round 3: the base file (its old row, deleted) and round 3's file.
+    assert answer("id = 530") == expected(530) == [(530, "r3")]
+    assert planned("id = 530") == 2
+    assert planned("530 = id") == 2
+    # Never written but within every new file's bounds: their blooms rule them out.
+    assert answer("id = 5000") == []
+    assert planned("id = 5000") == 0
+    assert client.count("SELECT count(*) FROM lk WHERE id IN (5000, 5001)") == 0
+    # Outside every file's bounds.
+    assert planned("id = 2000000") == 0
+    # Several keys: the files of each, once.
+    keys = (7, 530, 1030, 5000, 10_003, 10_006)
+    assert answer(f"id IN {keys}") == expected(*keys)
+    # With another conjunct, and NULLs among the values (they match nothing).
+    assert answer("id IN (530, NULL) AND v = 'r3'") == [(530, "r3")]
+    assert answer("id IN (530, 1030) AND v = 'a'") == []
+    # Not lookups: an expression of the column, a negation; every file is planned.
+    assert answer("id * 2 = 1060") == [(530, "r3")]
+    assert planned("id * 2 = 1060") == 6
+    assert len(answer("id NOT IN (530)")) == len(model) - 1
+    assert client.count("SELECT count(*) FROM lk") == len(model)

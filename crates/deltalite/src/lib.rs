@@ -36,6 +36,7 @@ pub use ops::{compact, write};
 pub use runtime::{alloc, budget};
 
 pub use error::{DeltaLiteError, ErrorKind, Result};
+pub use io::bloom::may_hold_any;
 pub use io::dv::deleted_positions;
 pub use io::writer::append_properties;
 pub use ops::create::{CreateStats, Created, InitialData, NewTable, TableSpec};

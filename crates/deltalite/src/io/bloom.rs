@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, Int32Type, Int64Type};
+use deltalake::parquet::basic::Type as PhysicalType;
 use deltalake::parquet::bloom_filter::Sbbf;
 use deltalake::parquet::file::metadata::ColumnChunkMetaData;
 use object_store::ObjectStore;
@@ -49,6 +50,17 @@ pub(crate) async fn may_hold(
     let (Ok(offset), Ok(length)) = (u64::try_from(offset), u64::try_from(length)) else {
         return Ok(None);
     };
+    // A filter hashes the values as the file stores them: a column stored as another
+    // type than the values (a file from before a type change) cannot answer for them.
+    let stored = match values.data_type() {
+        DataType::Int64 => PhysicalType::INT64,
+        DataType::Int32 => PhysicalType::INT32,
+        DataType::Utf8 | DataType::Binary => PhysicalType::BYTE_ARRAY,
+        _ => return Ok(None),
+    };
+    if column.column_type() != stored {
+        return Ok(None);
+    }
     let header = length % BLOCK;
     let bitset = length - header;
     if header == 0 || bitset == 0 {
@@ -88,6 +100,23 @@ pub(crate) async fn may_hold(
             .map(|(&row, _)| row)
             .collect(),
     ))
+}
+
+/// Whether the bloom filter of `column` (a chunk of the file at `path`) may hold any of
+/// `values`: `Some(false)` only when it holds none of them, `None` when the column has
+/// no usable filter or a value has no bloom encoding we check (then assume it may).
+/// Only the blocks the values hash to are read. For readers outside the engine that
+/// skip whole files by their keys (the server's scans of files with deletion vectors).
+pub async fn may_hold_any(
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+    column: &ColumnChunkMetaData,
+    values: &ArrayRef,
+) -> Result<Option<bool>> {
+    let rows: Vec<u32> = (0..values.len() as u32).collect();
+    Ok(may_hold(store, path, column, values, &rows)
+        .await?
+        .map(|held| !held.is_empty()))
 }
 
 /// The bitset size a bloom filter header declares: its first field (id 1, a zigzag

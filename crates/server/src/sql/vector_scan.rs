@@ -10,12 +10,21 @@
 //! narrows what the reader decodes (`ParquetRowSelection`, checked against the file's
 //! row count when it is opened), so pruning is as for any file.
 //!
+//! A query that asks a column for given values (`k = v`, `k IN (…)`: point lookups by
+//! key) skips, before anything is planned, the files whose log bounds or bloom filters
+//! hold none of them: merge-on-read leaves each upsert's new row versions in a file that
+//! spans the table's keys, so a lookup would otherwise open every one of those files.
+//! The check reads the footer through the runtime's metadata cache and only the filter
+//! blocks the values hash to (`deltalite::may_hold_any`); a file's vector is read only
+//! when the file is scanned.
+//!
 //! Used for the plain case only ([`VectorTable::of`]): no column mapping (the stored
 //! column names are the table's), every file with a vector has its `numRecords`. Anything
 //! else is read through delta-rs as before (`sql/scan.rs`).
 
 use std::sync::Arc;
 
+use arrow::array::ArrayRef;
 use arrow::datatypes::{Field, FieldRef, Schema, SchemaRef};
 use chrono::{TimeZone, Utc};
 use datafusion::catalog::Session;
@@ -25,13 +34,17 @@ use datafusion::common::{
 };
 use datafusion::config::TableParquetOptions;
 use datafusion::datasource::listing::PartitionedFile;
-use datafusion::datasource::physical_plan::parquet::ParquetRowSelection;
+use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
+use datafusion::datasource::physical_plan::parquet::{
+    CachedParquetFileReaderFactory, ParquetRowSelection,
+};
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::object_store::ObjectStoreUrl;
-use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
+use datafusion::logical_expr::{Expr, Operator};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
@@ -41,6 +54,7 @@ use delta_kernel::expressions::Scalar;
 use deltalake::DeltaTable;
 use deltalake::kernel::DeletionVectorDescriptor;
 use deltalake::parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use deltalake::parquet::file::metadata::PageIndexPolicy;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore};
@@ -149,15 +163,23 @@ impl VectorTable {
         let full = Arc::clone(table_schema.table_schema());
 
         let store_url = ObjectStoreUrl::parse(crate::sql::stores::store_key(&self.table_url))?;
+        let store = state.runtime_env().object_store(&store_url)?;
+        let metadata_cache = state.runtime_env().cache_manager.get_file_metadata_cache();
         let root = Path::from_url_path(self.table_url.path())?;
+        let lookups = Lookup::of(filters, &full, &self.partition_columns);
+        let reader = Reader {
+            store: &store,
+            metadata_cache: &metadata_cache,
+            lookups: &lookups,
+            table_schema: &full,
+            partition_fields: &partition_fields,
+        };
         // Collected first: a lazy map of borrowing futures is not `Send` enough for the
         // provider's boxed future.
-        let pending: Vec<_> = files
-            .iter()
-            .map(|f| self.file(f, &root, &partition_fields, &full))
-            .collect();
+        let pending: Vec<_> = files.iter().map(|f| self.file(f, &root, &reader)).collect();
         let read: Vec<(u64, PartitionedFile)> = futures::stream::iter(pending)
             .buffer_unordered(8)
+            .try_filter_map(|file| async move { Ok(file) })
             .try_collect()
             .await?;
 
@@ -168,8 +190,13 @@ impl VectorTable {
             global: state.config_options().execution.parquet.clone(),
             ..Default::default()
         };
+        // Footers and page indexes through the runtime's metadata cache, shared by every
+        // session (as delta-rs's own scans do): a file's metadata is read once, not on
+        // every query that opens it.
+        let reader = CachedParquetFileReaderFactory::new(store, metadata_cache);
         let mut source = ParquetSource::new(table_schema)
             .with_table_parquet_options(options)
+            .with_parquet_file_reader_factory(Arc::new(reader))
             .with_pushdown_filters(false);
         // The provider answers filters on partition columns only as exact (delta-rs's
         // answer): DataFusion keeps no filter of its own for them, so they are applied
@@ -243,39 +270,176 @@ impl VectorTable {
     }
 }
 
+/// What reading one file of the scan needs besides the file.
+struct Reader<'a> {
+    store: &'a Arc<dyn ObjectStore>,
+    metadata_cache: &'a Arc<FileMetadataCache>,
+    lookups: &'a [Lookup],
+    table_schema: &'a Schema,
+    partition_fields: &'a [FieldRef],
+}
+
 impl VectorTable {
-    /// `f` as the scan reads it: its partition values typed, its vector a row selection.
+    /// `f` as the scan reads it (its partition values typed, its vector a row
+    /// selection), or `None` when the query's lookups rule it out.
     async fn file(
         &self,
         f: &VectorFile,
         root: &Path,
-        partition_fields: &[FieldRef],
-        table_schema: &Schema,
-    ) -> Result<(u64, PartitionedFile)> {
+        reader: &Reader<'_>,
+    ) -> Result<Option<(u64, PartitionedFile)>> {
+        let location = Path::from_iter(root.parts().chain(f.relative.parts()));
+        let meta = ObjectMeta {
+            location,
+            last_modified: Utc.timestamp_nanos(0),
+            size: f.size,
+            e_tag: None,
+            version: None,
+        };
+        let statistics = bounds(f, reader.table_schema);
+        if !reader.may_match(&meta, &statistics).await? {
+            return Ok(None);
+        }
         let deleted = deltalite::deleted_positions(&self.store, &self.table_url, &f.vector)
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
         let partition_values = f
             .partition_values
             .iter()
-            .zip(partition_fields)
+            .zip(reader.partition_fields)
             .map(|(value, field)| match value {
                 Some(v) => ScalarValue::try_from_string(v.clone(), field.data_type()),
                 None => ScalarValue::try_from(field.data_type()),
             })
             .collect::<Result<Vec<_>>>()?;
-        let location = Path::from_iter(root.parts().chain(f.relative.parts()));
-        let mut file = PartitionedFile::from(ObjectMeta {
-            location,
-            last_modified: Utc.timestamp_nanos(0),
-            size: f.size,
-            e_tag: None,
-            version: None,
+        let mut file = PartitionedFile::from(meta)
+            .with_partition_values(partition_values)
+            .with_extension(ParquetRowSelection::new(live_rows(&deleted, f.rows)));
+        file.statistics = Some(Arc::new(statistics));
+        Ok(Some((f.size, file)))
+    }
+}
+
+/// A conjunct of the query that holds only where a column equals one of some values:
+/// `c = v` or `c IN (v, …)`, the values literals of the column's own type (NULLs left
+/// out: they match nothing).
+#[derive(Debug)]
+struct Lookup {
+    /// The column's index in the table schema.
+    index: usize,
+    name: String,
+    values: Vec<ScalarValue>,
+    /// `values` as one array, for the bloom filter check.
+    array: ArrayRef,
+}
+
+impl Lookup {
+    /// The lookups among `filters` (the provider's conjuncts), on stored columns.
+    fn of(filters: &[Expr], schema: &Schema, partition_columns: &[String]) -> Vec<Self> {
+        filters
+            .iter()
+            .flat_map(split_conjunction)
+            .filter_map(|e| {
+                let (column, values) = match e {
+                    Expr::BinaryExpr(b) if b.op == Operator::Eq => {
+                        match (b.left.as_ref(), b.right.as_ref()) {
+                            (Expr::Column(c), Expr::Literal(v, _))
+                            | (Expr::Literal(v, _), Expr::Column(c)) => (c, vec![v.clone()]),
+                            _ => return None,
+                        }
+                    }
+                    Expr::InList(list) if !list.negated => {
+                        let Expr::Column(c) = list.expr.as_ref() else {
+                            return None;
+                        };
+                        let values = list
+                            .list
+                            .iter()
+                            .map(|v| match v {
+                                Expr::Literal(v, _) => Some(v.clone()),
+                                _ => None,
+                            })
+                            .collect::<Option<Vec<_>>>()?;
+                        (c, values)
+                    }
+                    _ => return None,
+                };
+                if partition_columns.iter().any(|p| p == &column.name) {
+                    return None;
+                }
+                let index = schema.index_of(&column.name).ok()?;
+                let wanted = schema.field(index).data_type();
+                let values: Vec<ScalarValue> =
+                    values.into_iter().filter(|v| !v.is_null()).collect();
+                if values.is_empty() || values.iter().any(|v| &v.data_type() != wanted) {
+                    return None;
+                }
+                let array = ScalarValue::iter_to_array(values.iter().cloned()).ok()?;
+                Some(Self {
+                    index,
+                    name: column.name.clone(),
+                    values,
+                    array,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether the column's bounds (`statistics`, when known) admit one of the values.
+    fn within(&self, statistics: &Statistics) -> bool {
+        let column = &statistics.column_statistics[self.index];
+        let (Some(min), Some(max)) = (column.min_value.get_value(), column.max_value.get_value())
+        else {
+            return true;
+        };
+        self.values.iter().any(|v| {
+            !matches!(v.partial_cmp(min), Some(std::cmp::Ordering::Less))
+                && !matches!(v.partial_cmp(max), Some(std::cmp::Ordering::Greater))
         })
-        .with_partition_values(partition_values)
-        .with_extension(ParquetRowSelection::new(live_rows(&deleted, f.rows)));
-        file.statistics = Some(Arc::new(bounds(f, table_schema)));
-        Ok((f.size, file))
+    }
+}
+
+impl Reader<'_> {
+    /// Whether the file at `meta` may hold a row every lookup admits: its log bounds
+    /// first, then, in each row group, the bloom filters of the looked-up columns.
+    async fn may_match(&self, meta: &ObjectMeta, statistics: &Statistics) -> Result<bool> {
+        if self.lookups.is_empty() {
+            return Ok(true);
+        }
+        if !self.lookups.iter().all(|l| l.within(statistics)) {
+            return Ok(false);
+        }
+        // Without the page index: the files ruled out never need it, and DataFusion
+        // adds it to the cached footer when it opens the others.
+        let metadata = DFParquetMetadata::new(self.store.as_ref(), meta)
+            .with_file_metadata_cache(Some(Arc::clone(self.metadata_cache)))
+            .with_page_index_policy(Some(PageIndexPolicy::Skip))
+            .fetch_metadata()
+            .await?;
+        for group in metadata.row_groups() {
+            let mut admitted = true;
+            for lookup in self.lookups {
+                let Some(column) = group
+                    .columns()
+                    .iter()
+                    .find(|c| matches!(c.column_path().parts(), [name] if *name == lookup.name))
+                else {
+                    continue;
+                };
+                let held =
+                    deltalite::may_hold_any(self.store, &meta.location, column, &lookup.array)
+                        .await
+                        .map_err(|e| DataFusionError::External(Box::new(e)))?;
+                if held == Some(false) {
+                    admitted = false;
+                    break;
+                }
+            }
+            if admitted {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 }
 
