@@ -6,7 +6,13 @@
 //!
 //! Planning (delta-rs's): per partition, files in the snapshot's order; a file larger than
 //! the target is skipped and splits the run; neighbours join a bin while the bin's bytes
-//! stay within the target; bins of one file are dropped (nothing to merge). On top:
+//! stay within the target; bins of one file are dropped (nothing to merge). A file with a
+//! deletion vector is always rewritten (compaction purges vectors), and in a partition
+//! that has one, files are neighbours in the order of their smallest key, not the log's,
+//! when the files carry an upsert key (a single unique column with a bloom filter, the
+//! lookup layout): merge-on-read re-adds every file it marks, so the log's order no
+//! longer follows the data, and bins of log neighbours would mix every key range into
+//! every output file, which no lookup could then skip by the log's bounds. On top:
 //! `partitions` limits the work to some partition values, `min_partition_removable_files`
 //! leaves a partition alone unless compacting it removes that many files net, and
 //! `max_bins_per_commit` commits in rounds. `dry_run` plans and stops.
@@ -14,6 +20,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use delta_kernel::expressions::Scalar;
 use deltalake::parquet::basic::{Compression, ZstdLevel};
 use deltalake::protocol::DeltaOperation;
 use deltalake::table::config::TablePropertiesExt;
@@ -27,7 +34,7 @@ use crate::options::EnvDefaults;
 use crate::options::MIB;
 use crate::schema::partition::normalize_raw;
 use crate::table::DeltaLiteTable;
-use crate::table::files::{TargetFile, active_files};
+use crate::table::files::{TargetFile, active_files, field_of};
 use crate::txn::{CommitSpec, ReadSet};
 
 /// Options of a compaction.
@@ -159,11 +166,11 @@ pub struct CompactStats {
 /// keys', so later probes stay cheap). The second value says whether they are a unique
 /// key: one column that the input stored without a dictionary, as upserts write their
 /// single-column keys. Best effort: a footer that cannot be read means none.
-async fn inherited_bloom_columns(
+async fn inherited_bloom_columns<'a>(
     store: deltalake::logstore::ObjectStoreRef,
-    bins: &[Vec<TargetFile>],
+    mut files: impl Iterator<Item = &'a TargetFile>,
 ) -> (Vec<String>, bool) {
-    let Some(file) = bins.iter().flatten().next() else {
+    let Some(file) = files.next() else {
         return (Vec::new(), false);
     };
     let Ok(builder) = crate::io::read::open(store, file).await else {
@@ -198,26 +205,67 @@ struct Plan {
     skipped: usize,
 }
 
+/// The value files are ordered by within a partition that purges vectors: the smallest
+/// key, as the log's bounds give it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum KeyBound {
+    Int(i128),
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl KeyBound {
+    fn of(file: &TargetFile, key: &str) -> Option<Self> {
+        Some(match field_of(&file.min_values, key)? {
+            Scalar::Long(v) | Scalar::Timestamp(v) | Scalar::TimestampNtz(v) => {
+                Self::Int((*v).into())
+            }
+            Scalar::Integer(v) | Scalar::Date(v) => Self::Int((*v).into()),
+            Scalar::Short(v) => Self::Int((*v).into()),
+            Scalar::Byte(v) => Self::Int((*v).into()),
+            Scalar::String(v) => Self::Text(v.clone()),
+            Scalar::Binary(v) => Self::Bytes(v.clone()),
+            _ => return None,
+        })
+    }
+}
+
 /// delta-rs's planning (see the module documentation), then this engine's partition
-/// threshold. `files` come in the snapshot's order.
-fn plan(files: Vec<TargetFile>, target: u64, min_removable: usize) -> Plan {
+/// threshold. `files` come in the snapshot's order; `key` is the upsert key the files
+/// are laid out for, if any (orders the files of partitions with vectors).
+fn plan(files: Vec<TargetFile>, target: u64, min_removable: usize, key: Option<&str>) -> Plan {
     let mut out = Plan::default();
-    // Per partition, in first-seen order: the next ordinal, and the candidates with theirs.
-    type Candidates = (usize, Vec<(usize, TargetFile)>);
-    let mut by_partition: IndexMap<Vec<Option<String>>, Candidates> = IndexMap::new();
+    // Per partition, in first-seen order: every file, and whether it is a candidate.
+    let mut by_partition: IndexMap<Vec<Option<String>>, Vec<(TargetFile, bool)>> = IndexMap::new();
     for file in files {
         out.considered += 1;
-        let entry = by_partition.entry(file.partition.clone()).or_default();
-        let ordinal = entry.0;
-        entry.0 += 1;
         // A file with a deletion vector is always rewritten: compaction purges them.
-        if file.size > target && file.deletion_vector.is_none() {
+        let candidate = file.size <= target || file.deletion_vector.is_some();
+        if !candidate {
             out.skipped += 1;
-            continue;
         }
-        entry.1.push((ordinal, file));
+        by_partition
+            .entry(file.partition.clone())
+            .or_default()
+            .push((file, candidate));
     }
-    for (_, (_, files)) in by_partition {
+    for (_, mut files) in by_partition {
+        if let Some(key) = key
+            && files.iter().any(|(f, _)| f.deletion_vector.is_some())
+        {
+            // Neighbours by key (a file skipped for its size still splits a run where its
+            // keys are); a file without a bound last; ties keep the log's order.
+            files.sort_by_cached_key(|(f, _)| match KeyBound::of(f, key) {
+                Some(bound) => (false, Some(bound)),
+                None => (true, None),
+            });
+        }
+        // Ordinals in that order: a skipped file leaves a gap, which ends a run.
+        let files = files
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (_, candidate))| *candidate)
+            .map(|(ordinal, (file, _))| (ordinal, file));
         let mut bins: Vec<Vec<TargetFile>> = Vec::new();
         let mut current: Vec<TargetFile> = Vec::new();
         let (mut bytes, mut last) = (0u64, None::<usize>);
@@ -314,7 +362,22 @@ impl DeltaLiteTable {
                 files.push(file);
             }
         }
-        let plan = plan(files, target, options.min_partition_removable_files);
+        // The upsert key the files are laid out for orders partitions that purge vectors.
+        let key = match files.iter().find(|f| f.deletion_vector.is_some()) {
+            Some(marked) => {
+                match inherited_bloom_columns(table.object_store(), std::iter::once(marked)).await {
+                    (columns, true) => columns.into_iter().next(),
+                    _ => None,
+                }
+            }
+            None => None,
+        };
+        let plan = plan(
+            files,
+            target,
+            options.min_partition_removable_files,
+            key.as_deref(),
+        );
         let read_version = self.version();
         let mut stats = CompactStats {
             version: read_version,
@@ -365,7 +428,7 @@ impl DeltaLiteTable {
         let state = table.snapshot()?;
         let defaults = EnvDefaults::get();
         let (bloom_filter_columns, unique_key) = if options.bloom_filter_columns.is_empty() {
-            inherited_bloom_columns(table.object_store(), &bins).await
+            inherited_bloom_columns(table.object_store(), bins.iter().flatten()).await
         } else {
             (options.bloom_filter_columns.clone(), false)
         };
@@ -493,7 +556,7 @@ impl DeltaLiteTable {
 
 #[cfg(test)]
 mod tests {
-    use deltalake::kernel::Remove;
+    use deltalake::kernel::{DeletionVectorDescriptor, Remove};
 
     use super::*;
 
@@ -538,10 +601,103 @@ mod tests {
             file("b", 90),
             file("b", 20),
         ];
-        let plan = plan(files, 100, 1);
+        let plan = plan(files, 100, 1, None);
         assert_eq!(sizes(&plan), vec![vec![vec![40, 50], vec![10, 20]]]);
         // 30 (a bin of one), 200 (too large), b's 90 and 20 (each alone: 110 > 100).
         assert_eq!((plan.considered, plan.skipped), (8, 4));
+    }
+
+    /// A file of `size` bytes with a deletion vector (when `marked`) and `id`s from `min`.
+    fn keyed(size: u64, min: Option<i64>, marked: bool) -> TargetFile {
+        use delta_kernel::expressions::StructData;
+        use delta_kernel::schema::{DataType, StructField};
+        let mut f = file("a", size);
+        f.path = format!("a/{size}-{min:?}").into();
+        f.min_values = min.map(|m| {
+            Scalar::Struct(
+                StructData::try_new(
+                    vec![StructField::nullable("id", DataType::LONG)],
+                    vec![Scalar::Long(m)],
+                )
+                .unwrap(),
+            )
+        });
+        if marked {
+            f.deletion_vector = Some(DeletionVectorDescriptor {
+                storage_type: deltalake::kernel::StorageType::Inline,
+                path_or_inline_dv: String::new(),
+                offset: None,
+                size_in_bytes: 0,
+                cardinality: 1,
+            });
+        }
+        f
+    }
+
+    #[test]
+    fn a_partition_that_purges_vectors_bins_its_files_in_key_order() {
+        // In the log: a file of new rows spanning every key (min 3), then the key ranges
+        // 200.., 0.., 100.. as merge-on-read re-added them, a large file at 300.. and
+        // one without bounds.
+        let files = || {
+            vec![
+                keyed(10, Some(3), true),
+                keyed(40, Some(200), true),
+                keyed(40, Some(0), true),
+                keyed(40, Some(100), false),
+                keyed(500, Some(300), false),
+                keyed(40, Some(400), true),
+                keyed(40, None, true),
+            ]
+        };
+        let mins = |plan: &Plan| -> Vec<Vec<Vec<String>>> {
+            plan.partitions
+                .iter()
+                .map(|p| {
+                    p.bins
+                        .iter()
+                        .map(|b| b.iter().map(|f| f.path.to_string()).collect())
+                        .collect()
+                })
+                .collect()
+        };
+        let by_key = plan(files(), 100, 1, Some("id"));
+        assert_eq!(
+            mins(&by_key),
+            vec![vec![
+                vec!["a/40-Some(0)", "a/10-Some(3)", "a/40-Some(100)"],
+                // The large file (skipped) ends the run before 400.
+                vec!["a/40-Some(200)"],
+                vec!["a/40-Some(400)", "a/40-None"],
+            ]]
+        );
+        assert_eq!((by_key.considered, by_key.skipped), (7, 1));
+        // Without a key, the log's order.
+        let by_log = plan(files(), 100, 1, None);
+        assert_eq!(
+            mins(&by_log),
+            vec![vec![
+                vec!["a/10-Some(3)", "a/40-Some(200)", "a/40-Some(0)"],
+                vec!["a/40-Some(400)", "a/40-None"],
+            ]]
+        );
+        // 100.. alone in its bin, without a vector: left as it is.
+        assert_eq!(by_log.skipped, 2);
+        // No vector in the partition: the log's order even with a key (delta-rs's plan).
+        let plain: Vec<TargetFile> = files()
+            .into_iter()
+            .map(|mut f| {
+                f.deletion_vector = None;
+                f
+            })
+            .collect();
+        assert_eq!(
+            mins(&plan(plain, 100, 1, Some("id"))),
+            vec![vec![
+                vec!["a/10-Some(3)", "a/40-Some(200)", "a/40-Some(0)"],
+                vec!["a/40-Some(400)", "a/40-None"],
+            ]]
+        );
     }
 
     #[test]
@@ -553,13 +709,13 @@ mod tests {
             file("small", 10),
             file("small", 10),
         ];
-        let both = plan(files.clone(), 100, 1);
+        let both = plan(files.clone(), 100, 1, None);
         assert_eq!(
             sizes(&both),
             vec![vec![vec![10, 10, 10]], vec![vec![10, 10]]]
         );
         // small would merge 2 files into 1: one file net, below 2.
-        let big = plan(files, 100, 2);
+        let big = plan(files, 100, 2, None);
         assert_eq!(sizes(&big), vec![vec![vec![10, 10, 10]]]);
         assert_eq!(big.skipped, 2);
     }

@@ -29,6 +29,18 @@ pub(crate) struct TargetFile {
     pub stats: Option<String>,
 }
 
+/// The value `stats` (a log statistics struct) holds for column `name`.
+pub(crate) fn field_of<'a>(stats: &'a Option<Scalar>, name: &str) -> Option<&'a Scalar> {
+    match stats {
+        Some(Scalar::Struct(data)) => data
+            .fields()
+            .iter()
+            .position(|f| f.name() == name)
+            .map(|i| &data.values()[i]),
+        _ => None,
+    }
+}
+
 impl TargetFile {
     /// This file added again with a new deletion vector: same data file, statistics kept
     /// but no longer tight (they also describe the rows the vector removes).

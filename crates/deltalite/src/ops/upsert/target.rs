@@ -17,17 +17,7 @@ use crate::error::Result;
 use crate::ops::upsert::source::{Layout, SourcePartition};
 use crate::table::files::TargetFile;
 
-/// The value `stats` (a log statistics struct) holds for column `name`.
-pub(crate) fn field_of<'a>(stats: &'a Option<Scalar>, name: &str) -> Option<&'a Scalar> {
-    match stats {
-        Some(Scalar::Struct(data)) => data
-            .fields()
-            .iter()
-            .position(|f| f.name() == name)
-            .map(|i| &data.values()[i]),
-        _ => None,
-    }
-}
+pub(crate) use crate::table::files::field_of;
 
 /// A kernel scalar as a one-element Arrow array of `to`, or `None` when it cannot be.
 pub(crate) fn scalar_to_array(scalar: &Scalar, to: &DataType) -> Option<ArrayRef> {
