@@ -8,7 +8,7 @@ vectors, then scanned (issue's targets: ≤ 1.2x, and parity after OPTIMIZE).
    per process), so each upsert's wall is printed too; the copy-on-write table is
    vacuumed between processes to fit on disk.
 2. One release server over both tables. Each query runs once to warm, then `--repeat`
-   times on each table in turn; medians: a full scan (`count(*)`, `sum(id)`,
+   rounds that take the two tables in turn (drift falls on both alike); medians: a full scan (`count(*)`, `sum(id)`,
    `max(payload)`), a selective query (`id = K` for 5 keys spread over the table),
    and the same full scan through delta-rs's reader (`deltalake` QueryBuilder, in this
    process) as an independent reader.
@@ -71,15 +71,19 @@ def upserts(args, table: Path, vectors: bool) -> list[float]:
     return walls
 
 
-def timed(run, repeat: int) -> tuple[float, object]:
-    answer = run()  # warm
-    walls = []
+def interleaved(runs: dict, repeat: int) -> tuple[dict, dict]:
+    """Each of `runs` (by table) once to warm, then `repeat` rounds taking the tables in
+    turn, so that drift on the machine (page cache, other work) falls on both alike;
+    per table the median wall and the answer (asserted the same every time)."""
+    answers = {t: run() for t, run in runs.items()}
+    walls = {t: [] for t in runs}
     for _ in range(repeat):
-        started = time.perf_counter()
-        again = run()
-        walls.append(time.perf_counter() - started)
-        assert again == answer, (again, answer)
-    return statistics.median(walls), answer
+        for t, run in runs.items():
+            started = time.perf_counter()
+            again = run()
+            walls[t].append(time.perf_counter() - started)
+            assert again == answers[t], (again, answers[t])
+    return {t: statistics.median(w) for t, w in walls.items()}, answers
 
 
 def measure(args, base: str, data: Path, label: str) -> dict:
@@ -91,24 +95,23 @@ def measure(args, base: str, data: Path, label: str) -> dict:
     }
     out = {}
     for name, query in queries.items():
-        walls, answers = {}, {}
-        for t in TABLES:
-            walls[t], answers[t] = timed(
-                lambda t=t, query=query: sql(base, query.format(t=t)), args.repeat
-            )
+        runs = {
+            t: (lambda t=t, query=query: sql(base, query.format(t=t))) for t in TABLES
+        }
+        walls, answers = interleaved(runs, args.repeat)
         assert answers["cow"] == answers["dv"], (name, answers)
         out[name] = walls
-    walls, answers = {}, {}
-    for t in TABLES:
-        table = DeltaTable(str(data / "lakehouse" / "bench" / t))
 
-        def scan(table=table):
-            q = QueryBuilder().register("t", table)
-            return pa.table(
-                q.execute("SELECT count(*), sum(id) FROM t").read_all()
-            ).to_pylist()
+    def scan(table):
+        q = QueryBuilder().register("t", table)
+        return pa.table(
+            q.execute("SELECT count(*), sum(id) FROM t").read_all()
+        ).to_pylist()
 
-        walls[t], answers[t] = timed(scan, args.repeat)
+    tables = {t: DeltaTable(str(data / "lakehouse" / "bench" / t)) for t in TABLES}
+    walls, answers = interleaved(
+        {t: (lambda t=t: scan(tables[t])) for t in TABLES}, args.repeat
+    )
     assert answers["cow"] == answers["dv"], answers
     out["delta-rs full scan"] = walls
     for name, walls in out.items():

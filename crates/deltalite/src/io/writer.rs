@@ -53,12 +53,19 @@ fn lookup_properties(
     props
 }
 
-/// How an append's files are encoded: Snappy pages, parquet's defaults otherwise (what
-/// delta-rs writes). Also what a server spools a client's rows into when that file is
+/// How the engine's writes compress pages (appends, upserts, type changes, and the
+/// compaction of tables that write deletion vectors): Snappy, what delta-rs and Spark
+/// write, and quicker to decode than ZSTD (a 16M-row scan of the same rows took
+/// 1.1-1.3x as long from ZSTD(4) pages: bench/README.md). Compaction of other tables
+/// writes ZSTD(4), as delta-rs's optimize does (`ops/compact.rs`).
+pub(crate) const WRITE_COMPRESSION: Compression = Compression::SNAPPY;
+
+/// How an append's files are encoded: [`WRITE_COMPRESSION`], parquet's defaults
+/// otherwise (what delta-rs writes). Also what a server spools a client's rows into when that file is
 /// then stored as it is, so such a file is encoded like any other append's.
 pub fn append_properties() -> WriterProperties {
     WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
+        .set_compression(WRITE_COMPRESSION)
         .build()
 }
 
@@ -90,8 +97,8 @@ pub(crate) struct WriterSettings {
     /// Encoded bytes at which a row group closes (callers size it; a tiny value makes a
     /// row group per written batch).
     pub row_group_bytes: usize,
-    /// Page compression: Snappy for upserts and appends (what delta-rs writes), ZSTD(4)
-    /// for compaction (what delta-rs's optimize writes).
+    /// Page compression: [`WRITE_COMPRESSION`], or ZSTD(4) for compaction of tables
+    /// without deletion vectors (what delta-rs's optimize writes).
     pub compression: Compression,
     pub write_batch_size: usize,
     pub upload_concurrency: usize,

@@ -1,7 +1,9 @@
 //! Compaction: bin-pack the small files of each partition into target-size files, the way
 //! delta-rs's `optimize.compact()` plans and writes them, so that the two are
 //! interchangeable (same bins, same output layout, ZSTD pages, the same `OPTIMIZE` commit
-//! with its operation metrics). The copying is `rearrange.rs`'s: memory is one decoded
+//! with its operation metrics). Tables that write deletion vectors, which delta-rs does
+//! not, differ in two ways: bins follow the upsert key (below) and pages are Snappy, as
+//! their upserts write them. The copying is `rearrange.rs`'s: memory is one decoded
 //! slice plus one open row group per bin in flight, whatever the table size.
 //!
 //! Planning (delta-rs's): per partition, files in the snapshot's order; a file larger than
@@ -29,6 +31,7 @@ use indexmap::IndexMap;
 
 use crate::error::{DeltaLiteError, Result};
 use crate::io::upload::MultipartPolicy;
+use crate::io::writer::WRITE_COMPRESSION;
 use crate::ops::rearrange::{GroupRewrite, RearrangeSettings, Rearrangement};
 use crate::options::EnvDefaults;
 use crate::options::MIB;
@@ -432,6 +435,18 @@ impl DeltaLiteTable {
         } else {
             (options.bloom_filter_columns.clone(), false)
         };
+        // What delta-rs's optimize writes (its file names say `.zstd.`), except on a
+        // table that writes deletion vectors: there compaction is what restores read
+        // speed after merge-on-read, and it writes what the table's upserts write (ZSTD
+        // pages decode slower: a purge would leave the table slower to scan than before).
+        let compression =
+            if crate::schema::features::writes_deletion_vectors(state) {
+                WRITE_COMPRESSION
+            } else {
+                Compression::ZSTD(ZstdLevel::try_new(4).map_err(|e| {
+                    DeltaLiteError::Other(format!("ZSTD level 4 is not valid: {e}"))
+                })?)
+            };
         let mut rearrangement = Rearrangement::new(
             table.object_store(),
             table.table_url().clone(),
@@ -444,10 +459,7 @@ impl DeltaLiteTable {
                 max_buffered_bytes: options.max_buffered_bytes / options.max_parallel_bins,
                 bloom_filter_columns,
                 unique_key,
-                // What delta-rs's optimize writes (its file names say `.zstd.`).
-                compression: Compression::ZSTD(ZstdLevel::try_new(4).map_err(|e| {
-                    DeltaLiteError::Other(format!("ZSTD level 4 is not valid: {e}"))
-                })?),
+                compression,
                 multipart: MultipartPolicy::for_table(
                     table.table_url(),
                     options

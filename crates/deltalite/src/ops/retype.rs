@@ -86,7 +86,7 @@ impl DeltaLiteTable {
                 bloom_filter_columns: options.bloom_filter_columns.clone(),
                 unique_key: false,
                 // `CompactOptions` has no multipart knobs: the process defaults apply.
-                compression: deltalake::parquet::basic::Compression::SNAPPY,
+                compression: crate::io::writer::WRITE_COMPRESSION,
                 multipart: MultipartPolicy::for_table(
                     table.table_url(),
                     EnvDefaults::get().multipart_threshold,

@@ -610,7 +610,7 @@ fn writer_factory(
             unique_key: true,
             target_file_size,
             row_group_bytes,
-            compression: deltalake::parquet::basic::Compression::SNAPPY,
+            compression: crate::io::writer::WRITE_COMPRESSION,
             write_batch_size: knobs.read_batch_size,
             // Two parts in flight per writer keep uploads overlapped with encoding while
             // bounding part buffers to 2 x part size per open file.
