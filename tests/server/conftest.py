@@ -74,6 +74,17 @@ class Client:
     def rows(self, statement: str) -> list[tuple]:
         return [tuple(r) for r in self.query(statement)[1]]
 
+    def scans(self, statement: str) -> list[str]:
+        """The `DataSourceExec` lines of `EXPLAIN statement`'s physical plan."""
+        _, plan = self.query(f"EXPLAIN {statement}")
+        return [
+            line
+            for row in plan
+            for cell in row
+            for line in str(cell).splitlines()
+            if "DataSourceExec" in line
+        ]
+
     def count(self, statement: str) -> int:
         (value,) = self.rows(statement)[0]
         return int(value)
