@@ -258,9 +258,9 @@ fn plan(files: Vec<TargetFile>, target: u64, min_removable: usize, key: Option<&
         {
             // Neighbours by key (a file skipped for its size still splits a run where its
             // keys are); a file without a bound last; ties keep the log's order.
-            files.sort_by_cached_key(|(f, _)| match KeyBound::of(f, key) {
-                Some(bound) => (false, Some(bound)),
-                None => (true, None),
+            files.sort_by_cached_key(|(f, _)| {
+                let bound = KeyBound::of(f, key);
+                (bound.is_none(), bound)
             });
         }
         // Ordinals in that order: a skipped file leaves a gap, which ends a run.
