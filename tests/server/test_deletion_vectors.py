@@ -523,6 +523,11 @@ def test_lookups_skip_the_files_with_vectors_that_cannot_hold_their_keys(
     assert client.count("SELECT count(*) FROM lk WHERE id IN (5000, 5001)") == 0
     # Outside every file's bounds.
     assert planned("id = 2000000") == 0
+    # A short IN list, which DataFusion rewrites as ORs of equalities, and such ORs.
+    assert answer("id IN (530, 5000)") == [(530, "r3")]
+    assert planned("id IN (530, 5000)") == 2
+    assert planned("id = 530 OR id = 5000 OR id = 2000000") == 2
+    assert planned("id = 530 OR v = 'x'") == 6
     # Several keys: the files of each, once.
     keys = (7, 530, 1030, 5000, 10_003, 10_006)
     assert answer(f"id IN {keys}") == expected(*keys)

@@ -321,7 +321,7 @@ impl VectorTable {
 }
 
 /// A conjunct of the query that holds only where a column equals one of some values:
-/// `c = v` or `c IN (v, …)`, the values literals of the column's own type (NULLs left
+/// `c = v`, `c IN (v, …)` or `c = v1 OR c = v2`, the values literals of the column's own type (NULLs left
 /// out: they match nothing).
 #[derive(Debug)]
 struct Lookup {
@@ -340,30 +340,7 @@ impl Lookup {
             .iter()
             .flat_map(split_conjunction)
             .filter_map(|e| {
-                let (column, values) = match e {
-                    Expr::BinaryExpr(b) if b.op == Operator::Eq => {
-                        match (b.left.as_ref(), b.right.as_ref()) {
-                            (Expr::Column(c), Expr::Literal(v, _))
-                            | (Expr::Literal(v, _), Expr::Column(c)) => (c, vec![v.clone()]),
-                            _ => return None,
-                        }
-                    }
-                    Expr::InList(list) if !list.negated => {
-                        let Expr::Column(c) = list.expr.as_ref() else {
-                            return None;
-                        };
-                        let values = list
-                            .list
-                            .iter()
-                            .map(|v| match v {
-                                Expr::Literal(v, _) => Some(v.clone()),
-                                _ => None,
-                            })
-                            .collect::<Option<Vec<_>>>()?;
-                        (c, values)
-                    }
-                    _ => return None,
-                };
+                let (column, values) = Self::wanted(e)?;
                 if partition_columns.iter().any(|p| p == &column.name) {
                     return None;
                 }
@@ -383,6 +360,45 @@ impl Lookup {
                 })
             })
             .collect()
+    }
+
+    /// The column `e` asks to equal one of some literals, and those literals: `c = v`,
+    /// `c IN (v, …)`, and `OR`s of them on one column (DataFusion's simplifier writes a
+    /// short `IN` list as `c = v1 OR c = v2`).
+    fn wanted(e: &Expr) -> Option<(&datafusion::common::Column, Vec<ScalarValue>)> {
+        match e {
+            Expr::BinaryExpr(b) if b.op == Operator::Eq => {
+                match (b.left.as_ref(), b.right.as_ref()) {
+                    (Expr::Column(c), Expr::Literal(v, _))
+                    | (Expr::Literal(v, _), Expr::Column(c)) => Some((c, vec![v.clone()])),
+                    _ => None,
+                }
+            }
+            Expr::BinaryExpr(b) if b.op == Operator::Or => {
+                let (left, mut values) = Self::wanted(&b.left)?;
+                let (right, more) = Self::wanted(&b.right)?;
+                if left != right {
+                    return None;
+                }
+                values.extend(more);
+                Some((left, values))
+            }
+            Expr::InList(list) if !list.negated => {
+                let Expr::Column(c) = list.expr.as_ref() else {
+                    return None;
+                };
+                let values = list
+                    .list
+                    .iter()
+                    .map(|v| match v {
+                        Expr::Literal(v, _) => Some(v.clone()),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()?;
+                Some((c, values))
+            }
+            _ => None,
+        }
     }
 
     /// Whether the column's bounds (`statistics`, when known) admit one of the values.

@@ -341,6 +341,38 @@ fn a_transient_failure_reading_a_deletion_vector_answers_503() {
 }
 
 #[test]
+fn a_transient_failure_while_a_lookup_prunes_files_with_vectors_answers_503() {
+    // A lookup by key reads the footers and bloom filter blocks of the files with vectors
+    // while it plans (`sql/vector_scan.rs::Lookup`): a failing read is the query's
+    // retryable failure, not a file silently kept or dropped. Both files have a vector,
+    // so every data read of the lookup is one of those (no file is scanned later).
+    let s = InProcess::start();
+    for body in ["id,v\n1,a\n2,b\n3,c\n4,d\n", "id,v\n11,k\n12,l\n13,m\n"] {
+        let r = s.post(
+            &format!("/upsert?{T}&table=t&primary_key=id"),
+            "text/csv",
+            body,
+        );
+        assert_eq!(r.status().as_u16(), 200);
+    }
+    s.sql("ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')");
+    assert_eq!(
+        s.sql("DELETE FROM t WHERE id IN (1, 11)").status().as_u16(),
+        200
+    );
+    let lookup = "SELECT v FROM t WHERE id IN (2, 12) ORDER BY v";
+    s.store
+        .inject(Op::Get, Target::Data, 1, usize::MAX, Fault::Fail);
+    assert_retryable(s.sql(lookup), "lookup, data reads failing", "");
+    assert!(s.store.take_fired() > 0, "the files were read");
+    assert_eq!(
+        s.rows(lookup),
+        vec![vec![json!("b")], vec![json!("l")]],
+        "the retry sees the live rows"
+    );
+}
+
+#[test]
 fn a_transient_failure_reading_a_tables_log_answers_503() {
     let s = InProcess::start();
     let r = s.post(
