@@ -278,7 +278,7 @@ impl SqlSession {
             .with_config(config)
             .with_runtime_env(runtime)
             .with_default_features()
-            .with_physical_optimizer_rules(physical::rules())
+            .with_physical_optimizer_rules(physical::rules(Arc::clone(&stores) as _))
             .build();
         let ctx = SessionContext::new_with_state(state);
         ctx.register_udf(udf::from_base64_udf());

@@ -25,10 +25,15 @@ struct InProcess {
 
 impl InProcess {
     fn start() -> Self {
+        Self::start_with(|_| {})
+    }
+
+    /// A server whose configuration `adjust` changes first.
+    fn start_with(adjust: impl FnOnce(&mut ServerConfig)) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("lake").display().to_string();
         let store = TestStore::local();
-        let config = ServerConfig::from_parts(
+        let mut config = ServerConfig::from_parts(
             data.clone(),
             "127.0.0.1:0".parse().expect("addr"),
             "alice:secret",
@@ -36,6 +41,7 @@ impl InProcess {
             "lakehouse",
         )
         .expect("config");
+        adjust(&mut config);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (bound, address) = std::sync::mpsc::channel();
         let tables = Arc::clone(&store);
@@ -370,6 +376,48 @@ fn a_transient_failure_while_a_lookup_prunes_files_with_vectors_answers_503() {
         vec![vec![json!("b")], vec![json!("l")]],
         "the retry sees the live rows"
     );
+}
+
+#[test]
+fn a_transient_failure_reading_a_footer_while_a_scan_runs_answers_503() {
+    // A Parquet scan reads a file's footer when it opens the file, as it executes.
+    // DataFusion 55.2's reader turns the store's error into text there; the session's
+    // readers keep it (`sql/physical/store_errors.rs`), so the failure is retryable.
+    // Both scans: delta-rs's of files without vectors, ours of a file with one. Without
+    // a footer cache, so that every scan reads the footers.
+    for vectors in [false, true] {
+        let s = InProcess::start_with(|c| c.query_footer_cache_bytes = 0);
+        assert_eq!(
+            s.sql("CREATE TABLE t (id BIGINT, v VARCHAR)")
+                .status()
+                .as_u16(),
+            200
+        );
+        if vectors {
+            s.sql("ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')");
+        }
+        s.sql("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')");
+        let mut expected = vec![json!(1), json!(2), json!(3), json!(4)];
+        if vectors {
+            assert_eq!(s.sql("DELETE FROM t WHERE id = 2").status().as_u16(), 200);
+            expected.remove(1);
+        }
+        let query = "SELECT id FROM t ORDER BY id";
+        s.store
+            .inject(Op::Get, Target::Data, 1, usize::MAX, Fault::Fail);
+        let what = format!("query, data reads failing, vectors: {vectors}");
+        // The first read a scan makes of a file is its footer. Before
+        // `KeepStoreErrors` this answered 200 and a final error line, "… Failed to fetch
+        // metadata for file …".
+        assert_retryable(
+            s.sql(query),
+            &what,
+            "Object Store error: Generic TestStore error: injected fault: get failed (",
+        );
+        assert!(s.store.take_fired() > 0, "{what}: the footer was read");
+        let rows: Vec<Value> = s.rows(query).into_iter().flatten().collect();
+        assert_eq!(rows, expected, "{what}: the retry sees the live rows");
+    }
 }
 
 #[test]

@@ -1,22 +1,28 @@
 //! The physical optimizer rules our sessions add to DataFusion's own.
 //!
-//! Both keep a statement inside the query memory pool the way DataFusion 55.2 cannot on
+//! Two keep a statement inside the query memory pool the way DataFusion 55.2 cannot on
 //! its own: [`join_order::BuildOnSubquery`] picks which side of a semi or anti join becomes
 //! the hash table (a hash table does not spill), [`repartition::OneSpillWriter`] keeps a
-//! spilling repartition from waiting forever.
+//! spilling repartition from waiting forever. [`store_errors::KeepStoreErrors`] keeps a
+//! failed footer read retryable when the store's failure is.
 
 mod join_order;
 mod repartition;
+mod store_errors;
 
 use std::sync::Arc;
 
+use datafusion::execution::object_store::ObjectStoreRegistry;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 
 /// DataFusion's default rules with ours in place: the join side right after join selection
 /// (before distribution is enforced and dynamic filters are attached), the repartition
-/// inputs last, on the finished plan, before its sanity check.
-pub(crate) fn rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
+/// inputs and the scans' readers last, on the finished plan, before its sanity check.
+/// `stores` is the session's registry, where scans find their store.
+pub(crate) fn rules(
+    stores: Arc<dyn ObjectStoreRegistry>,
+) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = PhysicalOptimizer::new().rules;
     let after_join_selection = rules
         .iter()
@@ -28,5 +34,9 @@ pub(crate) fn rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
         .position(|r| r.name() == "SanityCheckPlan")
         .unwrap_or(rules.len());
     rules.insert(before_sanity_check, Arc::new(repartition::OneSpillWriter));
+    rules.insert(
+        before_sanity_check + 1,
+        Arc::new(store_errors::KeepStoreErrors::new(stores)),
+    );
     rules
 }

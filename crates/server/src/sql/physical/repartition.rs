@@ -120,9 +120,11 @@ mod tests {
             .expect("runtime");
         let state = SessionStateBuilder::new()
             .with_config(SessionConfig::new().with_target_partitions(2))
-            .with_runtime_env(runtime)
+            .with_runtime_env(Arc::clone(&runtime))
             .with_default_features()
-            .with_physical_optimizer_rules(super::super::rules())
+            .with_physical_optimizer_rules(super::super::rules(Arc::clone(
+                &runtime.object_store_registry,
+            )))
             .build();
         let ctx = SessionContext::new_with_state(state);
         ctx.register_table("t", Arc::new(table(rows)))
