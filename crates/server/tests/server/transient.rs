@@ -379,14 +379,19 @@ fn a_transient_failure_while_a_lookup_prunes_files_with_vectors_answers_503() {
 }
 
 #[test]
-fn a_transient_failure_reading_a_footer_while_a_scan_runs_answers_503() {
+fn a_transient_failure_reading_a_footer_while_a_scan_runs_is_retryable() {
     // A Parquet scan reads a file's footer when it opens the file, as it executes.
     // DataFusion 55.2's reader turns the store's error into text there; the session's
-    // readers keep it (`sql/physical/store_errors.rs`), so the failure is retryable.
+    // readers keep it (`sql/physical/store_errors.rs`), so the failure is retryable: a
+    // 503 over HTTP, `Unavailable` over Flight SQL.
     // Both scans: delta-rs's of files without vectors, ours of a file with one. Without
     // a footer cache, so that every scan reads the footers.
     for vectors in [false, true] {
-        let s = InProcess::start_with(|c| c.query_footer_cache_bytes = 0);
+        let flight = free_address();
+        let s = InProcess::start_with(|c| {
+            c.query_footer_cache_bytes = 0;
+            c.flight_listen = Some(flight);
+        });
         assert_eq!(
             s.sql("CREATE TABLE t (id BIGINT, v VARCHAR)")
                 .status()
@@ -415,9 +420,77 @@ fn a_transient_failure_reading_a_footer_while_a_scan_runs_answers_503() {
             "Object Store error: Generic TestStore error: injected fault: get failed (",
         );
         assert!(s.store.take_fired() > 0, "{what}: the footer was read");
+        // The same session layer over Flight SQL: the retryable status is `Unavailable`.
+        // Before `KeepStoreErrors` it was `InvalidArgument`.
+        s.store
+            .inject(Op::Get, Target::Data, 1, usize::MAX, Fault::Fail);
+        let failed = flight_rows(flight, query).expect_err("the query fails over Flight");
+        assert_eq!(
+            failed.code(),
+            tonic::Code::Unavailable,
+            "{what}: {failed:?}"
+        );
+        assert!(
+            failed.message().starts_with(
+                "Object Store error: Generic TestStore error: injected fault: get failed ("
+            ),
+            "{what}: {failed:?}"
+        );
+        assert!(
+            s.store.take_fired() > 0,
+            "{what}: the footer was read over Flight"
+        );
         let rows: Vec<Value> = s.rows(query).into_iter().flatten().collect();
         assert_eq!(rows, expected, "{what}: the retry sees the live rows");
+        let over_flight = flight_rows(flight, query).map_err(|e| format!("{e:?}"));
+        assert_eq!(over_flight, Ok(expected.len()), "{what}: over Flight");
     }
+}
+
+/// A loopback address no one listens on, for a server's Flight endpoint.
+fn free_address() -> std::net::SocketAddr {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    probe.local_addr().expect("addr")
+}
+
+/// The number of rows `sql` returns over Flight SQL (handshake as alice, GetFlightInfo,
+/// DoGet), or the status of the call that failed.
+fn flight_rows(addr: std::net::SocketAddr, sql: &str) -> Result<usize, tonic::Status> {
+    use arrow_flight::error::FlightError;
+    use arrow_flight::sql::client::FlightSqlServiceClient;
+    use futures::TryStreamExt;
+
+    let status = |e: FlightError| match e {
+        FlightError::Tonic(s) => *s,
+        other => tonic::Status::unknown(format!("client error: {other}")),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+            .expect("url")
+            .connect()
+            .await
+            .expect("connect");
+        let mut client = FlightSqlServiceClient::new(channel);
+        client
+            .handshake("alice", "secret")
+            .await
+            .expect("handshake");
+        let info = client
+            .execute(sql.to_string(), None)
+            .await
+            .map_err(status)?;
+        let ticket = info.endpoint[0].ticket.clone().expect("ticket");
+        let mut stream = client.do_get(ticket).await.map_err(status)?;
+        let mut rows = 0;
+        while let Some(batch) = stream.try_next().await.map_err(status)? {
+            rows += batch.num_rows();
+        }
+        Ok(rows)
+    })
 }
 
 #[test]
