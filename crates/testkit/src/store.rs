@@ -31,7 +31,7 @@ pub enum Op {
 }
 
 /// Which paths a rule applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// Data files: `*.parquet` outside `_delta_log`.
     Data,
@@ -41,17 +41,20 @@ pub enum Target {
     Vectors,
     /// Every path.
     Any,
+    /// The one file whose path ends with this name.
+    File(String),
 }
 
 impl Target {
     /// Whether `path` is one of this target's.
-    pub fn matches(self, path: &Path) -> bool {
+    pub fn matches(&self, path: &Path) -> bool {
         let p = path.as_ref();
         match self {
             Target::Data => p.ends_with(".parquet") && !p.contains("_delta_log/"),
             Target::Commit => p.contains("_delta_log/") && p.ends_with(".json"),
             Target::Vectors => p.ends_with(".bin") && p.contains("deletion_vector_"),
             Target::Any => true,
+            Target::File(name) => p.ends_with(&format!("/{name}")),
         }
     }
 }

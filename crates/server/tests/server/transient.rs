@@ -601,3 +601,105 @@ fn a_client_that_leaves_mid_request_still_gets_its_whole_commit() {
     );
     assert_eq!(s.commits("t"), 2);
 }
+
+#[test]
+fn a_transient_failure_reading_a_footer_while_dml_scans_files_with_vectors_is_retryable() {
+    // DELETE, UPDATE and MERGE find their rows through delta-rs's scan, which on a table
+    // with deletion vectors accepts only the Parquet readers it planned: there
+    // `KeepFooterErrorsExec` recovers a failed footer read's cause. The failing file is
+    // the one without a vector, whose footer that scan reads as it executes (it reads
+    // those of files with vectors while planning, keeping the cause).
+    let s = InProcess::start_with(|c| c.query_footer_cache_bytes = 0);
+    s.sql("CREATE TABLE t (id BIGINT, v VARCHAR)");
+    s.sql("ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')");
+    let data_files = || -> std::collections::BTreeSet<String> {
+        std::fs::read_dir(s.table("t"))
+            .expect("table folder")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".parquet"))
+            .collect()
+    };
+    // The first file: ids 1-4 ('a'-'d') and 5-20 ('f'), so that each statement below
+    // marks a row or two of it, never rewrites it. The second file: ids 11x.
+    s.sql(
+        "INSERT INTO t SELECT id, CASE id WHEN 1 THEN 'a' WHEN 2 THEN 'b' WHEN 3 THEN 'c' \
+         WHEN 4 THEN 'd' ELSE 'f' END FROM unnest(range(1, 21)) AS r(id)",
+    );
+    let first = data_files();
+    s.sql("INSERT INTO t VALUES (111, 'k'), (112, 'l'), (113, 'm'), (114, 'n')");
+    let plain: Vec<String> = data_files().difference(&first).cloned().collect();
+    let [plain] = plain.as_slice() else {
+        panic!("one new file: {plain:?}")
+    };
+    assert_eq!(s.sql("DELETE FROM t WHERE id = 2").status().as_u16(), 200);
+    assert_eq!(
+        data_files().len(),
+        2,
+        "the first file got a vector, not a rewrite"
+    );
+    let ids = |s: &InProcess| -> Vec<i64> {
+        s.rows("SELECT id FROM t WHERE id < 5 OR id > 100 ORDER BY id")
+            .into_iter()
+            .flatten()
+            .map(|v| v.as_i64().expect("id"))
+            .collect()
+    };
+    // Each statement changes rows of the first file only, and its predicate is no
+    // column's bounds, so each one also scans the file without a vector.
+    let statements = [
+        (
+            "DELETE FROM t WHERE lower(v) = 'c'",
+            vec![1, 4, 111, 112, 113, 114],
+        ),
+        (
+            "UPDATE t SET id = id + 100 WHERE lower(v) = 'd'",
+            vec![1, 104, 111, 112, 113, 114],
+        ),
+        (
+            "MERGE INTO t USING (SELECT 'a' AS v) s ON lower(t.v) = s.v \
+             WHEN MATCHED THEN DELETE",
+            vec![104, 111, 112, 113, 114],
+        ),
+    ];
+    let mut live = vec![1, 3, 4, 111, 112, 113, 114];
+    for (statement, after) in statements {
+        let commits = s.commits("t");
+        // Every read of the file fails, the second read of its footer too: the answer is
+        // the store's error. Before `KeepFooterErrorsExec` this was 200 and a final error
+        // line, "… Failed to fetch metadata for file …".
+        s.store.inject(
+            Op::Get,
+            Target::File(plain.clone()),
+            1,
+            usize::MAX,
+            Fault::Fail,
+        );
+        assert_retryable(
+            s.sql(statement),
+            statement,
+            "Object Store error: Generic TestStore error: injected fault: get failed (",
+        );
+        assert!(s.store.take_fired() > 0, "{statement}: the footer was read");
+        // Only the first read fails: the second read of the footer succeeds, so the
+        // failure was the store's and went away.
+        s.store
+            .inject(Op::Get, Target::File(plain.clone()), 1, 1, Fault::Fail);
+        assert_retryable(
+            s.sql(statement),
+            statement,
+            "Object Store error: Generic footer error: Parquet error: Parquet error: \
+             Failed to fetch metadata for file ",
+        );
+        assert_eq!(s.store.take_fired(), 1, "{statement}");
+        assert_eq!(s.commits("t"), commits, "{statement}: nothing committed");
+        assert_eq!(ids(&s), live, "{statement}: nothing changed");
+        assert_eq!(
+            s.sql(statement).status().as_u16(),
+            200,
+            "{statement}: retried"
+        );
+        assert_eq!(ids(&s), after, "{statement}: once");
+        live = after;
+    }
+}

@@ -14,13 +14,15 @@
 //!
 //! One scan keeps its readers: delta-rs's scan of a table with deletion vectors (the
 //! server's DML reads one) accepts only the Parquet sources it planned. It reads the
-//! footers of its files with vectors while planning, keeping the cause; a failed footer
-//! read of one of its other files still answers as final.
+//! footers of its files with vectors while planning, keeping the cause; for its other
+//! files the rule puts [`KeepFooterErrorsExec`] above it, which recovers the cause from
+//! the failed stream: it reads the footer that DataFusion's text names once more.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use datafusion::common::Result;
+use datafusion::common::Statistics;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::datasource::listing::PartitionedFile;
@@ -32,16 +34,22 @@ use datafusion::datasource::physical_plan::{FileScanConfig, FileScanConfigBuilde
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::DataFusionError;
 use datafusion::execution::object_store::ObjectStoreRegistry;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
-use datafusion::physical_plan::{ExecutionPlan, replace_children_if_necessary};
+use datafusion::physical_plan::statistics::StatisticsArgs;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, replace_children_if_necessary,
+};
 use deltalake::delta_datafusion::DeltaScanExec;
 use deltalake::parquet::arrow::arrow_reader::ArrowReaderOptions;
 use deltalake::parquet::arrow::async_reader::AsyncFileReader;
-use deltalake::parquet::errors::ParquetError;
+use deltalake::parquet::errors::{ParquetError, Result as ParquetResult};
 use deltalake::parquet::file::metadata::ParquetMetaData;
-use futures::FutureExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use object_store::{ObjectMeta, ObjectStore};
 
 /// See the module documentation. Holds the session's store registry: a scan's store is
@@ -56,8 +64,8 @@ impl KeepStoreErrors {
         Self { stores }
     }
 
-    /// `plan` with every Parquet scan's readers wrapped, except under a delta-rs scan that
-    /// refuses changed Parquet sources.
+    /// `plan` with every Parquet scan's readers wrapped; a delta-rs scan that refuses
+    /// changed Parquet sources instead under a [`KeepFooterErrorsExec`].
     fn rewrite(&self, plan: Arc<dyn ExecutionPlan>) -> Result<Transformed<Arc<dyn ExecutionPlan>>> {
         plan.transform_down(|node| {
             if let Some(scan) = self.wrapped(&node)? {
@@ -69,7 +77,8 @@ impl KeepStoreErrors {
             // delta-rs's scan of files with deletion vectors accepts only the Parquet
             // sources it planned (it checks them by identity,
             // `DeltaScanExec::validate_dv_child_topology`): there its own readers stay,
-            // and a failed footer read stays final. Its other scans take ours.
+            // and the node above it recovers a failed footer read's cause. Its other
+            // scans take ours.
             let mut changed = false;
             let mut children = Vec::new();
             for child in node.children() {
@@ -77,17 +86,39 @@ impl KeepStoreErrors {
                 changed |= child.transformed;
                 children.push(child.data);
             }
-            let kept = |node| Transformed::new(node, false, TreeNodeRecursion::Jump);
             if !changed {
-                return Ok(kept(node));
+                return Ok(Transformed::new(node, false, TreeNodeRecursion::Jump));
             }
-            Ok(
-                match replace_children_if_necessary(Arc::clone(&node), children) {
-                    Ok(scan) => Transformed::new(scan, true, TreeNodeRecursion::Jump),
-                    Err(_) => kept(node),
-                },
-            )
+            let scan = match replace_children_if_necessary(Arc::clone(&node), children) {
+                Ok(scan) => scan,
+                Err(_) => {
+                    let files = self.files(&node)?;
+                    Arc::new(KeepFooterErrorsExec::new(node, files))
+                }
+            };
+            Ok(Transformed::new(scan, true, TreeNodeRecursion::Jump))
         })
+    }
+
+    /// Every file the Parquet scans under `plan` read, with its store.
+    fn files(&self, plan: &Arc<dyn ExecutionPlan>) -> Result<Vec<ScanFile>> {
+        let mut files = Vec::new();
+        plan.apply(|node| {
+            if let Some(config) = node
+                .downcast_ref::<DataSourceExec>()
+                .and_then(|exec| exec.data_source().downcast_ref::<FileScanConfig>())
+            {
+                let store = self.stores.get_store(config.object_store_url.as_ref())?;
+                for file in config.file_groups.iter().flat_map(|g| g.iter()) {
+                    files.push(ScanFile {
+                        meta: file.object_meta.clone(),
+                        store: Arc::clone(&store),
+                    });
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        Ok(files)
     }
 
     /// A Parquet scan with its reader factory wrapped in [`Factory`]; `None` for any other
@@ -179,24 +210,21 @@ struct Reader {
 }
 
 impl AsyncFileReader for Reader {
-    fn get_bytes(
-        &mut self,
-        range: std::ops::Range<u64>,
-    ) -> BoxFuture<'_, deltalake::parquet::errors::Result<Bytes>> {
+    fn get_bytes(&mut self, range: std::ops::Range<u64>) -> BoxFuture<'_, ParquetResult<Bytes>> {
         self.inner.get_bytes(range)
     }
 
     fn get_byte_ranges(
         &mut self,
         ranges: Vec<std::ops::Range<u64>>,
-    ) -> BoxFuture<'_, deltalake::parquet::errors::Result<Vec<Bytes>>> {
+    ) -> BoxFuture<'_, ParquetResult<Vec<Bytes>>> {
         self.inner.get_byte_ranges(ranges)
     }
 
     fn get_metadata<'a>(
         &'a mut self,
         options: Option<&'a ArrowReaderOptions>,
-    ) -> BoxFuture<'a, deltalake::parquet::errors::Result<Arc<ParquetMetaData>>> {
+    ) -> BoxFuture<'a, ParquetResult<Arc<ParquetMetaData>>> {
         async move {
             if let Ok(metadata) = self.inner.get_metadata(options).await {
                 return Ok(metadata);
@@ -225,4 +253,143 @@ impl AsyncFileReader for Reader {
 struct FooterUnread {
     path: object_store::path::Path,
     source: DataFusionError,
+}
+
+/// A file a scan reads, and the store it reads it from.
+#[derive(Debug, Clone)]
+struct ScanFile {
+    meta: ObjectMeta,
+    store: Arc<dyn ObjectStore>,
+}
+
+/// Above a scan whose readers cannot be wrapped: its stream, except that a failed footer
+/// read (DataFusion's text "Failed to fetch metadata for file {path}: …" naming one of
+/// `files`) is answered with a second read's cause. The stream has ended by then, so a
+/// second read that succeeds still fails the statement, as a store failure that went away
+/// (transient).
+#[derive(Debug)]
+pub(crate) struct KeepFooterErrorsExec {
+    input: Arc<dyn ExecutionPlan>,
+    files: Arc<[ScanFile]>,
+}
+
+impl KeepFooterErrorsExec {
+    fn new(input: Arc<dyn ExecutionPlan>, files: Vec<ScanFile>) -> Self {
+        Self {
+            input,
+            files: files.into(),
+        }
+    }
+}
+
+impl DisplayAs for KeepFooterErrorsExec {
+    fn fmt_as(&self, _: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "KeepFooterErrorsExec")
+    }
+}
+
+impl ExecutionPlan for KeepFooterErrorsExec {
+    fn name(&self) -> &str {
+        "KeepFooterErrorsExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        match (children.pop(), children.is_empty()) {
+            (Some(input), true) => Ok(Arc::new(Self {
+                input,
+                files: Arc::clone(&self.files),
+            })),
+            _ => datafusion::common::internal_err!("KeepFooterErrorsExec has one child"),
+        }
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        match input_stats.first() {
+            Some(stats) => Ok(Arc::clone(stats)),
+            None => Ok(Arc::new(Statistics::new_unknown(&self.schema()))),
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let files = Arc::clone(&self.files);
+        let stream = self.input.execute(partition, context)?.then(move |batch| {
+            let files = Arc::clone(&files);
+            async move {
+                match batch {
+                    Err(e) => Err(footer_cause(e, &files).await),
+                    ok => ok,
+                }
+            }
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema(),
+            stream,
+        )))
+    }
+}
+
+/// `e`, or when it is a failed footer read of one of `files` that lost its cause, the
+/// cause of a second read (see [`KeepFooterErrorsExec`]).
+async fn footer_cause(e: DataFusionError, files: &[ScanFile]) -> DataFusionError {
+    if deltalite::error::is_transient(&e) {
+        return e;
+    }
+    let text = e.to_string();
+    let Some(file) = files.iter().find(|f| {
+        text.contains(&format!(
+            "Failed to fetch metadata for file {}: ",
+            f.meta.location
+        ))
+    }) else {
+        return e;
+    };
+    let cause = match DFParquetMetadata::new(file.store.as_ref(), &file.meta)
+        .fetch_metadata()
+        .await
+    {
+        Err(source) => source,
+        // The footer reads now: the failure was the store's, and it went away.
+        Ok(_) => DataFusionError::ObjectStore(Box::new(object_store::Error::Generic {
+            store: "footer",
+            source: text.into(),
+        })),
+    };
+    DataFusionError::External(Box::new(FooterUnread {
+        path: file.meta.location.clone(),
+        source: cause,
+    }))
 }
