@@ -131,6 +131,12 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "DELTALITE_QUERY_FOOTER_CACHE_MB", default_value_t = deltalite_server::config::DEFAULT_QUERY_FOOTER_CACHE_BYTES / deltalite::MIB)]
     query_footer_cache_mb: usize,
 
+    /// Tables stay open between queries, so that a query reads only the commits made
+    /// since the one before it; this many active files (about 1 KB each) at most, held
+    /// by the kept tables together; 0 opens every table afresh for every query.
+    #[arg(long, env = "DELTALITE_QUERY_TABLE_CACHE_FILES", default_value_t = deltalite_server::config::DEFAULT_QUERY_TABLE_CACHE_FILES)]
+    query_table_cache_files: usize,
+
     /// Background maintenance of every table: compaction of partitions with many small
     /// files and vacuum of files no version within the retention reads. `off` leaves
     /// tables as written (run OPTIMIZE / VACUUM yourself); a table opts out with
@@ -367,6 +373,7 @@ pub(crate) fn run(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
     config.query_log_entries = args.query_log_entries.max(1);
     config.query_log_bytes = args.query_log_mb.saturating_mul(deltalite::MIB);
     config.query_footer_cache_bytes = args.query_footer_cache_mb.saturating_mul(deltalite::MIB);
+    config.query_table_cache_files = args.query_table_cache_files;
     config.malloc_trim_interval =
         (args.malloc_trim_secs > 0).then(|| Duration::from_secs(args.malloc_trim_secs));
     let flight = args.flight_listen.trim();

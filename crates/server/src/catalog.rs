@@ -11,6 +11,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::error::ApiError;
+use crate::snapshots::Snapshots;
 use crate::staged_log::StagedLog;
 
 /// Marker object that makes an empty schema visible on object stores, which have no
@@ -117,6 +118,9 @@ pub struct Storage {
     /// Set in a transaction's storage ([`Storage::for_transaction`]): the tables it
     /// writes are read and committed through this view.
     staged: Option<Arc<StagedLog>>,
+    /// Tables kept open between queries ([`Storage::with_snapshot_cache`]); never in a
+    /// transaction's storage.
+    snapshots: Option<Arc<Snapshots>>,
 }
 
 /// The per-table writer locks. Entries are weak: a lock lives as long as a request holds
@@ -176,6 +180,7 @@ impl Storage {
                 scratch: Arc::default(),
                 new_table_properties: HashMap::new(),
                 staged: None,
+                snapshots: None,
             })
         } else {
             let path = PathBuf::from(root.trim_start_matches("file://"));
@@ -196,6 +201,7 @@ impl Storage {
                 scratch: Arc::default(),
                 new_table_properties: HashMap::new(),
                 staged: None,
+                snapshots: None,
             })
         }
     }
@@ -234,6 +240,18 @@ impl Storage {
         self
     }
 
+    /// Keep tables open between queries, holding at most `limit_files` active files
+    /// together (`crate::snapshots`); 0 keeps none.
+    pub fn with_snapshot_cache(mut self, limit_files: usize) -> Self {
+        self.snapshots = (limit_files > 0).then(|| Arc::new(Snapshots::new(limit_files)));
+        self
+    }
+
+    /// What the query snapshot cache holds, when there is one.
+    pub fn snapshot_stats(&self) -> Option<crate::snapshots::SnapshotStats> {
+        self.snapshots.as_ref().map(|s| s.stats())
+    }
+
     /// The same data root as seen by the Flight SQL transaction `id`: every table is
     /// opened through a [`StagedLog`] (returned too), so commits to the tables the
     /// transaction pins go to its private log. Locks and scratch catalogs are shared with
@@ -266,6 +284,7 @@ impl Storage {
             scratch: Arc::clone(&self.scratch),
             new_table_properties: self.new_table_properties.clone(),
             staged: Some(Arc::clone(&staged)),
+            snapshots: None,
         };
         Ok((storage, staged))
     }
@@ -759,11 +778,41 @@ impl Storage {
         self.delete_prefix(&[catalog, schema]).await
     }
 
+    /// Open a table for a query: kept open from an earlier query when the storage keeps
+    /// tables ([`Storage::with_snapshot_cache`]), brought up to date; `Ok(None)` when it
+    /// does not exist.
+    pub async fn open_table_for_query(
+        &self,
+        name: &TableName,
+    ) -> Result<Option<DeltaLiteTable>, ApiError> {
+        let Some(snapshots) = &self.snapshots else {
+            return self.open_table(name).await;
+        };
+        let uri = self.table_uri(name);
+        if !self.table_exists(name).await? {
+            snapshots.forget(&uri);
+            return Ok(None);
+        }
+        if let Some(table) = snapshots.refreshed(&uri).await {
+            return Ok(Some(table));
+        }
+        let opened = self.open_existing(name).await?;
+        if let Some(table) = &opened {
+            snapshots.keep(&uri, table).await;
+        }
+        Ok(opened)
+    }
+
     /// Open a table; `Ok(None)` when it does not exist.
     pub async fn open_table(&self, name: &TableName) -> Result<Option<DeltaLiteTable>, ApiError> {
         if !self.table_exists(name).await? {
             return Ok(None);
         }
+        self.open_existing(name).await
+    }
+
+    /// Open a table whose log was just found; `Ok(None)` when it is gone by now.
+    async fn open_existing(&self, name: &TableName) -> Result<Option<DeltaLiteTable>, ApiError> {
         match self.location(name)?.open().await {
             Ok(t) => Ok(Some(t)),
             Err(deltalite::DeltaLiteError::TableNotFound(_)) => Ok(None),

@@ -11,6 +11,10 @@ use crate::error::ConfigError;
 /// Default of [`ServerConfig::query_footer_cache_bytes`] (DataFusion's own default).
 pub const DEFAULT_QUERY_FOOTER_CACHE_BYTES: usize = 50 * deltalite::MIB;
 
+/// Default of [`ServerConfig::query_table_cache_files`]: about 100 MB of kept file lists
+/// at most (a file's entry in a loaded snapshot takes about 1 KB with its statistics).
+pub const DEFAULT_QUERY_TABLE_CACHE_FILES: usize = 100_000;
+
 /// Default of [`ServerConfig::max_body_bytes`]: 10 GiB.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * deltalite::MIB as u64;
 
@@ -189,6 +193,9 @@ pub struct ServerConfig {
     /// shared by all queries; DataFusion's default is 50 MiB). Part of the server's
     /// steady memory: with many small files it fills within minutes.
     pub query_footer_cache_bytes: usize,
+    /// Active files the tables kept open between queries may hold together
+    /// (`crate::snapshots`); 0 opens every table afresh for every query.
+    pub query_table_cache_files: usize,
     /// Longest wait for the next piece of a request body (an idle timeout, not a limit on
     /// the whole upload): a client that stops sending, or drips a few bytes at a time
     /// slower than this, gets a 400 and the connection is closed.
@@ -345,6 +352,7 @@ impl ServerConfig {
             query_timeout: DEFAULT_QUERY_TIMEOUT,
             query_memory_bytes: DEFAULT_QUERY_MEMORY_BYTES,
             query_footer_cache_bytes: DEFAULT_QUERY_FOOTER_CACHE_BYTES,
+            query_table_cache_files: DEFAULT_QUERY_TABLE_CACHE_FILES,
             body_idle_timeout: DEFAULT_BODY_IDLE_TIMEOUT,
             spool_dir: None,
             query_log_entries: crate::registry::DEFAULT_QUERY_LOG_ENTRIES,

@@ -36,6 +36,7 @@ pub mod metrics;
 pub mod output;
 pub mod registry;
 pub mod request_id;
+pub mod snapshots;
 pub mod spool;
 pub mod sql;
 pub mod staged_log;

@@ -73,6 +73,8 @@ pub struct StateSizes<'a> {
     pub console_results: usize,
     /// Per-table writer locks held in the lock map.
     pub table_locks: usize,
+    /// The tables kept open between queries, when the server keeps any.
+    pub snapshots: Option<crate::snapshots::SnapshotStats>,
     /// The query runtime, whose caches (Parquet footers, file statistics, listings) are
     /// shared by all queries.
     pub query_runtime: &'a datafusion::execution::runtime_env::RuntimeEnv,
@@ -118,6 +120,15 @@ pub fn record_state(s: &StateSizes<'_>) {
             entries.values().map(|e| e.size_bytes).sum(),
             lists.cache_limit(),
         );
+    }
+    if let Some(kept) = &s.snapshots {
+        metrics::gauge!("deltalite_query_tables_kept").set(kept.tables as f64);
+        metrics::gauge!("deltalite_query_tables_kept_files").set(kept.files as f64);
+        metrics::gauge!("deltalite_query_tables_kept_limit_files").set(kept.limit_files as f64);
+        for (event, count) in [("hit", kept.hits), ("miss", kept.misses)] {
+            metrics::counter!("deltalite_query_table_opens_total", "event" => event)
+                .absolute(count);
+        }
     }
     // The engine's key cache (each file's keys, shared by every upsert of the process;
     // `--key-cache-mb` bounds it).

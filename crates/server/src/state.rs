@@ -47,6 +47,7 @@ impl AppState {
             .with_metadata_cache_limit(config.query_footer_cache_bytes)
             .build_arc()?;
         let queries = QueryLog::new(config.query_log_entries, config.query_log_bytes);
+        let storage = storage.with_snapshot_cache(config.query_table_cache_files);
         Ok(Arc::new(Self {
             auth: Authenticator::new(&config.users),
             console: Default::default(),
@@ -89,6 +90,7 @@ impl AppState {
             console_sessions: self.console.sessions.len(),
             console_results: self.console.results.len(),
             table_locks: self.storage.table_lock_count(),
+            snapshots: self.storage.snapshot_stats(),
             query_runtime: &self.query_runtime,
         });
     }

@@ -126,6 +126,67 @@ fn query_log_and_lock_map_stay_at_their_caps() {
 }
 
 #[test]
+fn tables_kept_open_between_queries_stay_within_their_file_bound() {
+    // `--query-table-cache-files 5`: tables of two files each, so two fit and a third
+    // pushes out the least recently used; the hits and misses are in /metrics.
+    let s = Server::start_with(&["--query-table-cache-files", "5"]);
+    for table in ["k1", "k2", "k3"] {
+        for row in ["a\n1\n", "a\n2\n"] {
+            let mode = if row.contains('1') {
+                "create"
+            } else {
+                "append"
+            };
+            let (st, body) = s.upload(&format!("{T}&table={table}&mode={mode}"), "text/csv", row);
+            assert_eq!(st, 200, "{body}");
+        }
+    }
+    let sum = |table: &str| {
+        let lines = s.query_json_as(
+            ("alice", "secret"),
+            json!({"statement": format!("SELECT sum(a) FROM {table}")}),
+        );
+        assert_eq!(lines[2], json!([3]), "{table}");
+    };
+    let metrics = || {
+        s.client
+            .get(s.url("/metrics"))
+            .basic_auth("alice", Some("secret"))
+            .send()
+            .expect("send")
+            .text()
+            .expect("text")
+    };
+    // k1 and k2 opened (misses), k1 again (a hit), k3 opened: k2 goes, the least recently
+    // used; k1 again (a hit), k2 again (opened afresh).
+    for table in ["k1", "k2", "k1", "k3", "k1", "k2"] {
+        sum(table);
+    }
+    let m = metrics();
+    assert_eq!(gauge(&m, "deltalite_query_tables_kept"), Some(2.0), "{m}");
+    assert_eq!(
+        gauge(&m, "deltalite_query_tables_kept_files"),
+        Some(4.0),
+        "{m}"
+    );
+    assert_eq!(
+        gauge(&m, "deltalite_query_tables_kept_limit_files"),
+        Some(5.0),
+        "{m}"
+    );
+    let opens = |event: &str| {
+        m.lines().find_map(|l| {
+            let rest = l.strip_prefix(&format!(
+                "deltalite_query_table_opens_total{{event=\"{event}\"}} "
+            ))?;
+            rest.trim().parse::<f64>().ok()
+        })
+    };
+    assert_eq!(opens("hit"), Some(2.0), "{m}");
+    assert_eq!(opens("miss"), Some(4.0), "{m}");
+}
+
+#[test]
 fn upload_modes_and_formats() {
     let s = Server::start();
     let (st, body) = s.upload(

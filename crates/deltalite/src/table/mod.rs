@@ -68,7 +68,8 @@ fn not_found(uri: &str, err: DeltaTableError) -> DeltaLiteError {
     }
 }
 
-/// A Delta table opened for upserts.
+/// A Delta table opened for upserts. A clone shares the loaded snapshot's data.
+#[derive(Clone)]
 pub struct DeltaLiteTable {
     uri: String,
     table: DeltaTable,

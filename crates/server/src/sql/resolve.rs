@@ -139,7 +139,7 @@ impl SqlSession {
                 Some((tc, ts)) => TableName::new(tc, ts, &base)?,
                 None => TableName::new(&c, &s, &base)?,
             };
-            let opened = self.storage.open_table(&name).await?;
+            let opened = self.storage.open_table_for_query(&name).await?;
             if opened.is_none()
                 && let Some(view) = self.view_table(&name).await?
             {

@@ -3,4 +3,5 @@
 
 mod bounded_state;
 mod fuzz_readers;
+mod kept_tables;
 mod transient;

@@ -13,10 +13,11 @@ use deltalite_server::catalog::Storage;
 use deltalite_testkit::store::{Fault, Op, Target, TestStore};
 use serde_json::{Value, json};
 
-struct InProcess {
-    base: String,
+/// A server in this process, every table reached through `store`.
+pub(crate) struct InProcess {
+    pub(crate) base: String,
     addr: std::net::SocketAddr,
-    store: Arc<TestStore>,
+    pub(crate) store: Arc<TestStore>,
     dir: tempfile::TempDir,
     client: reqwest::blocking::Client,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
@@ -24,12 +25,12 @@ struct InProcess {
 }
 
 impl InProcess {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::start_with(|_| {})
     }
 
     /// A server whose configuration `adjust` changes first.
-    fn start_with(adjust: impl FnOnce(&mut ServerConfig)) -> Self {
+    pub(crate) fn start_with(adjust: impl FnOnce(&mut ServerConfig)) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("lake").display().to_string();
         let store = TestStore::local();
@@ -83,7 +84,12 @@ impl InProcess {
         }
     }
 
-    fn post(&self, path: &str, content_type: &str, body: &str) -> reqwest::blocking::Response {
+    pub(crate) fn post(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: &str,
+    ) -> reqwest::blocking::Response {
         self.client
             .post(format!("{}{path}", self.base))
             .basic_auth("alice", Some("secret"))
@@ -93,7 +99,7 @@ impl InProcess {
             .expect("request")
     }
 
-    fn sql(&self, statement: &str) -> reqwest::blocking::Response {
+    pub(crate) fn sql(&self, statement: &str) -> reqwest::blocking::Response {
         self.post(
             "/query",
             "application/json",
@@ -102,7 +108,7 @@ impl InProcess {
     }
 
     /// Rows of a query that must succeed.
-    fn rows(&self, statement: &str) -> Vec<Vec<Value>> {
+    pub(crate) fn rows(&self, statement: &str) -> Vec<Vec<Value>> {
         let r = self.sql(statement);
         assert_eq!(r.status().as_u16(), 200, "{statement}");
         let text = r.text().expect("body");
@@ -119,11 +125,11 @@ impl InProcess {
             .collect()
     }
 
-    fn table(&self, name: &str) -> std::path::PathBuf {
+    pub(crate) fn table(&self, name: &str) -> std::path::PathBuf {
         self.dir.path().join("lake/lakehouse/main").join(name)
     }
 
-    fn commits(&self, name: &str) -> usize {
+    pub(crate) fn commits(&self, name: &str) -> usize {
         std::fs::read_dir(self.table(name).join("_delta_log"))
             .map(|d| {
                 d.flatten()
