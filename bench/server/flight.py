@@ -1,8 +1,10 @@
 """Arrow Flight SQL benchmark, side by side in one run (issue: Flight SQL endpoint).
 
-1. Full-table result: `SELECT *` over a 16M-row table through Flight SQL (DoGet, read by
-   the ADBC Flight SQL driver into Arrow) vs the same statement over HTTP `/query` as
-   NDJSON and as Parquet vs DuckDB reading the table's Parquet files locally into Arrow.
+1. Full-table result: `SELECT *` over a 16M-row table through Flight SQL (DoGet, read
+   into Arrow by the ADBC Flight SQL driver and by Altertable's own client,
+   `altertable-flightsql`, which reads through pyarrow's Flight client) vs the same
+   statement over HTTP `/query` as NDJSON and as Parquet vs DuckDB reading the table's
+   Parquet files locally into Arrow.
 2. Bulk ingest: 8M rows over Flight SQL (`adbc_ingest`, CommandStatementIngest) vs the
    same rows POSTed as one Parquet file to `/upload?mode=append`.
 
@@ -12,7 +14,7 @@ the ingest each run in a fresh server process, so each peak RSS (VmHWM) is that 
 Usage: .venv/bin/python bench/server/flight.py --bin target/release/deltalite
        [--query-rows 16000000] [--ingest-rows 8000000] [--runs 3]
        [--work /tmp/deltalite-flight-bench]
-Needs requirements-bench.txt in the venv (the ADBC Flight SQL driver).
+Needs requirements-bench.txt in the venv (the ADBC Flight SQL driver, altertable-flightsql).
 """
 
 import argparse
@@ -30,6 +32,7 @@ import adbc_driver_flightsql.dbapi as adbc
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+from altertable_flightsql import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -103,6 +106,12 @@ def query_phase(binary: str, work: Path, rows: int, runs: int) -> None:
             cur.execute(f"SELECT * FROM {TABLE}")
             return cur.fetch_arrow_table().num_rows
 
+        host, port = s.flight_addr
+        altertable = Client(USER, PASSWORD, host=host, port=port, tls=False)
+
+        def flight_altertable() -> int:
+            return altertable.query(f"SELECT * FROM {TABLE}").read_all().num_rows
+
         con = duckdb.connect()
 
         def duck() -> int:
@@ -111,22 +120,26 @@ def query_phase(binary: str, work: Path, rows: int, runs: int) -> None:
 
         timings = {
             "flight": median_of(flight, runs),
+            "altertable": median_of(flight_altertable, runs),
             "ndjson": median_of(lambda: http_rows(s, "default", work), runs),
             "parquet": median_of(lambda: http_rows(s, "parquet", work), runs),
             "duckdb": median_of(duck, runs),
         }
+        altertable.close()
         cur.close()
         conn.close()
         counts = {n for _, n in timings.values()}
         assert counts == {rows}, timings
         print(f"full-table result, {rows} rows (id, day, v, x), median of {runs}")
         for name, (secs, _) in timings.items():
-            print(f"  {name:8s} {secs:7.3f} s  {rows / secs / 1e6:6.1f} M rows/s")
+            print(f"  {name:10s} {secs:7.3f} s  {rows / secs / 1e6:6.1f} M rows/s")
         f = timings["flight"][0]
+        a = timings["altertable"][0]
+        d = timings["duckdb"][0]
         print(
             f"  NDJSON / Flight = {timings['ndjson'][0] / f:.2f}x   "
             f"Parquet / Flight = {timings['parquet'][0] / f:.2f}x   "
-            f"Flight / DuckDB = {f / timings['duckdb'][0]:.2f}x"
+            f"Flight / DuckDB = {f / d:.2f}x (ADBC), {a / d:.2f}x (altertable)"
         )
         print(f"  server peak RSS {s.rss_mb()[1]:.0f} MB")
     finally:
