@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
@@ -132,7 +133,12 @@ class Browser:
         self.step = 0
 
     def wait(self, timeout: float = 20):
-        return WebDriverWait(self.driver, timeout)
+        # The page re-renders what it shows as answers arrive: an element found in one
+        # poll may be replaced before the next read of it, so a poll that meets a stale
+        # element polls again (as one that finds none does).
+        return WebDriverWait(
+            self.driver, timeout, ignored_exceptions=(StaleElementReferenceException,)
+        )
 
     def find(self, css: str):
         return self.driver.find_element(By.CSS_SELECTOR, css)
