@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono::{DateTime, Utc};
 use datafusion::execution::cache::lru_queue::LruQueue;
 use deltalite::DeltaLiteTable;
+use deltalite::deltalake::logstore::commit_uri_from_version;
 use object_store::ObjectStoreExt;
-use object_store::path::Path;
 
 /// See the module documentation.
 pub struct Snapshots {
@@ -173,7 +173,7 @@ impl Snapshots {
 /// The commit entry of `table`'s loaded version, as its store describes it now.
 async fn stamp(table: &DeltaLiteTable) -> object_store::Result<Stamp> {
     let store = table.delta_table().log_store().object_store(None);
-    let entry = Path::from(format!("_delta_log/{:020}.json", table.version()));
+    let entry = commit_uri_from_version(Some(table.version()));
     let meta = store.head(&entry).await?;
     Ok(Stamp {
         e_tag: meta.e_tag,
