@@ -100,7 +100,8 @@ pub async fn tables(
             for t in tables.iter().filter(|t| matches(t)) {
                 let schema = if include_schema {
                     let name = TableName::new(c, &s, t).map_err(status)?;
-                    let Some(table) = storage.open_table(&name).await.map_err(status)? else {
+                    let Some(table) = storage.open_table_for_query(&name).await.map_err(status)?
+                    else {
                         continue;
                     };
                     table.schema().map_err(|e| {
@@ -137,9 +138,9 @@ pub async fn tables(
                         ),
                     };
                     // The types a query of it answers in (plain, not view types).
-                    match session.view_schema(&name).await {
-                        Ok(Some(schema)) => crate::sql::plain::plain_schema(&schema),
-                        _ => continue,
+                    match session.listed_view_schema(&name).await.map_err(status)? {
+                        Some(schema) => crate::sql::plain::plain_schema(&schema),
+                        None => continue,
                     }
                 } else {
                     empty()

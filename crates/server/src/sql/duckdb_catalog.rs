@@ -3,8 +3,8 @@
 //! session sees, with the columns DuckDB gives them that clients read (dbt-duckdb's
 //! macros, which dbt-altertable reuses, list relations and columns through them).
 //! `sql/dialect.rs` splices `duckdb_x()` into `information_schema.duckdb_x`, which
-//! `information_schema` answers from here. `duckdb_columns()` lists tables' and views'
-//! columns.
+//! `information_schema` answers from here; the listings of relations (`duckdb_tables`,
+//! `_views`, `_columns`) load through `sql/catalog_view.rs`, and their rows are built here.
 
 use std::sync::Arc;
 
@@ -12,9 +12,8 @@ use arrow::array::{ArrayRef, BooleanArray, Int32Array, RecordBatch, StringArray}
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::MemTable;
 
-use super::info_schema::table_comment;
+use super::catalog_view::{Relation, RelationKind};
 use super::{SqlSession, sql_error};
-use crate::catalog::TableName;
 use crate::error::ApiError;
 use crate::types::{duckdb_field_type, numeric_precision_scale};
 use deltalite::COLUMN_COMMENT_KEY;
@@ -44,16 +43,121 @@ impl Col {
     }
 }
 
-fn table(columns: Vec<Col>) -> Result<Arc<MemTable>, ApiError> {
+fn batch(columns: Vec<Col>) -> Result<RecordBatch, ApiError> {
     let schema = Arc::new(Schema::new(
         columns.iter().map(Col::field).collect::<Vec<_>>(),
     ));
     let arrays: Vec<ArrayRef> = columns.into_iter().map(Col::array).collect();
-    let batch = RecordBatch::try_new(Arc::clone(&schema), arrays)
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    RecordBatch::try_new(schema, arrays).map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+fn table(columns: Vec<Col>) -> Result<Arc<MemTable>, ApiError> {
+    let batch = batch(columns)?;
     Ok(Arc::new(
-        MemTable::try_new(schema, vec![vec![batch]]).map_err(sql_error)?,
+        MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(sql_error)?,
     ))
+}
+
+fn text<'a>(v: impl IntoIterator<Item = &'a str>) -> Vec<Option<String>> {
+    v.into_iter().map(|s| Some(s.to_string())).collect()
+}
+
+/// `duckdb_tables()`.
+pub(super) fn tables_batch(relations: &[Relation]) -> Result<RecordBatch, ApiError> {
+    let (mut comment, mut column_count) = (Vec::new(), Vec::new());
+    for r in relations {
+        if let RelationKind::Table { fields, comment: c } = &r.kind {
+            comment.push(c.clone());
+            column_count.push(Some(fields.len() as i32));
+        }
+    }
+    let tables: Vec<&Relation> = relations.iter().filter(|r| !r.is_view()).collect();
+    let n = tables.len();
+    batch(vec![
+        Col::Text(
+            "database_name",
+            text(tables.iter().map(|r| r.catalog.as_str())),
+        ),
+        Col::Text(
+            "schema_name",
+            text(tables.iter().map(|r| r.schema.as_str())),
+        ),
+        Col::Text("table_name", text(tables.iter().map(|r| r.name.as_str()))),
+        Col::Text("comment", comment),
+        Col::Bool("internal", vec![false; n]),
+        Col::Bool("temporary", vec![false; n]),
+        Col::Bool("has_primary_key", vec![false; n]),
+        Col::Int("column_count", column_count),
+    ])
+}
+
+/// `duckdb_views()`.
+pub(super) fn views_batch(relations: &[Relation]) -> Result<RecordBatch, ApiError> {
+    let views: Vec<(&Relation, Option<String>)> = relations
+        .iter()
+        .filter_map(|r| match &r.kind {
+            RelationKind::View { sql, .. } => Some((r, sql.clone())),
+            RelationKind::Table { .. } => None,
+        })
+        .collect();
+    let n = views.len();
+    batch(vec![
+        Col::Text(
+            "database_name",
+            text(views.iter().map(|(r, _)| r.catalog.as_str())),
+        ),
+        Col::Text(
+            "schema_name",
+            text(views.iter().map(|(r, _)| r.schema.as_str())),
+        ),
+        Col::Text(
+            "view_name",
+            text(views.iter().map(|(r, _)| r.name.as_str())),
+        ),
+        Col::Text("comment", vec![None; n]),
+        Col::Bool("internal", vec![false; n]),
+        Col::Bool("temporary", vec![false; n]),
+        Col::Text("sql", views.into_iter().map(|(_, sql)| sql).collect()),
+    ])
+}
+
+/// `duckdb_columns()`: tables' and views' columns, as DuckDB lists them.
+pub(super) fn columns_batch(relations: &[Relation]) -> Result<RecordBatch, ApiError> {
+    let (mut db, mut schema, mut tbl, mut comment) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut column, mut index, mut nullable, mut data_type) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut precision, mut scale) = (Vec::new(), Vec::new());
+    for r in relations {
+        for (i, f) in r.fields().into_iter().flatten().enumerate() {
+            db.push(Some(r.catalog.clone()));
+            schema.push(Some(r.schema.clone()));
+            tbl.push(Some(r.name.clone()));
+            comment.push(f.metadata().get(COLUMN_COMMENT_KEY).cloned());
+            column.push(Some(f.name().clone()));
+            index.push(Some(i as i32 + 1));
+            nullable.push(f.is_nullable());
+            data_type.push(Some(duckdb_field_type(f)));
+            let (p, sc) = numeric_precision_scale(f.data_type());
+            precision.push(p);
+            scale.push(sc);
+        }
+    }
+    let n = db.len();
+    batch(vec![
+        Col::Text("database_name", db),
+        Col::Text("schema_name", schema),
+        Col::Text("table_name", tbl),
+        Col::Text("column_name", column),
+        Col::Int("column_index", index),
+        Col::Text("comment", comment),
+        Col::Bool("internal", vec![false; n]),
+        Col::Text("column_default", vec![None; n]),
+        Col::Bool("is_nullable", nullable),
+        Col::Text("data_type", data_type),
+        Col::Int("numeric_precision", precision),
+        Col::Int("numeric_scale", scale),
+    ])
 }
 
 impl SqlSession {
@@ -64,12 +168,11 @@ impl SqlSession {
     ) -> Result<Option<Arc<MemTable>>, ApiError> {
         let mut catalogs: Vec<String> = self.user.catalogs.iter().cloned().collect();
         catalogs.sort();
-        let text = |v: &[String]| v.iter().cloned().map(Some).collect::<Vec<_>>();
         Ok(Some(match name {
             "duckdb_databases" => {
                 let n = catalogs.len();
                 table(vec![
-                    Col::Text("database_name", text(&catalogs)),
+                    Col::Text("database_name", text(catalogs.iter().map(String::as_str))),
                     Col::Text("path", vec![None; n]),
                     Col::Text("comment", vec![None; n]),
                     Col::Bool("internal", vec![false; n]),
@@ -87,107 +190,11 @@ impl SqlSession {
                 }
                 let n = db.len();
                 table(vec![
-                    Col::Text("database_name", text(&db)),
-                    Col::Text("schema_name", text(&schema)),
+                    Col::Text("database_name", text(db.iter().map(String::as_str))),
+                    Col::Text("schema_name", text(schema.iter().map(String::as_str))),
                     Col::Text("comment", vec![None; n]),
                     Col::Bool("internal", vec![false; n]),
                     Col::Bool("temporary", vec![false; n]),
-                ])?
-            }
-            "duckdb_views" => {
-                let (mut db, mut schema, mut view, mut sql) =
-                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                for c in &catalogs {
-                    for s in self.storage.list_schemas(c).await? {
-                        for v in self.storage.list_views(c, &s).await? {
-                            let name = TableName::new(c, &s, &v)?;
-                            // Dropped since the listing: skipped.
-                            let Some(body) = self.storage.get_view(&name).await? else {
-                                continue;
-                            };
-                            db.push(c.clone());
-                            schema.push(s.clone());
-                            view.push(v);
-                            sql.push(super::views::view_sql(&body));
-                        }
-                    }
-                }
-                let n = db.len();
-                table(vec![
-                    Col::Text("database_name", text(&db)),
-                    Col::Text("schema_name", text(&schema)),
-                    Col::Text("view_name", text(&view)),
-                    Col::Text("comment", vec![None; n]),
-                    Col::Bool("internal", vec![false; n]),
-                    Col::Bool("temporary", vec![false; n]),
-                    Col::Text("sql", sql),
-                ])?
-            }
-            "duckdb_tables" => {
-                let (mut db, mut schema, mut tbl, mut comment, mut column_count) =
-                    (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                for c in &catalogs {
-                    for s in self.storage.list_schemas(c).await? {
-                        for (name, table) in self.open_tables(c, &s).await? {
-                            let Ok(tschema) = table.schema() else {
-                                continue;
-                            };
-                            db.push(name.catalog);
-                            schema.push(name.schema);
-                            tbl.push(name.table);
-                            comment.push(table_comment(&table));
-                            column_count.push(Some(tschema.fields().len() as i32));
-                        }
-                    }
-                }
-                let n = db.len();
-                table(vec![
-                    Col::Text("database_name", text(&db)),
-                    Col::Text("schema_name", text(&schema)),
-                    Col::Text("table_name", text(&tbl)),
-                    Col::Text("comment", comment),
-                    Col::Bool("internal", vec![false; n]),
-                    Col::Bool("temporary", vec![false; n]),
-                    Col::Bool("has_primary_key", vec![false; n]),
-                    Col::Int("column_count", column_count),
-                ])?
-            }
-            // Tables' and views' columns, as DuckDB lists them.
-            "duckdb_columns" => {
-                let (mut db, mut schema, mut tbl, mut comment) =
-                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                let (mut column, mut index, mut nullable, mut data_type) =
-                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                let (mut precision, mut scale) = (Vec::new(), Vec::new());
-                for r in self.relation_columns(&catalogs).await? {
-                    for (i, f) in r.fields.iter().enumerate() {
-                        db.push(r.catalog.clone());
-                        schema.push(r.schema.clone());
-                        tbl.push(r.name.clone());
-                        comment.push(f.metadata().get(COLUMN_COMMENT_KEY).cloned());
-                        column.push(f.name().clone());
-                        index.push(Some(i as i32 + 1));
-                        nullable.push(f.is_nullable());
-                        data_type.push(duckdb_field_type(f));
-                        let (p, sc) = numeric_precision_scale(f.data_type());
-                        precision.push(p);
-                        scale.push(sc);
-                    }
-                }
-                let n = db.len();
-                table(vec![
-                    Col::Text("database_name", text(&db)),
-                    Col::Text("schema_name", text(&schema)),
-                    Col::Text("table_name", text(&tbl)),
-                    Col::Text("column_name", text(&column)),
-                    Col::Int("column_index", index),
-                    Col::Text("comment", comment),
-                    Col::Bool("internal", vec![false; n]),
-                    Col::Text("column_default", vec![None; n]),
-                    Col::Bool("is_nullable", nullable),
-                    Col::Text("data_type", text(&data_type)),
-                    Col::Int("numeric_precision", precision),
-                    Col::Int("numeric_scale", scale),
                 ])?
             }
             _ => return Ok(None),

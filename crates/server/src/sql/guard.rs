@@ -304,6 +304,7 @@ fn refusal(node: &LogicalPlan) -> Option<String> {
 fn readable_provider(provider: &dyn TableProvider) -> bool {
     super::scan::DeltaScan::is_delta(provider)
         || provider.is::<MemTable>()
+        || provider.is::<super::catalog_view::CatalogView>()
         || provider.is::<GenerateSeriesTable>()
 }
 

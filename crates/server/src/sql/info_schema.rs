@@ -1,13 +1,16 @@
-//! `information_schema` over the granted catalogs, with DuckDB's column names.
+//! `information_schema` over the granted catalogs, with DuckDB's column names. The
+//! listings of relations (`tables`, `columns`) load through `sql/catalog_view.rs`; their
+//! rows are built here.
 
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int32Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::catalog::TableProvider;
 use datafusion::datasource::MemTable;
 
+use super::catalog_view::{Relation, RelationKind};
 use super::{SqlSession, sql_error, table_missing};
-use crate::catalog::TableName;
 use crate::error::ApiError;
 use crate::types::{duckdb_field_type, numeric_precision_scale};
 use deltalite::COLUMN_COMMENT_KEY;
@@ -16,8 +19,7 @@ impl SqlSession {
     pub(super) async fn information_schema(
         &mut self,
         table: &str,
-    ) -> Result<Arc<MemTable>, ApiError> {
-        let utf8 = |n: &str| Field::new(n, DataType::Utf8, true);
+    ) -> Result<Arc<dyn TableProvider>, ApiError> {
         let mut catalogs: Vec<String> = self.user.catalogs.iter().cloned().collect();
         catalogs.sort();
         let table = match table {
@@ -47,155 +49,137 @@ impl SqlSession {
                 ];
                 string_table(&names, rows.iter().map(|r| r.to_vec()).collect())?
             }
-            "tables" => {
-                let mut rows = Vec::new();
-                for c in &catalogs {
-                    for s in self.storage.list_schemas(c).await? {
-                        for t in self.storage.list_tables(c, &s).await? {
-                            let name = TableName::new(c, &s, &t)?;
-                            let comment = match self.storage.open_table(&name).await? {
-                                Some(table) => table_comment(&table),
-                                None => None,
-                            };
-                            rows.push(vec![
-                                Some(c.clone()),
-                                Some(s.clone()),
-                                Some(t),
-                                Some("BASE TABLE".to_string()),
-                                None,
-                                None,
-                                None,
-                                None,
-                                None,
-                                Some("YES".to_string()),
-                                Some("NO".to_string()),
-                                None,
-                                comment,
-                            ]);
-                        }
-                    }
-                }
-                for c in &catalogs {
-                    for s in self.storage.list_schemas(c).await? {
-                        for v in self.storage.list_views(c, &s).await? {
-                            let mut row = vec![None; 13];
-                            row[0] = Some(c.clone());
-                            row[1] = Some(s.clone());
-                            row[2] = Some(v);
-                            row[3] = Some("VIEW".to_string());
-                            row[9] = Some("NO".to_string());
-                            row[10] = Some("NO".to_string());
-                            rows.push(row);
-                        }
-                    }
-                }
-                let names = [
-                    "table_catalog",
-                    "table_schema",
-                    "table_name",
-                    "table_type",
-                    "self_referencing_column_name",
-                    "reference_generation",
-                    "user_defined_type_catalog",
-                    "user_defined_type_schema",
-                    "user_defined_type_name",
-                    "is_insertable_into",
-                    "is_typed",
-                    "commit_action",
-                    // Lower case: DuckDB's `TABLE_COMMENT` is matched case-insensitively
-                    // there, and clients write it unquoted.
-                    "table_comment",
-                ];
-                string_table(&names, rows)?
-            }
-            "columns" => {
-                let schema = Arc::new(Schema::new(vec![
-                    utf8("table_catalog"),
-                    utf8("table_schema"),
-                    utf8("table_name"),
-                    utf8("column_name"),
-                    Field::new("ordinal_position", DataType::Int32, false),
-                    utf8("column_default"),
-                    utf8("is_nullable"),
-                    utf8("data_type"),
-                    Field::new("character_maximum_length", DataType::Int32, true),
-                    Field::new("character_octet_length", DataType::Int32, true),
-                    Field::new("numeric_precision", DataType::Int32, true),
-                    Field::new("numeric_precision_radix", DataType::Int32, true),
-                    Field::new("numeric_scale", DataType::Int32, true),
-                    Field::new("datetime_precision", DataType::Int32, true),
-                    utf8("column_comment"),
-                ]));
-                let mut text: Vec<Vec<Option<String>>> = vec![Vec::new(); 7];
-                let (mut ordinal, mut precision, mut radix, mut scale, mut dt_precision) =
-                    (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                for listed in self.relation_columns(&catalogs).await? {
-                    let Relation {
-                        catalog: c,
-                        schema: s,
-                        name: t,
-                        fields,
-                    } = listed;
-                    for (i, f) in fields.iter().enumerate() {
-                        text[0].push(Some(c.clone()));
-                        text[1].push(Some(s.clone()));
-                        text[2].push(Some(t.clone()));
-                        text[3].push(Some(f.name().clone()));
-                        text[4].push(Some(if f.is_nullable() { "YES" } else { "NO" }.into()));
-                        text[5].push(Some(duckdb_field_type(f)));
-                        text[6].push(f.metadata().get(COLUMN_COMMENT_KEY).cloned());
-                        ordinal.push(i as i32 + 1);
-                        let (p, sc) = numeric_precision_scale(f.data_type());
-                        precision.push(p);
-                        scale.push(sc);
-                        radix.push(p.map(|_| {
-                            if matches!(f.data_type(), DataType::Decimal128(_, _)) {
-                                10
-                            } else {
-                                2
-                            }
-                        }));
-                        dt_precision.push(match f.data_type() {
-                            DataType::Timestamp(_, _) => Some(6),
-                            DataType::Date32 => Some(0),
-                            _ => None,
-                        });
-                    }
-                }
-                let n = ordinal.len();
-                let none_i32 = || Arc::new(Int32Array::from(vec![None::<i32>; n])) as ArrayRef;
-                let s =
-                    |v: &Vec<Option<String>>| Arc::new(StringArray::from(v.clone())) as ArrayRef;
-                let columns: Vec<ArrayRef> = vec![
-                    s(&text[0]),
-                    s(&text[1]),
-                    s(&text[2]),
-                    s(&text[3]),
-                    Arc::new(Int32Array::from(ordinal)),
-                    Arc::new(StringArray::from(vec![None::<String>; n])),
-                    s(&text[4]),
-                    s(&text[5]),
-                    none_i32(),
-                    none_i32(),
-                    Arc::new(Int32Array::from(precision)),
-                    Arc::new(Int32Array::from(radix)),
-                    Arc::new(Int32Array::from(scale)),
-                    Arc::new(Int32Array::from(dt_precision)),
-                    s(&text[6]),
-                ];
-                let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
-                    .map_err(|e| ApiError::Internal(e.to_string()))?;
-                MemTable::try_new(schema, vec![vec![batch]]).map_err(sql_error)?
-            }
             other => {
-                return self
+                return Ok(self
                     .duckdb_catalog(other)
                     .await?
-                    .ok_or_else(|| table_missing(other));
+                    .ok_or_else(|| table_missing(other))?);
             }
         };
         Ok(Arc::new(table))
     }
+}
+
+/// `information_schema.tables`: tables, then views.
+pub(super) fn tables_batch(relations: &[Relation]) -> Result<RecordBatch, ApiError> {
+    let (tables, views): (Vec<&Relation>, Vec<&Relation>) =
+        relations.iter().partition(|r| !r.is_view());
+    let rows = tables
+        .into_iter()
+        .chain(views)
+        .map(|r| {
+            let (kind, insertable, comment) = match &r.kind {
+                RelationKind::Table { comment, .. } => ("BASE TABLE", "YES", comment.clone()),
+                RelationKind::View { .. } => ("VIEW", "NO", None),
+            };
+            vec![
+                Some(r.catalog.clone()),
+                Some(r.schema.clone()),
+                Some(r.name.clone()),
+                Some(kind.to_string()),
+                None,
+                None,
+                None,
+                None,
+                None,
+                Some(insertable.to_string()),
+                Some("NO".to_string()),
+                None,
+                comment,
+            ]
+        })
+        .collect();
+    let names = [
+        "table_catalog",
+        "table_schema",
+        "table_name",
+        "table_type",
+        "self_referencing_column_name",
+        "reference_generation",
+        "user_defined_type_catalog",
+        "user_defined_type_schema",
+        "user_defined_type_name",
+        "is_insertable_into",
+        "is_typed",
+        "commit_action",
+        // Lower case: DuckDB's `TABLE_COMMENT` is matched case-insensitively there, and
+        // clients write it unquoted.
+        "table_comment",
+    ];
+    string_batch(&names, rows)
+}
+
+/// `information_schema.columns`: every listed relation's columns.
+pub(super) fn columns_batch(relations: &[Relation]) -> Result<RecordBatch, ApiError> {
+    let utf8 = |n: &str| Field::new(n, DataType::Utf8, true);
+    let schema = Arc::new(Schema::new(vec![
+        utf8("table_catalog"),
+        utf8("table_schema"),
+        utf8("table_name"),
+        utf8("column_name"),
+        Field::new("ordinal_position", DataType::Int32, false),
+        utf8("column_default"),
+        utf8("is_nullable"),
+        utf8("data_type"),
+        Field::new("character_maximum_length", DataType::Int32, true),
+        Field::new("character_octet_length", DataType::Int32, true),
+        Field::new("numeric_precision", DataType::Int32, true),
+        Field::new("numeric_precision_radix", DataType::Int32, true),
+        Field::new("numeric_scale", DataType::Int32, true),
+        Field::new("datetime_precision", DataType::Int32, true),
+        utf8("column_comment"),
+    ]));
+    let mut text: Vec<Vec<Option<String>>> = vec![Vec::new(); 7];
+    let (mut ordinal, mut precision, mut radix, mut scale, mut dt_precision) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for r in relations {
+        for (i, f) in r.fields().into_iter().flatten().enumerate() {
+            text[0].push(Some(r.catalog.clone()));
+            text[1].push(Some(r.schema.clone()));
+            text[2].push(Some(r.name.clone()));
+            text[3].push(Some(f.name().clone()));
+            text[4].push(Some(if f.is_nullable() { "YES" } else { "NO" }.into()));
+            text[5].push(Some(duckdb_field_type(f)));
+            text[6].push(f.metadata().get(COLUMN_COMMENT_KEY).cloned());
+            ordinal.push(i as i32 + 1);
+            let (p, sc) = numeric_precision_scale(f.data_type());
+            precision.push(p);
+            scale.push(sc);
+            radix.push(p.map(|_| {
+                if matches!(f.data_type(), DataType::Decimal128(_, _)) {
+                    10
+                } else {
+                    2
+                }
+            }));
+            dt_precision.push(match f.data_type() {
+                DataType::Timestamp(_, _) => Some(6),
+                DataType::Date32 => Some(0),
+                _ => None,
+            });
+        }
+    }
+    let n = ordinal.len();
+    let none_i32 = || Arc::new(Int32Array::from(vec![None::<i32>; n])) as ArrayRef;
+    let s = |v: &Vec<Option<String>>| Arc::new(StringArray::from(v.clone())) as ArrayRef;
+    let columns: Vec<ArrayRef> = vec![
+        s(&text[0]),
+        s(&text[1]),
+        s(&text[2]),
+        s(&text[3]),
+        Arc::new(Int32Array::from(ordinal)),
+        Arc::new(StringArray::from(vec![None::<String>; n])),
+        s(&text[4]),
+        s(&text[5]),
+        none_i32(),
+        none_i32(),
+        Arc::new(Int32Array::from(precision)),
+        Arc::new(Int32Array::from(radix)),
+        Arc::new(Int32Array::from(scale)),
+        Arc::new(Int32Array::from(dt_precision)),
+        s(&text[6]),
+    ];
+    RecordBatch::try_new(schema, columns).map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 impl SqlSession {
@@ -265,70 +249,4 @@ fn string_batch(names: &[&str], rows: Vec<Vec<Option<String>>>) -> Result<Record
         })
         .collect();
     RecordBatch::try_new(schema, columns).map_err(|e| ApiError::Internal(e.to_string()))
-}
-
-/// A table's or a view's columns, as the catalog listings show them.
-pub(super) struct Relation {
-    pub(super) catalog: String,
-    pub(super) schema: String,
-    pub(super) name: String,
-    pub(super) fields: arrow::datatypes::Fields,
-}
-
-impl SqlSession {
-    /// Every table's and view's columns in `catalogs`, tables first in each schema. A
-    /// view's are those of its query as planned now; a view that no longer plans (a table
-    /// it reads was dropped) is left out, as a table dropped since the listing is.
-    pub(super) async fn relation_columns(
-        &mut self,
-        catalogs: &[String],
-    ) -> Result<Vec<Relation>, ApiError> {
-        let mut out = Vec::new();
-        for c in catalogs {
-            for s in self.storage.list_schemas(c).await? {
-                for (name, table) in self.open_tables(c, &s).await? {
-                    let Ok(tschema) = table.schema() else {
-                        continue;
-                    };
-                    out.push(Relation {
-                        catalog: name.catalog,
-                        schema: name.schema,
-                        name: name.table,
-                        fields: tschema.fields().clone(),
-                    });
-                }
-                for v in self.storage.list_views(c, &s).await? {
-                    let name = TableName::new(c, &s, &v)?;
-                    let Ok(Some(view)) = self.view_table(&name).await else {
-                        continue;
-                    };
-                    out.push(Relation {
-                        catalog: c.clone(),
-                        schema: s.clone(),
-                        name: v,
-                        fields: datafusion::catalog::TableProvider::schema(view.as_ref())
-                            .fields()
-                            .clone(),
-                    });
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// The tables of a schema, opened; one dropped since the listing is skipped.
-    pub(super) async fn open_tables(
-        &self,
-        catalog: &str,
-        schema: &str,
-    ) -> Result<Vec<(TableName, deltalite::DeltaLiteTable)>, ApiError> {
-        let mut out = Vec::new();
-        for t in self.storage.list_tables(catalog, schema).await? {
-            let name = TableName::new(catalog, schema, &t)?;
-            if let Some(table) = self.storage.open_table(&name).await? {
-                out.push((name, table));
-            }
-        }
-        Ok(out)
-    }
 }

@@ -5,6 +5,7 @@
 //! reachable and nothing else: no URL tables, no external tables, no COPY). DDL and DML are
 //! executed here, each as one Delta commit through the engine or delta-rs.
 
+mod catalog_view;
 mod ddl;
 mod dialect;
 mod dml;

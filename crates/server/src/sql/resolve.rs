@@ -3,12 +3,13 @@
 
 use std::sync::Arc;
 
-use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
+use datafusion::catalog::{MemorySchemaProvider, SchemaProvider, TableProvider};
 use datafusion::common::TableReference;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::ObjectName;
 
+use super::catalog_view::{CatalogView, Listing};
 use super::time_travel;
 use super::{Output, SqlSession, delta_err, name_parts, sql_err, sql_error, table_missing};
 use crate::catalog::{TableName, validate_name};
@@ -71,11 +72,26 @@ impl SqlSession {
         Ok(provider)
     }
 
-    /// Register every table a statement reads, so that DataFusion sees exactly those.
+    /// Register every table a statement reads, so that DataFusion sees exactly those; the
+    /// catalog listings among them are loaded whole.
     pub(super) async fn register_references(
         &mut self,
         statement: &DFStatement,
     ) -> Result<(), ApiError> {
+        let listings = self
+            .register_references_deferring_listings(statement)
+            .await?;
+        self.load_catalog_views(None, listings).await
+    }
+
+    /// Register every table a statement reads, so that DataFusion sees exactly those.
+    /// The catalog listings among them are returned unloaded, for
+    /// [`Self::load_catalog_views`] once the statement is planned.
+    async fn register_references_deferring_listings(
+        &mut self,
+        statement: &DFStatement,
+    ) -> Result<Vec<Arc<CatalogView>>, ApiError> {
+        let mut listings = Vec::new();
         let refs = self
             .ctx
             .state()
@@ -131,7 +147,14 @@ impl SqlSession {
                 if as_of.is_some() {
                     return Err(not_delta("a catalog view"));
                 }
-                let table = self.information_schema(&t).await?;
+                let table: Arc<dyn TableProvider> = match Listing::named(&t) {
+                    Some(listing) => {
+                        let view = Arc::new(CatalogView::unloaded(listing)?);
+                        listings.push(Arc::clone(&view));
+                        view
+                    }
+                    None => self.information_schema(&t).await?,
+                };
                 provider.register_table(t, table).map_err(sql_error)?;
                 continue;
             }
@@ -182,20 +205,23 @@ impl SqlSession {
                 .register_table(t, table_provider)
                 .map_err(sql_error)?;
         }
-        Ok(())
+        Ok(listings)
     }
 
     pub(super) async fn plan_query(
         &mut self,
         statement: DFStatement,
     ) -> Result<LogicalPlan, ApiError> {
-        self.register_references(&statement).await?;
+        let listings = self
+            .register_references_deferring_listings(&statement)
+            .await?;
         let plan = self
             .ctx
             .state()
             .statement_to_plan(statement)
             .await
             .map_err(sql_error)?;
+        self.load_catalog_views(Some(&plan), listings).await?;
         // Only reads are executed by DataFusion; writes go through the engine.
         super::guard::check_plan(&plan)?;
         Ok(plan)

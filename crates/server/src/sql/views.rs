@@ -113,16 +113,20 @@ impl SqlSession {
         }
     }
 
-    /// The columns of view `name` as its query plans now (as this session's user);
-    /// `None` when there is no such view.
-    pub async fn view_schema(
+    /// The columns of view `name` as its query plans now (as this session's user), for a
+    /// listing of relations: `None` when there is no such view or it no longer plans (a
+    /// table it reads was dropped), which listings leave out. A failure a retry may get
+    /// past (storage unavailable, a timeout) is the listing's own: leaving the view out
+    /// would tell a client it does not exist.
+    pub async fn listed_view_schema(
         &mut self,
         name: &TableName,
     ) -> Result<Option<arrow::datatypes::SchemaRef>, ApiError> {
-        Ok(self
-            .view_table(name)
-            .await?
-            .map(|v| datafusion::catalog::TableProvider::schema(v.as_ref())))
+        match self.view_table(name).await {
+            Ok(view) => Ok(view.map(|v| datafusion::catalog::TableProvider::schema(v.as_ref()))),
+            Err(e) if e.is_transient() || matches!(e, ApiError::Timeout(_)) => Err(e),
+            Err(_) => Ok(None),
+        }
     }
 
     /// The view `name` as a table DataFusion can read, if there is such a view.

@@ -2,6 +2,7 @@
 //! binary (each links DataFusion and delta-rs: one binary saves disk and linking in CI).
 
 mod bounded_state;
+mod catalog_listings;
 mod fuzz_readers;
 mod kept_tables;
 mod transient;

@@ -1,0 +1,211 @@
+//! The catalog listings (`information_schema.tables`/`.columns`, `duckdb_tables()`,
+//! `duckdb_views()`, `duckdb_columns()`) open only the relations a statement's filters on
+//! names leave (`sql/catalog_view.rs`), and answer exactly what filtering every
+//! relation's rows gives.
+
+use deltalite_testkit::store::{Fault, Op, Target};
+use serde_json::{Value, json};
+
+use crate::transient::InProcess;
+
+/// `raw.a`, `raw.b` (never opened by a query until the end), `marts.c`, and views
+/// `marts.va` over `a` and `marts.vb` over `b`; `a` has a comment.
+fn lake() -> InProcess {
+    let s = InProcess::start();
+    for statement in [
+        "CREATE SCHEMA raw",
+        "CREATE SCHEMA marts",
+        "CREATE TABLE raw.a (id BIGINT, v VARCHAR)",
+        "INSERT INTO raw.a VALUES (1, 'x')",
+        "COMMENT ON TABLE raw.a IS 'the a table'",
+        "CREATE TABLE raw.b (id BIGINT, w DOUBLE, z DATE)",
+        "CREATE TABLE marts.c (k VARCHAR)",
+        "CREATE VIEW marts.va AS SELECT id, v FROM raw.a",
+        "CREATE VIEW marts.vb AS SELECT w FROM raw.b",
+    ] {
+        assert_eq!(s.sql(statement).status().as_u16(), 200, "{statement}");
+    }
+    s
+}
+
+/// Make every read of `raw.b`'s log fail: opening it, or planning the view over it, fails.
+fn fail_b(s: &InProcess) {
+    for version in 0..2u64 {
+        s.store.inject(
+            Op::Get,
+            Target::File(format!("raw/b/_delta_log/{version:020}.json")),
+            1,
+            usize::MAX,
+            Fault::Fail,
+        );
+    }
+}
+
+#[test]
+fn a_listing_filtered_by_name_opens_only_the_relations_it_names() {
+    let s = lake();
+    let text = |v: &[&str]| v.iter().map(|x| json!(x)).collect::<Vec<Value>>();
+    let cases: Vec<(&str, Vec<Vec<Value>>)> = vec![
+        // dbt-altertable's get_columns_in_relation.
+        (
+            "select column_name, data_type from duckdb_columns() where table_name = 'a' \
+             and lower(schema_name) = lower('raw') and lower(database_name) = lower('lakehouse') \
+             order by column_index",
+            vec![text(&["id", "BIGINT"]), text(&["v", "VARCHAR"])],
+        ),
+        // Its list_relations_without_caching: marts holds c and both views; planning
+        // `vb` is not needed to list it.
+        (
+            "select 'lakehouse' as database, table_name as name, schema_name as schema, 'table' as type \
+             from duckdb_tables() where lower(schema_name) = 'marts' and lower(database_name) = 'lakehouse' \
+             union all select 'lakehouse', view_name, schema_name, 'view' from duckdb_views() \
+             where lower(schema_name) = 'marts' and lower(database_name) = 'lakehouse' order by 2",
+            vec![
+                text(&["lakehouse", "c", "marts", "table"]),
+                text(&["lakehouse", "va", "marts", "view"]),
+                text(&["lakehouse", "vb", "marts", "view"]),
+            ],
+        ),
+        // A view's columns: `va` is planned, `vb` is not.
+        (
+            "select table_name, column_name from information_schema.columns \
+             where table_name in ('a', 'va') order by 1, ordinal_position",
+            vec![
+                text(&["a", "id"]),
+                text(&["a", "v"]),
+                text(&["va", "id"]),
+                text(&["va", "v"]),
+            ],
+        ),
+        (
+            "select table_name, table_type, table_comment from information_schema.tables \
+             where table_schema = 'raw' and table_name like 'a%'",
+            vec![vec![json!("a"), json!("BASE TABLE"), json!("the a table")]],
+        ),
+        // By type: the views of every schema, none opened or planned.
+        (
+            "select table_schema, table_name from information_schema.tables \
+             where table_type = 'VIEW' order by 2",
+            vec![text(&["marts", "va"]), text(&["marts", "vb"])],
+        ),
+        // Under an alias, joined as dbt's catalog query joins them.
+        (
+            "select t.table_name, t.comment, c.column_name from duckdb_tables() t \
+             join duckdb_columns() c on t.table_name = c.table_name and t.schema_name = c.schema_name \
+             where upper(t.database_name) = upper('lakehouse') and t.table_name = 'a' order by 3",
+            vec![
+                vec![json!("a"), json!("the a table"), json!("id")],
+                vec![json!("a"), json!("the a table"), json!("v")],
+            ],
+        ),
+        // Over Flight, a prepared statement's parameter is a literal by planning time
+        // (`sql/params.rs`); here, a scalar the optimizer folds.
+        (
+            "select count(*) from duckdb_columns() where table_name = concat('c', '')",
+            vec![vec![json!(1)]],
+        ),
+    ];
+    for (query, expected) in cases {
+        fail_b(&s);
+        assert_eq!(s.rows(query), expected, "{query}");
+        assert_eq!(s.store.take_fired(), 0, "{query}: raw.b's log was read");
+    }
+    // The faults are real: a listing that needs `b` fails on them, with the store's
+    // error, as transient. A filter that reads more than names prunes nothing (`b` has
+    // a column `w`).
+    for query in [
+        "select count(*) from duckdb_columns()",
+        "select count(*) from information_schema.columns where table_name = 'vb'",
+        "select count(*) from information_schema.columns where table_name = 'a' or column_name = 'w'",
+    ] {
+        fail_b(&s);
+        let r = s.sql(query);
+        let status = r.status().as_u16();
+        let body = r.text().expect("body");
+        assert_eq!(status, 503, "{query}: {body}");
+        assert!(body.contains("injected"), "{query}: {body}");
+        assert!(s.store.take_fired() > 0, "{query}");
+    }
+}
+
+/// Every filter form answers what the same filter gives over the whole listing, stored
+/// first as a table (`CREATE TABLE … AS` loads it whole): names compared in every way a
+/// predicate can, mixed with other columns, in subqueries, joins of one listing with
+/// itself, and filters that cannot prune.
+#[test]
+fn a_filtered_listing_answers_what_the_whole_listing_filtered_answers() {
+    let s = lake();
+    assert_eq!(s.sql("CREATE SCHEMA oracle").status().as_u16(), 200);
+    let listings = [
+        (
+            "duckdb_columns()",
+            "database_name, schema_name, table_name, column_index",
+        ),
+        ("duckdb_tables()", "database_name, schema_name, table_name"),
+        ("duckdb_views()", "database_name, schema_name, view_name"),
+        (
+            "information_schema.tables",
+            "table_catalog, table_schema, table_name",
+        ),
+        (
+            "information_schema.columns",
+            "table_catalog, table_schema, table_name, ordinal_position",
+        ),
+    ];
+    for (i, (listing, _)) in listings.iter().enumerate() {
+        let statement = format!("CREATE TABLE oracle.l{i} AS SELECT * FROM {listing}");
+        assert_eq!(s.sql(&statement).status().as_u16(), 200, "{statement}");
+    }
+    // `n` is the listing's relation-name column, `s` its schema column.
+    let predicates = [
+        "{n} = 'a'",
+        "lower({s}) = lower('RAW')",
+        "{n} in ('a', 'vb', 'nope')",
+        "{n} like 'v%'",
+        "{n} = 'a' or {s} = 'marts'",
+        "not ({n} <> 'c')",
+        "{n} = 'nope'",
+        "{n} is null",
+        "length({n}) = 1 and {s} <> 'oracle'",
+        "{n} = (select 'a')",
+        "{n} in (select 'c' union all select 'va')",
+        "coalesce(cast(null as varchar), {n}) = 'c'",
+        "{n} = 'a' or {s} = {n}",
+    ];
+    for (i, (listing, order)) in listings.iter().enumerate() {
+        let (n, sch) = if listing.starts_with("information_schema") {
+            ("table_name", "table_schema")
+        } else if listing.starts_with("duckdb_views") {
+            ("view_name", "schema_name")
+        } else {
+            ("table_name", "schema_name")
+        };
+        for p in predicates {
+            let p = p.replace("{n}", n).replace("{s}", sch);
+            let live = format!(
+                "SELECT * FROM {listing} WHERE ({p}) AND {sch} <> 'oracle' ORDER BY {order}"
+            );
+            let stored = format!(
+                "SELECT * FROM oracle.l{i} WHERE ({p}) AND {sch} <> 'oracle' ORDER BY {order}"
+            );
+            assert_eq!(s.rows(&live), s.rows(&stored), "{live}");
+        }
+    }
+    // One listing read twice with different filters: each read keeps its own rows.
+    let pair = |from: &str| {
+        format!(
+            "SELECT x.table_name, y.table_name, x.column_name FROM {from} x \
+             JOIN {from} y ON x.column_name = y.column_name \
+             WHERE x.table_name = 'a' AND y.table_name = 'va' ORDER BY 3"
+        )
+    };
+    let both = s.rows(&pair("duckdb_columns()"));
+    assert_eq!(both, s.rows(&pair("oracle.l0")));
+    assert_eq!(
+        both,
+        vec![
+            vec![json!("a"), json!("va"), json!("id")],
+            vec![json!("a"), json!("va"), json!("v")],
+        ]
+    );
+}
