@@ -245,23 +245,17 @@ impl SqlSession {
                 })
                 .map_err(sql_error)?;
         }
-        for (view, mut found) in scans {
-            // A listing the optimized plan does not scan is loaded whole: what runs is
-            // then right whatever it scans.
-            if found.is_empty() {
-                found.push(Scan {
-                    qualifier: TableReference::bare("all"),
-                    filters: Vec::new(),
-                });
-            }
+        for (view, found) in scans {
             let relations = self.relations(view.listing, &found).await?;
             let _ = view.rows.set(view.listing.batch(&relations)?);
         }
         Ok(())
     }
 
-    /// The relations of `listing` that one of `scans` may keep, loaded: in each granted
-    /// catalog and schema (sorted), its tables, then its views.
+    /// The relations of `listing` that one of `scans` may keep (all of them without a
+    /// scan: a listing the optimized plan does not scan is loaded whole, so that what runs
+    /// is right whatever it scans), loaded: in each granted catalog and schema (sorted),
+    /// its tables, then its views.
     async fn relations(
         &mut self,
         listing: Listing,
@@ -315,16 +309,18 @@ impl SqlSession {
             }
             let keep = kept(scans, &columns);
             let (keep_tables, keep_views) = keep.split_at(tables.len());
-            let picked = |all: &[String], keep: &[bool]| -> Result<Vec<TableName>, ApiError> {
+            // A folder whose name no statement could name (another writer's) is no
+            // relation of ours.
+            let picked = |all: &[String], keep: &[bool]| -> Vec<TableName> {
                 all.iter()
                     .zip(keep)
                     .filter(|(_, k)| **k)
-                    .map(|(t, _)| TableName::new(c, s, t))
+                    .filter_map(|(t, _)| TableName::new(c, s, t).ok())
                     .collect()
             };
-            out.extend(self.load_tables(picked(&tables, keep_tables)?).await?);
+            out.extend(self.load_tables(picked(&tables, keep_tables)).await?);
             if let Some(needs) = listing.views() {
-                for name in picked(&views, keep_views)? {
+                for name in picked(&views, keep_views) {
                     if let Some(view) = self.load_view(name, needs).await? {
                         out.push(view);
                     }
@@ -394,11 +390,14 @@ impl SqlSession {
 }
 
 /// Which candidates (rows of `columns`, each a column of the listing by name) one of
-/// `scans` may keep. A scan keeps a row unless a filter of it that reads only these
+/// `scans` may keep; every one without a scan. A scan keeps a row unless a filter of it that reads only these
 /// columns is false or null for it; a filter that reads other columns, or that cannot be
 /// evaluated here (a parameter not bound yet, a subquery), keeps every row.
 fn kept(scans: &[Scan], columns: &[(&str, Vec<&str>)]) -> Vec<bool> {
     let rows = columns.first().map_or(0, |(_, v)| v.len());
+    if scans.is_empty() {
+        return vec![true; rows];
+    }
     let mut keep = vec![false; rows];
     for scan in scans {
         let mut this = vec![true; rows];
