@@ -48,7 +48,7 @@ pub(super) enum Listing {
 }
 
 /// What a listing needs of each view it lists.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum ViewNeeds {
     /// Its name only.
     Name,

@@ -64,30 +64,35 @@ fn text<'a>(v: impl IntoIterator<Item = &'a str>) -> Vec<Option<String>> {
 
 /// `duckdb_tables()`.
 pub(super) fn tables_batch(relations: &[Relation]) -> Result<RecordBatch, ApiError> {
-    let (mut comment, mut column_count) = (Vec::new(), Vec::new());
-    for r in relations {
-        if let RelationKind::Table { fields, comment: c } = &r.kind {
-            comment.push(c.clone());
-            column_count.push(Some(fields.len() as i32));
-        }
-    }
-    let tables: Vec<&Relation> = relations.iter().filter(|r| !r.is_view()).collect();
+    let tables: Vec<(&Relation, usize, Option<String>)> = relations
+        .iter()
+        .filter_map(|r| match &r.kind {
+            RelationKind::Table { fields, comment } => Some((r, fields.len(), comment.clone())),
+            RelationKind::View { .. } => None,
+        })
+        .collect();
     let n = tables.len();
     batch(vec![
         Col::Text(
             "database_name",
-            text(tables.iter().map(|r| r.catalog.as_str())),
+            text(tables.iter().map(|(r, ..)| r.catalog.as_str())),
         ),
         Col::Text(
             "schema_name",
-            text(tables.iter().map(|r| r.schema.as_str())),
+            text(tables.iter().map(|(r, ..)| r.schema.as_str())),
         ),
-        Col::Text("table_name", text(tables.iter().map(|r| r.name.as_str()))),
-        Col::Text("comment", comment),
+        Col::Text(
+            "table_name",
+            text(tables.iter().map(|(r, ..)| r.name.as_str())),
+        ),
+        Col::Text("comment", tables.iter().map(|(.., c)| c.clone()).collect()),
         Col::Bool("internal", vec![false; n]),
         Col::Bool("temporary", vec![false; n]),
         Col::Bool("has_primary_key", vec![false; n]),
-        Col::Int("column_count", column_count),
+        Col::Int(
+            "column_count",
+            tables.iter().map(|(_, k, _)| Some(*k as i32)).collect(),
+        ),
     ])
 }
 
