@@ -105,6 +105,12 @@ fn a_listing_filtered_by_name_opens_only_the_relations_it_names() {
                 vec![json!("a"), json!("the a table"), json!("v")],
             ],
         ),
+        // Wrapped in a CTE and a derived table.
+        (
+            "with c as (select * from duckdb_columns()) select x.column_name from \
+             (select * from c where table_name = 'a') x order by 1",
+            vec![text(&["id"]), text(&["v"])],
+        ),
         // Over Flight, a prepared statement's parameter is a literal by planning time
         // (`sql/params.rs`); here, a scalar the optimizer folds.
         (
@@ -117,6 +123,16 @@ fn a_listing_filtered_by_name_opens_only_the_relations_it_names() {
         assert_eq!(s.rows(query), expected, "{query}");
         assert_eq!(s.store.take_fired(), 0, "{query}: raw.b's log was read");
     }
+    // Run under EXPLAIN ANALYZE, the listing loads the same way.
+    fail_b(&s);
+    let plan =
+        s.rows("explain analyze select count(*) from duckdb_columns() where table_name = 'a'");
+    assert!(format!("{plan:?}").contains("output_rows=2"), "{plan:?}");
+    assert_eq!(
+        s.store.take_fired(),
+        0,
+        "EXPLAIN ANALYZE: raw.b's log was read"
+    );
     // The faults are real: a listing that needs `b` fails on them, with the store's
     // error, as transient. A filter that reads more than names prunes nothing (`b` has
     // a column `w`).
