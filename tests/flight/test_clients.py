@@ -256,6 +256,9 @@ def test_metadata_and_session_options(client, altertable_service):
     schema = unique("at_s")
     client.execute(f"CREATE SCHEMA {schema}")
     client.execute(f"CREATE TABLE {schema}.t (a INT)")
+    # More tables than the server opens at once, each with columns of its own.
+    for i in range(10):
+        client.execute(f"CREATE TABLE {schema}.u{i} (c{i} INT, d{i} VARCHAR)")
     catalogs = client.get_catalogs().read_all().column("catalog_name").to_pylist()
     assert "lakehouse" in catalogs
     schemas = client.get_schemas(catalog="lakehouse", schema_pattern=f"{schema}%")
@@ -264,10 +267,13 @@ def test_metadata_and_session_options(client, altertable_service):
         catalog="lakehouse", schema_pattern=schema, include_schema=True
     )
     got = tables.read_all()
-    assert got.column("table_name").to_pylist() == ["t"]
-    assert pa.ipc.read_schema(
-        pa.py_buffer(got.column("table_schema")[0].as_py())
-    ).names == ["a"]
+    names = got.column("table_name").to_pylist()
+    assert names == ["t"] + [f"u{i}" for i in range(10)]
+    columns = [
+        pa.ipc.read_schema(pa.py_buffer(b.as_py())).names
+        for b in got.column("table_schema")
+    ]
+    assert columns == [["a"]] + [[f"c{i}", f"d{i}"] for i in range(10)]
     client.set_schema(schema)
     assert rows(client, "SELECT current_schema() AS s") == [{"s": schema}]
     assert rows(client, "SELECT count(*) AS n FROM t") == [{"n": 0}]

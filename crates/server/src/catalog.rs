@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 
 use deltalite::{DeltaLiteTable, TableLocation};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 
@@ -136,6 +136,9 @@ struct TableLocks {
 
 /// Smallest [`TableLocks::sweep_at`]: sweeping a handful of entries is not worth a pass.
 const MIN_LOCK_SWEEP: usize = 64;
+
+/// Tables opened at once when a listing opens many (their logs are read concurrently).
+const OPEN_AT_ONCE: usize = 8;
 
 impl std::fmt::Debug for Storage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -509,15 +512,20 @@ impl Storage {
         self.list_children(&[catalog]).await
     }
 
-    /// Tables (folders with a `_delta_log`) of a schema, sorted.
+    /// Tables (folders with a `_delta_log`) of a schema, sorted; the folders are asked a
+    /// few at once (on an object store each ask is a request).
     pub async fn list_tables(&self, catalog: &str, schema: &str) -> Result<Vec<String>, ApiError> {
-        let mut out = Vec::new();
-        for child in self.list_children(&[catalog, schema]).await? {
-            if self.has_delta_log(&[catalog, schema, &child]).await? {
-                out.push(child);
-            }
-        }
-        Ok(out)
+        let children = self.list_children(&[catalog, schema]).await?;
+        let is_table: Vec<bool> = futures::stream::iter(children.clone())
+            .map(|child| async move { self.has_delta_log(&[catalog, schema, &child]).await })
+            .buffered(OPEN_AT_ONCE)
+            .try_collect()
+            .await?;
+        Ok(children
+            .into_iter()
+            .zip(is_table)
+            .filter_map(|(child, is)| is.then_some(child))
+            .collect())
     }
 
     async fn has_delta_log(&self, parts: &[&str]) -> Result<bool, ApiError> {
@@ -801,6 +809,22 @@ impl Storage {
             snapshots.keep(&uri, table).await;
         }
         Ok(opened)
+    }
+
+    /// [`Storage::open_table_for_query`] for each of `names`, a few at once; in the order
+    /// of `names`, each with `None` when it is no table (any more).
+    pub async fn open_tables_for_query(
+        &self,
+        names: Vec<TableName>,
+    ) -> Result<Vec<(TableName, Option<DeltaLiteTable>)>, ApiError> {
+        futures::stream::iter(names)
+            .map(|name| async move {
+                let table = self.open_table_for_query(&name).await?;
+                Ok::<_, ApiError>((name, table))
+            })
+            .buffered(OPEN_AT_ONCE)
+            .try_collect()
+            .await
     }
 
     /// Open a table; `Ok(None)` when it does not exist.

@@ -93,29 +93,37 @@ pub async fn tables(
                 continue;
             }
             let matches = |t: &String| table_pattern.as_deref().is_none_or(|p| like(t, p));
-            let tables = match wants_tables {
-                true => storage.list_tables(c, &s).await.map_err(status)?,
-                false => Vec::new(),
-            };
-            for t in tables.iter().filter(|t| matches(t)) {
-                let schema = if include_schema {
-                    let name = TableName::new(c, &s, t).map_err(status)?;
-                    let Some(table) = storage.open_table_for_query(&name).await.map_err(status)?
-                    else {
-                        continue;
-                    };
-                    table.schema().map_err(|e| {
+            if wants_tables && include_schema {
+                // Every folder the pattern keeps may be a table: opening it tells.
+                let names = storage
+                    .list_schema_children(c, &s)
+                    .await
+                    .map_err(status)?
+                    .into_iter()
+                    .filter(|t| matches(t))
+                    .filter_map(|t| TableName::new(c, &s, &t).ok())
+                    .collect();
+                for (name, table) in storage.open_tables_for_query(names).await.map_err(status)? {
+                    let Some(table) = table else { continue };
+                    let schema = table.schema().map_err(|e| {
                         status(ApiError::from_engine(
                             &format!("cannot read table {name}"),
                             e,
                         ))
-                    })?
-                } else {
-                    empty()
-                };
-                builder
-                    .append(c, &s, t, TABLE_TYPE, &schema)
-                    .map_err(arrow_status)?;
+                    })?;
+                    builder
+                        .append(c, &s, &name.table, TABLE_TYPE, &schema)
+                        .map_err(arrow_status)?;
+                }
+            } else if wants_tables {
+                for t in storage.list_tables(c, &s).await.map_err(status)? {
+                    // A folder whose name no statement could name is no table of ours.
+                    if matches(&t) && TableName::new(c, &s, &t).is_ok() {
+                        builder
+                            .append(c, &s, &t, TABLE_TYPE, &empty())
+                            .map_err(arrow_status)?;
+                    }
+                }
             }
             let views = match wants_views {
                 true => storage.list_views(c, &s).await.map_err(status)?,

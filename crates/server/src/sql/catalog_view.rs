@@ -28,14 +28,10 @@ use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext
 use datafusion::logical_expr::{Expr, LogicalPlan, TableProviderFilterPushDown, TableType};
 use datafusion::physical_expr::create_physical_expr;
 use datafusion::physical_plan::ExecutionPlan;
-use futures::{StreamExt, TryStreamExt};
 
 use super::{SqlSession, sql_error};
 use crate::catalog::TableName;
 use crate::error::ApiError;
-
-/// Tables opened at once while a listing loads.
-const OPEN_AT_ONCE: usize = 8;
 
 /// A catalog view that lists relations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -334,18 +330,7 @@ impl SqlSession {
     /// (a leftover folder, one dropped since the listing) or whose schema cannot be read
     /// is left out.
     async fn load_tables(&self, names: Vec<TableName>) -> Result<Vec<Relation>, ApiError> {
-        let storage = Arc::clone(&self.storage);
-        let opened: Vec<_> = futures::stream::iter(names)
-            .map(|name| {
-                let storage = Arc::clone(&storage);
-                async move {
-                    let table = storage.open_table_for_query(&name).await?;
-                    Ok::<_, ApiError>((name, table))
-                }
-            })
-            .buffered(OPEN_AT_ONCE)
-            .try_collect()
-            .await?;
+        let opened = self.storage.open_tables_for_query(names).await?;
         Ok(opened
             .into_iter()
             .filter_map(|(name, table)| {

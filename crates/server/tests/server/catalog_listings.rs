@@ -6,13 +6,16 @@
 use deltalite_testkit::store::{Fault, Op, Target};
 use serde_json::{Value, json};
 
-use crate::transient::InProcess;
+use crate::transient::{InProcess, free_address};
 
 /// `raw.a`, `raw.b` (never opened by a query until the end), `marts.c`, and views
 /// `marts.va` over `a` and `marts.vb` over `b`; `a` has a comment. `raw` also holds two
 /// folders that are no table.
 fn lake() -> InProcess {
-    let s = InProcess::start();
+    lake_with(InProcess::start())
+}
+
+fn lake_with(s: InProcess) -> InProcess {
     for statement in [
         "CREATE SCHEMA raw",
         "CREATE SCHEMA marts",
@@ -232,4 +235,191 @@ fn a_filtered_listing_answers_what_the_whole_listing_filtered_answers() {
             vec![json!("a"), json!("va"), json!("v")],
         ]
     );
+}
+
+/// One row of Flight SQL `GetTables`: catalog, schema, name, type, and the column names
+/// of its schema (empty without `include_schema`).
+type FlightTable = (String, String, String, String, Vec<String>);
+
+/// Flight SQL `GetTables` as alice, or the status of the call that failed.
+fn flight_tables(
+    addr: std::net::SocketAddr,
+    cmd: arrow_flight::sql::CommandGetTables,
+) -> Result<Vec<FlightTable>, tonic::Status> {
+    use arrow::array::{Array, BinaryArray, RecordBatch, StringArray};
+    use arrow_flight::error::FlightError;
+    use arrow_flight::sql::client::FlightSqlServiceClient;
+    use futures::TryStreamExt;
+
+    let status = |e: FlightError| match e {
+        FlightError::Tonic(s) => *s,
+        other => tonic::Status::unknown(format!("client error: {other}")),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let batches: Vec<RecordBatch> = rt.block_on(async {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+            .expect("url")
+            .connect()
+            .await
+            .expect("connect");
+        let mut client = FlightSqlServiceClient::new(channel);
+        client
+            .handshake("alice", "secret")
+            .await
+            .expect("handshake");
+        let info = client.get_tables(cmd).await.map_err(status)?;
+        let ticket = info.endpoint[0].ticket.clone().expect("ticket");
+        client
+            .do_get(ticket)
+            .await
+            .map_err(status)?
+            .try_collect()
+            .await
+            .map_err(status)
+    })?;
+    let mut out = Vec::new();
+    for b in batches {
+        let text = |name: &str| {
+            b.column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+                .expect(name)
+                .clone()
+        };
+        let (c, s, n, t) = (
+            text("catalog_name"),
+            text("db_schema_name"),
+            text("table_name"),
+            text("table_type"),
+        );
+        let schemas = b.column_by_name("table_schema").map(|c| {
+            c.as_any()
+                .downcast_ref::<BinaryArray>()
+                .expect("binary")
+                .clone()
+        });
+        for i in 0..b.num_rows() {
+            let columns = match &schemas {
+                Some(bytes) if bytes.is_valid(i) => {
+                    arrow::ipc::convert::try_schema_from_ipc_buffer(bytes.value(i))
+                        .expect("an IPC schema")
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().clone())
+                        .collect()
+                }
+                _ => Vec::new(),
+            };
+            out.push((
+                c.value(i).to_string(),
+                s.value(i).to_string(),
+                n.value(i).to_string(),
+                t.value(i).to_string(),
+                columns,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Flight SQL `GetTables` lists what `information_schema` lists, its tables opened a few
+/// at once in the order it lists them, and with a name pattern opens only the tables the
+/// pattern keeps.
+#[test]
+fn flight_get_tables_lists_what_information_schema_lists() {
+    use arrow_flight::sql::CommandGetTables;
+
+    let flight = free_address();
+    let s = lake_with(InProcess::start_with(|c| c.flight_listen = Some(flight)));
+    // More tables than are opened at once; and a readable table in a folder no statement
+    // could name (another writer's), which neither lists.
+    for i in 0..12 {
+        let statement = format!("CREATE TABLE marts.m{i:02} (k{i} INT, w VARCHAR)");
+        assert_eq!(s.sql(&statement).status().as_u16(), 200, "{statement}");
+    }
+    let raw = s.table("a").join("../../raw");
+    let copy = std::process::Command::new("cp")
+        .args(["-r"])
+        .arg(raw.join("a/_delta_log"))
+        .arg(raw.join("a%bad/_delta_log"))
+        .status()
+        .expect("cp");
+    assert!(copy.success());
+
+    // Before anything opens `b`: with its log unreadable, a pattern that leaves `b` out
+    // never reads it.
+    fail_b(&s);
+    let a = CommandGetTables {
+        db_schema_filter_pattern: Some("raw".into()),
+        table_name_filter_pattern: Some("a%".into()),
+        include_schema: true,
+        ..Default::default()
+    };
+    let a_only: Vec<FlightTable> = vec![(
+        "lakehouse".into(),
+        "raw".into(),
+        "a".into(),
+        "TABLE".into(),
+        vec!["id".into(), "v".into()],
+    )];
+    assert_eq!(flight_tables(flight, a).expect("a"), a_only);
+    assert_eq!(s.store.take_fired(), 0, "b's log was read");
+    // One that keeps `b` needs its log: the injected failure, retryable.
+    fail_b(&s);
+    let all = CommandGetTables {
+        include_schema: true,
+        ..Default::default()
+    };
+    let failed = flight_tables(flight, all).expect_err("b's log cannot be read");
+    assert_eq!(failed.code(), tonic::Code::Unavailable, "{failed:?}");
+    assert!(
+        failed.message().contains("injected fault: get failed"),
+        "{failed:?}"
+    );
+    assert!(s.store.take_fired() > 0);
+
+    let listed: Vec<FlightTable> = {
+        let columns = s.rows(
+            "SELECT table_catalog, table_schema, table_name, \
+             string_agg(column_name, ',' ORDER BY ordinal_position) \
+             FROM information_schema.columns GROUP BY 1, 2, 3",
+        );
+        let tables = s.rows(
+            "SELECT table_catalog, table_schema, table_name, table_type \
+             FROM information_schema.tables WHERE table_schema <> 'information_schema' \
+             ORDER BY 1, 2, 4, 3",
+        );
+        tables
+            .into_iter()
+            .map(|r| {
+                let text = |v: &Value| v.as_str().expect("text").to_string();
+                let columns = columns
+                    .iter()
+                    .find(|c| c[..3] == r[..3])
+                    .map(|c| text(&c[3]).split(',').map(str::to_string).collect())
+                    .expect("columns");
+                let kind = match text(&r[3]).as_str() {
+                    "BASE TABLE" => "TABLE".to_string(),
+                    other => other.to_string(),
+                };
+                (text(&r[0]), text(&r[1]), text(&r[2]), kind, columns)
+            })
+            .collect()
+    };
+    assert_eq!(listed.len(), 17, "{listed:?}");
+    assert!(!listed.iter().any(|t| t.2.contains('%')), "{listed:?}");
+
+    let all = CommandGetTables {
+        include_schema: true,
+        ..Default::default()
+    };
+    assert_eq!(flight_tables(flight, all).expect("all"), listed);
+    let names_only = CommandGetTables::default();
+    let without: Vec<FlightTable> = listed
+        .iter()
+        .map(|(c, s, n, t, _)| (c.clone(), s.clone(), n.clone(), t.clone(), Vec::new()))
+        .collect();
+    assert_eq!(flight_tables(flight, names_only).expect("names"), without);
 }

@@ -454,7 +454,7 @@ fn a_transient_failure_reading_a_footer_while_a_scan_runs_is_retryable() {
 }
 
 /// A loopback address no one listens on, for a server's Flight endpoint.
-fn free_address() -> std::net::SocketAddr {
+pub(crate) fn free_address() -> std::net::SocketAddr {
     let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     probe.local_addr().expect("addr")
 }
