@@ -3,8 +3,9 @@
 dbt-altertable asks for one relation's columns (`get_columns_in_relation`) and one
 schema's relations (`list_relations_without_caching`) through `duckdb_columns()`,
 `duckdb_tables()` and `duckdb_views()` with filters on names, many times per run; `dbt
-docs generate` lists every column. Two servers over one data root: `--baseline`, a build
-that opens every granted table for every listing, and `--bin`. A catalog of N tables in
+docs generate` lists every column. ADBC's `adbc_get_objects(depth="all")` (Flight SQL
+`GetTables` with schemas, what BI tools and ADBC users list a catalog with) opens every
+table too. Two servers over one data root: `--baseline`, an older build, and `--bin`. A catalog of N tables in
 schema `raw` (5 commits each, as small loads leave them) and N/10 views in `marts`, for N
 in 20, 80, 320; the queries alternate between the servers and every answer is checked
 equal. Prints medians (ms), the ratio, and how each grows with N.
@@ -19,6 +20,8 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
+import adbc_driver_flightsql.dbapi as adbc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -45,7 +48,16 @@ QUERIES = (
     ("get_columns", GET_COLUMNS),
     ("list_relations", LIST_RELATIONS),
     ("all columns", ALL_COLUMNS),
+    ("adbc get_objects", None),
 )
+
+
+def get_objects(s: ServerProcess) -> list:
+    """Every catalog, schema, table and column over Flight SQL, as ADBC lists them."""
+    with adbc.connect(
+        s.flight, db_kwargs={"username": USER, "password": PASSWORD}
+    ) as conn:
+        return conn.adbc_get_objects(depth="all").read_all().to_pylist()
 
 
 def build(s: ServerProcess, n: int) -> None:
@@ -96,20 +108,28 @@ def main() -> None:
                 f"{n} tables x {COMMITS} commits, {n // 10} views: built in {time.perf_counter() - t0:.0f} s"
             )
             for name, q in QUERIES:
-                q = q.replace("'raw'", f"'raw{n}'").replace("'marts'", f"'marts{n}'")
+                if q is None:
+                    ask = get_objects
+                else:
+                    q = q.replace("'raw'", f"'raw{n}'")
+                    q = q.replace("'marts'", f"'marts{n}'")
+
+                    def ask(s: ServerProcess, q: str = q) -> list:
+                        return sql(s, q)
+
                 times: dict[str, list[float]] = {"baseline": [], "new": []}
                 for _ in range(a.runs):
                     answers = []
                     for label, s in (("baseline", base), ("new", new)):
                         t = time.perf_counter()
-                        answers.append(sql(s, q))
+                        answers.append(ask(s))
                         times[label].append(time.perf_counter() - t)
                     assert answers[0] == answers[1], (name, answers)
                 for label, taken in times.items():
                     medians[(name, label, n)] = statistics.median(taken) * 1000
                 b, w = medians[(name, "baseline", n)], medians[(name, "new", n)]
                 print(
-                    f"  {name:15s} baseline {b:8.1f} ms   new {w:7.1f} ms   baseline / new = {b / w:6.1f}x"
+                    f"  {name:16s} baseline {b:8.1f} ms   new {w:7.1f} ms   baseline / new = {b / w:6.1f}x"
                 )
         finally:
             base.stop()
@@ -118,7 +138,7 @@ def main() -> None:
     for name, _ in QUERIES:
         for label in ("baseline", "new"):
             g = medians[(name, label, SIZES[-1])] / medians[(name, label, SIZES[0])]
-            print(f"  {name:15s} {label:8s} x{g:.1f}")
+            print(f"  {name:16s} {label:8s} x{g:.1f}")
 
 
 if __name__ == "__main__":
