@@ -827,6 +827,21 @@ impl Storage {
             .await
     }
 
+    /// Those of `names` that are tables (have a Delta log), asked a few at once, in the
+    /// order of `names`.
+    pub async fn existing_tables(&self, names: Vec<TableName>) -> Result<Vec<TableName>, ApiError> {
+        let exists: Vec<bool> = futures::stream::iter(names.clone())
+            .map(|name| async move { self.table_exists(&name).await })
+            .buffered(OPEN_AT_ONCE)
+            .try_collect()
+            .await?;
+        Ok(names
+            .into_iter()
+            .zip(exists)
+            .filter_map(|(name, is)| is.then_some(name))
+            .collect())
+    }
+
     /// Open a table; `Ok(None)` when it does not exist.
     pub async fn open_table(&self, name: &TableName) -> Result<Option<DeltaLiteTable>, ApiError> {
         if !self.table_exists(name).await? {

@@ -43,6 +43,15 @@ pub(super) enum Listing {
     DuckdbColumns,
 }
 
+/// What a listing needs of each table it lists.
+#[derive(Clone, Copy)]
+enum TableNeeds {
+    /// That it is one (its folder has a Delta log).
+    Exists,
+    /// It opened: its columns and comment.
+    Opened,
+}
+
 /// What a listing needs of each view it lists.
 #[derive(Clone, Copy)]
 enum ViewNeeds {
@@ -83,15 +92,29 @@ impl Listing {
         (self == Self::InfoTables).then_some("table_type")
     }
 
-    fn lists_tables(self) -> bool {
-        self != Self::DuckdbViews
+    /// What it needs of each table, when a statement reads the columns `reads` says
+    /// (`None`: it lists no tables). Only a table's comment and column count need it
+    /// opened; a listing of columns needs every table's.
+    fn tables(self, reads: impl Fn(&str) -> bool) -> Option<TableNeeds> {
+        let opened_if = |read: bool| match read {
+            true => TableNeeds::Opened,
+            false => TableNeeds::Exists,
+        };
+        match self {
+            Self::DuckdbViews => None,
+            Self::InfoTables => Some(opened_if(reads("table_comment"))),
+            Self::DuckdbTables => Some(opened_if(reads("comment") || reads("column_count"))),
+            Self::InfoColumns | Self::DuckdbColumns => Some(TableNeeds::Opened),
+        }
     }
 
-    fn views(self) -> Option<ViewNeeds> {
+    /// What it needs of each view, as [`Listing::tables`] for tables.
+    fn views(self, reads: impl Fn(&str) -> bool) -> Option<ViewNeeds> {
         match self {
             Self::DuckdbTables => None,
             Self::InfoTables => Some(ViewNeeds::Name),
-            Self::DuckdbViews => Some(ViewNeeds::Sql),
+            Self::DuckdbViews if reads("sql") => Some(ViewNeeds::Sql),
+            Self::DuckdbViews => Some(ViewNeeds::Name),
             Self::InfoColumns | Self::DuckdbColumns => Some(ViewNeeds::Columns),
         }
     }
@@ -118,9 +141,8 @@ pub(super) struct Relation {
 
 pub(super) enum RelationKind {
     Table {
-        fields: Fields,
-        /// Its Delta description, if it has one.
-        comment: Option<String>,
+        /// What its log says, when the listing needs it ([`TableNeeds::Opened`]).
+        details: Option<TableDetails>,
     },
     View {
         /// Its columns, when the listing needs them.
@@ -130,11 +152,18 @@ pub(super) enum RelationKind {
     },
 }
 
+/// A table as its log describes it now.
+pub(super) struct TableDetails {
+    pub(super) fields: Fields,
+    /// Its Delta description, if it has one.
+    pub(super) comment: Option<String>,
+}
+
 impl Relation {
-    /// Its columns: a table's, or a view's when they were planned.
+    /// Its columns: a table's when it was opened, or a view's when they were planned.
     pub(super) fn fields(&self) -> Option<&Fields> {
         match &self.kind {
-            RelationKind::Table { fields, .. } => Some(fields),
+            RelationKind::Table { details } => details.as_ref().map(|d| &d.fields),
             RelationKind::View { fields, .. } => fields.as_ref(),
         }
     }
@@ -199,10 +228,12 @@ impl TableProvider for CatalogView {
     }
 }
 
-/// One scan of a listing: the name it is read under and the filters pushed into it.
+/// One scan of a listing: the name it is read under, the filters pushed into it, and
+/// the columns it reads (`None`: all).
 struct Scan {
     qualifier: TableReference,
     filters: Vec<Expr>,
+    projection: Option<Vec<usize>>,
 }
 
 impl SqlSession {
@@ -235,6 +266,7 @@ impl SqlSession {
                         found.push(Scan {
                             qualifier: scan.table_name.clone(),
                             filters: scan.filters.clone(),
+                            projection: scan.projection.clone(),
                         });
                     }
                     Ok(TreeNodeRecursion::Continue)
@@ -242,7 +274,19 @@ impl SqlSession {
                 .map_err(sql_error)?;
         }
         for (view, found) in scans {
-            let relations = self.relations(view.listing, &found).await?;
+            // A column no scan reads is never seen: its values need not be loaded (the
+            // plan that runs is optimized the same way, so it reads the same columns).
+            let schema = view.schema();
+            let reads = |column: &str| {
+                found.is_empty()
+                    || found.iter().any(|scan| {
+                        scan.projection
+                            .as_ref()
+                            .is_none_or(|p| p.iter().any(|&i| schema.field(i).name() == column))
+                    })
+            };
+            let needs = (view.listing.tables(reads), view.listing.views(reads));
+            let relations = self.relations(view.listing, needs, &found).await?;
             let _ = view.rows.set(view.listing.batch(&relations)?);
         }
         Ok(())
@@ -250,11 +294,12 @@ impl SqlSession {
 
     /// The relations of `listing` that one of `scans` may keep (all of them without a
     /// scan: a listing the optimized plan does not scan is loaded whole, so that what runs
-    /// is right whatever it scans), loaded: in each granted catalog and schema (sorted),
-    /// its tables, then its views.
+    /// is right whatever it scans), loaded as `needs` says: in each granted catalog and
+    /// schema (sorted), its tables, then its views.
     async fn relations(
         &mut self,
         listing: Listing,
+        (table_needs, view_needs): (Option<TableNeeds>, Option<ViewNeeds>),
         scans: &[Scan],
     ) -> Result<Vec<Relation>, ApiError> {
         let [catalog_col, schema_col, name_col] = listing.name_columns();
@@ -283,11 +328,11 @@ impl SqlSession {
         for ((c, s), _) in schemas.iter().zip(keep).filter(|(_, k)| *k) {
             // Candidates: every folder of the schema may be a table (whether it is, is
             // asked only of those the names keep), and its views.
-            let tables = match listing.lists_tables() {
-                true => self.storage.list_schema_children(c, s).await?,
-                false => Vec::new(),
+            let tables = match table_needs {
+                Some(_) => self.storage.list_schema_children(c, s).await?,
+                None => Vec::new(),
             };
-            let views = match listing.views() {
+            let views = match view_needs {
                 Some(_) => self.storage.list_views(c, s).await?,
                 None => Vec::new(),
             };
@@ -314,8 +359,13 @@ impl SqlSession {
                     .filter_map(|(t, _)| TableName::new(c, s, t).ok())
                     .collect()
             };
-            out.extend(self.load_tables(picked(&tables, keep_tables)).await?);
-            if let Some(needs) = listing.views() {
+            if let Some(needs) = table_needs {
+                out.extend(
+                    self.load_tables(picked(&tables, keep_tables), needs)
+                        .await?,
+                );
+            }
+            if let Some(needs) = view_needs {
                 for name in picked(&views, keep_views) {
                     if let Some(view) = self.load_view(name, needs).await? {
                         out.push(view);
@@ -326,27 +376,43 @@ impl SqlSession {
         Ok(out)
     }
 
-    /// Open `names` (a few at once), as the tables they are now; a name that is no table
-    /// (a leftover folder, one dropped since the listing) or whose schema cannot be read
-    /// is left out.
-    async fn load_tables(&self, names: Vec<TableName>) -> Result<Vec<Relation>, ApiError> {
-        let opened = self.storage.open_tables_for_query(names).await?;
-        Ok(opened
-            .into_iter()
-            .filter_map(|(name, table)| {
-                let table = table?;
-                let fields = table.schema().ok()?.fields().clone();
-                Some(Relation {
-                    kind: RelationKind::Table {
-                        fields,
+    /// The tables of `names` (a few at once) as they are now, opened when `needs` says
+    /// so; a name that is no table (a leftover folder, one dropped since the listing), or
+    /// an opened one whose schema cannot be read, is left out.
+    async fn load_tables(
+        &self,
+        names: Vec<TableName>,
+        needs: TableNeeds,
+    ) -> Result<Vec<Relation>, ApiError> {
+        let relation = |name: TableName, details| Relation {
+            kind: RelationKind::Table { details },
+            catalog: name.catalog,
+            schema: name.schema,
+            name: name.table,
+        };
+        Ok(match needs {
+            TableNeeds::Exists => self
+                .storage
+                .existing_tables(names)
+                .await?
+                .into_iter()
+                .map(|name| relation(name, None))
+                .collect(),
+            TableNeeds::Opened => self
+                .storage
+                .open_tables_for_query(names)
+                .await?
+                .into_iter()
+                .filter_map(|(name, table)| {
+                    let table = table?;
+                    let details = TableDetails {
+                        fields: table.schema().ok()?.fields().clone(),
                         comment: super::info_schema::table_comment(&table),
-                    },
-                    catalog: name.catalog,
-                    schema: name.schema,
-                    name: name.table,
+                    };
+                    Some(relation(name, Some(details)))
                 })
-            })
-            .collect())
+                .collect(),
+        })
     }
 
     async fn load_view(

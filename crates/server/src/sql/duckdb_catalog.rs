@@ -64,10 +64,13 @@ fn text<'a>(v: impl IntoIterator<Item = &'a str>) -> Vec<Option<String>> {
 
 /// `duckdb_tables()`.
 pub(super) fn tables_batch(relations: &[Relation]) -> Result<RecordBatch, ApiError> {
-    let tables: Vec<(&Relation, usize, Option<String>)> = relations
+    let tables: Vec<(&Relation, Option<i32>, Option<String>)> = relations
         .iter()
         .filter_map(|r| match &r.kind {
-            RelationKind::Table { fields, comment } => Some((r, fields.len(), comment.clone())),
+            RelationKind::Table { details } => Some(match details {
+                Some(d) => (r, Some(d.fields.len() as i32), d.comment.clone()),
+                None => (r, None, None),
+            }),
             RelationKind::View { .. } => None,
         })
         .collect();
@@ -89,10 +92,7 @@ pub(super) fn tables_batch(relations: &[Relation]) -> Result<RecordBatch, ApiErr
         Col::Bool("internal", vec![false; n]),
         Col::Bool("temporary", vec![false; n]),
         Col::Bool("has_primary_key", vec![false; n]),
-        Col::Int(
-            "column_count",
-            tables.iter().map(|(_, k, _)| Some(*k as i32)).collect(),
-        ),
+        Col::Int("column_count", tables.iter().map(|(_, k, _)| *k).collect()),
     ])
 }
 

@@ -69,7 +69,11 @@ pub(super) fn tables_batch(relations: &[Relation]) -> Result<RecordBatch, ApiErr
         .chain(views)
         .map(|r| {
             let (kind, insertable, comment) = match &r.kind {
-                RelationKind::Table { comment, .. } => ("BASE TABLE", "YES", comment.clone()),
+                RelationKind::Table { details } => (
+                    "BASE TABLE",
+                    "YES",
+                    details.as_ref().and_then(|d| d.comment.clone()),
+                ),
                 RelationKind::View { .. } => ("VIEW", "NO", None),
             };
             vec![
