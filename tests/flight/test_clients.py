@@ -110,6 +110,41 @@ def test_adbc_commit_and_rollback(adbc_conn, client):
     assert rows(client, f"SELECT id FROM {table}") == [{"id": 1}]
 
 
+def test_adbc_cursor_runs_the_same_sql_again_after_commit_and_rollback(
+    adbc_conn, client
+):
+    """The DB-API loop: execute, commit, the same SQL again. The cursor keeps the
+    prepared handle of its last SQL (made in the transaction then open) and runs it again
+    in the transaction the driver began after the commit."""
+    table = unique("adbc_loop")
+    cur = adbc_conn.cursor()
+    cur.execute(f"CREATE TABLE {table} (id INT)")
+    adbc_conn.commit()
+    insert = f"INSERT INTO {table} VALUES (?)"
+    count = f"SELECT count(*) FROM {table}"
+    for i in range(3):
+        cur.execute(insert, (i,))
+        adbc_conn.commit()
+        cur.execute(count)
+        assert cur.fetchall() == [(i + 1,)]
+        adbc_conn.commit()
+    # After a rollback: the rolled-back row is gone, the next one is staged again and
+    # committed (seen by another client only then).
+    cur.execute(insert, (10,))
+    adbc_conn.rollback()
+    cur.execute(insert, (11,))
+    cur.execute(count)
+    assert cur.fetchall() == [(4,)]
+    assert rows(client, f"SELECT id FROM {table} ORDER BY id") == [
+        {"id": i} for i in range(3)
+    ]
+    adbc_conn.commit()
+    assert rows(client, f"SELECT id FROM {table} ORDER BY id") == [
+        {"id": i} for i in (0, 1, 2, 11)
+    ]
+    cur.close()
+
+
 def test_adbc_errors_are_the_servers_messages(adbc_conn):
     cur = adbc_conn.cursor()
     with pytest.raises(Exception, match="Permission Error: COPY is not allowed"):

@@ -780,7 +780,9 @@ impl FlightSqlService for FlightSql {
         request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
         let session = self.session(&request)?;
-        let transaction = session.transaction(cmd.transaction_id.as_deref())?;
+        // A transaction named must be the open one; the statement runs in whichever is
+        // open when it runs (`Session::prepared_transaction`).
+        session.transaction(cmd.transaction_id.as_deref())?;
         // Syntax and the statement guard answer now, as a database's PREPARE does.
         SqlSession::parse_script(&cmd.query).map_err(status)?;
         let parameters = crate::sql::params::parameters(&cmd.query).map_err(status)?;
@@ -812,7 +814,6 @@ impl FlightSqlService for FlightSql {
             parameters,
             bound: None,
             fresh: false,
-            transaction,
         });
         Ok(ActionCreatePreparedStatementResult {
             prepared_statement_handle: handle.into(),

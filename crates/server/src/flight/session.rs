@@ -49,8 +49,6 @@ pub struct Prepared {
     /// Whether `bound` arrived after the statement last ran: what tells the two
     /// orders clients bind in apart (see `FlightSql::get_flight_info_prepared_statement`).
     pub fresh: bool,
-    /// The transaction it was prepared in: its executions belong to it.
-    pub transaction: Option<Vec<u8>>,
 }
 
 /// A session's state that changes between calls.
@@ -199,11 +197,14 @@ impl Session {
         handle
     }
 
-    /// The transaction a prepared handle was prepared in.
+    /// The transaction a prepared handle runs in: the session's open one, if any. That is
+    /// the one it was prepared in while that one is open; once it has ended, the one
+    /// begun since (ADBC's DB-API cursor keeps its handle across `commit()` and runs it
+    /// again when the same SQL comes back), or none.
     pub fn prepared_transaction(&self, handle: &[u8]) -> Result<Option<Vec<u8>>, Status> {
         let s = self.state();
-        let p = s.prepared.get(handle).ok_or_else(unknown_handle)?;
-        Ok(p.transaction.clone())
+        s.prepared.get(handle).ok_or_else(unknown_handle)?;
+        Ok(s.transaction.as_ref().map(|t| t.id.clone()))
     }
 
     /// The statement and bound values of a prepared handle.
