@@ -38,8 +38,8 @@ def lake(tmp_path_factory):
         )
         client.query(
             "CREATE TABLE tags AS SELECT 'k' || CAST(j % 7 AS VARCHAR) AS k, j AS v,"
-            " substr(md5(CAST(j / 2 AS VARCHAR)), 1, 14) AS _dlt_root_id,"
-            " substr(md5(CAST(j / 2 AS VARCHAR)), 1, 14) AS _dlt_parent_id,"
+            " substr(md5(CAST(j // 2 AS VARCHAR)), 1, 14) AS _dlt_root_id,"
+            " substr(md5(CAST(j // 2 AS VARCHAR)), 1, 14) AS _dlt_parent_id,"
             " j % 2 AS _dlt_list_idx,"
             " substr(md5('c' || CAST(j AS VARCHAR)), 1, 14) AS _dlt_id"
             f" FROM generate_series(2, {CHILDREN + 1}) AS t(j)"

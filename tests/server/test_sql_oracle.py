@@ -1138,3 +1138,121 @@ def test_count_distinct_row(lake, statement):
     """`count(DISTINCT row(…))`, dlt's merge-key check: tuples with NULL fields count, and
     equal ones once, as in DuckDB."""
     check_query(lake, DISTINCT_TABLES, statement)
+
+
+# --------------------------------------------------------------------------------------
+# DuckDB's arithmetic, literals, NULL ordering and recursive CTEs
+# --------------------------------------------------------------------------------------
+
+
+def check_ordered(client, tables, template: str):
+    """`check_query`, the rows compared in order (the statement's ORDER BY decides it)."""
+    ex = Example(client, tables)
+    try:
+        statement = ex.sql(template)
+        duck, ours = ex.duck_run(statement), ex.ours_run(statement)
+        header = f"\n--- repro ---\n{ex.repro(statement)}\n--- DuckDB: {duck!r}"
+        header += f"\n--- ours:   {ours!r}"
+        assert not isinstance(duck, str), f"DuckDB refused the statement{header}"
+        assert not isinstance(ours, str), f"our server refused the statement{header}"
+        assert ours[0] == duck[0], f"column names differ{header}"
+        assert ours[1] == [tuple(r) for r in duck[1]], f"rows differ{header}"
+    finally:
+        ex.close()
+
+
+SEMANTICS_TABLES = {
+    "t": [
+        [(1, 4, "a"), (1, None, "b"), (2, -3, None), (None, 5, "c")],
+        [(2, 1, "d"), (3, None, None), (1, -1, "e"), (None, None, "f")],
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        # `/` divides as DOUBLE, `//` integers as integers (truncating), the rest as `/`.
+        "SELECT k, v, v / 2 AS half, v // 2 AS idiv, v / 4 * 4 AS back FROM {t}",
+        "SELECT sum(v) / 4 AS q, count(v) // 2 AS c, count(*) / 8 AS share FROM {t}",
+        "SELECT v // 2.0 AS f, (v / 2) // 1 AS g, CAST(v AS DECIMAL(5,1)) / 4 AS d FROM {t}",
+        "SELECT k FROM {t} WHERE v / 2 = 2.5 OR v // 2 = -1",
+        # NULLs sort last whichever the direction, in every ordered form.
+        "SELECT k, v FROM {t} QUALIFY row_number() OVER (PARTITION BY k ORDER BY v DESC) = 1",
+        "SELECT DISTINCT ON (k) k, v FROM {t} ORDER BY k, v DESC",
+        (
+            "SELECT k, first_value(v) OVER (PARTITION BY k ORDER BY v DESC "
+            "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS top FROM {t}"
+        ),
+        "SELECT k, lead(v) OVER (ORDER BY v DESC, s) AS nxt FROM {t} WHERE s IS NOT NULL",
+        # Numbers with a fraction are DECIMALs (exact), with an exponent DOUBLEs.
+        (
+            "SELECT 0.1 + 0.2 = 0.3 AS eq, CAST(123456789012345.678 AS VARCHAR) AS big, "
+            "1e3 AS e, 2.5E-1 AS f, CAST(1.005 AS DECIMAL(10, 2)) * 100 AS r"
+        ),
+        "SELECT k FROM {t} WHERE v * 0.5 = 2.0",
+        # Recursive CTEs: on their own, and seeded from a table.
+        (
+            "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) "
+            "SELECT n FROM r"
+        ),
+        (
+            "WITH RECURSIVE r(n, depth) AS (SELECT min(v), 0 FROM {t} "
+            "UNION ALL SELECT n + 2, depth + 1 FROM r WHERE n < 6) SELECT n, depth FROM r"
+        ),
+    ],
+)
+def test_duckdb_semantics(lake, statement):
+    check_query(lake, SEMANTICS_TABLES, statement)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT v FROM {t} ORDER BY v DESC",
+        "SELECT v FROM {t} ORDER BY v",
+        "SELECT k, v FROM {t} ORDER BY k DESC, v DESC",
+        "SELECT k, max(v) AS m FROM {t} GROUP BY k ORDER BY m DESC, k DESC",
+        "SELECT v FROM {t} ORDER BY v DESC NULLS FIRST",
+        "SELECT v FROM {t} ORDER BY v ASC NULLS FIRST",
+        "SELECT v FROM {t} ORDER BY v DESC LIMIT 3",
+    ],
+)
+def test_null_ordering(lake, statement):
+    """DuckDB sorts NULLs last, ascending or descending, unless told otherwise."""
+    check_ordered(lake, SEMANTICS_TABLES, statement)
+
+
+def test_decimal_literals_are_written_exactly(lake):
+    """`123456789012345.678` is that DECIMAL, not the nearest DOUBLE (…345.664 before)."""
+    ex = Example(lake, {"t": [[(1, 1, "a")]]})
+    try:
+        table = ex.full["t"] + "_money"
+        for statement in [
+            f"CREATE TABLE {table} (id INT, amount DECIMAL(18, 3), big DECIMAL(38, 10))",
+            (
+                f"INSERT INTO {table} VALUES (1, 123456789012345.678, "
+                "1234567890123456789012345678.0123456789), (2, 0.1, 0.2)"
+            ),
+            f"UPDATE {table} SET amount = amount + 0.001 WHERE id = 2",
+        ]:
+            ex.duck.execute(statement)
+            lake.query(statement)
+        for query in [
+            (
+                f"SELECT id, CAST(amount AS VARCHAR) AS a, CAST(big AS VARCHAR) AS b "
+                f"FROM {table} ORDER BY id"
+            ),
+            f"SELECT id FROM {table} WHERE amount = 123456789012345.678",
+            f"SELECT id FROM {table} WHERE amount = 0.101",
+        ]:
+            duck = ex.duck_run(query)
+            assert ex.ours_run(query) == (duck[0], [tuple(r) for r in duck[1]]), query
+        assert lake.rows(
+            f"SELECT CAST(amount AS VARCHAR) FROM {table} ORDER BY id"
+        ) == [
+            ("123456789012345.678",),
+            ("0.101",),
+        ]
+    finally:
+        ex.close()

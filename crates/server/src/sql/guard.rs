@@ -9,6 +9,7 @@
 
 use datafusion::catalog::TableProvider;
 use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::datasource::cte_worktable::CteWorkTable;
 use datafusion::datasource::{MemTable, source_as_provider};
 use datafusion::functions_table::generate_series::GenerateSeriesTable;
 use datafusion::logical_expr::LogicalPlan;
@@ -299,13 +300,15 @@ fn refusal(node: &LogicalPlan) -> Option<String> {
 }
 
 /// Table providers a query may scan: Delta tables and `information_schema` tables that
-/// name resolution registered (only from granted catalogs), and the built-in generators
-/// (`generate_series`, `range`), which read no storage.
+/// name resolution registered (only from granted catalogs), the built-in generators
+/// (`generate_series`, `range`), and a recursive CTE's own rows (the work table DataFusion
+/// plans its self-reference as), which read no storage.
 fn readable_provider(provider: &dyn TableProvider) -> bool {
     super::scan::DeltaScan::is_delta(provider)
         || provider.is::<MemTable>()
         || provider.is::<super::catalog_view::CatalogView>()
         || provider.is::<GenerateSeriesTable>()
+        || provider.is::<CteWorkTable>()
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 mod catalog_view;
 mod ddl;
 mod dialect;
+mod division;
 mod dml;
 mod duckdb_catalog;
 mod guard;
@@ -268,6 +269,13 @@ impl SqlSession {
             .schema_force_view_types = false;
         // `TIMESTAMP WITH TIME ZONE` literals and casts are UTC, as the tables store them.
         config.options_mut().execution.time_zone = Some("+00:00".to_string());
+        // DuckDB sorts NULLs last whichever the direction (DataFusion, as Postgres: first
+        // when descending), so `ORDER BY v DESC LIMIT 1` is the largest value.
+        config.options_mut().sql_parser.default_null_ordering = "nulls_last".to_string();
+        // DuckDB reads `123.45` as the DECIMAL it spells (DataFusion: a DOUBLE, which
+        // cannot hold `123456789012345.678`: written into a DECIMAL column it came out
+        // `…345.664`).
+        config.options_mut().sql_parser.parse_float_as_decimal = true;
         // The shared runtime's memory pool, disk manager and caches, with a registry of
         // this session's own that knows no storage until names resolve to granted tables.
         let stores = Arc::new(stores::GrantedStores::default());
@@ -279,6 +287,7 @@ impl SqlSession {
             .with_config(config)
             .with_runtime_env(runtime)
             .with_default_features()
+            .with_analyzer_rules(division::analyzer_rules())
             .with_physical_optimizer_rules(physical::rules(Arc::clone(&stores) as _))
             .build();
         let ctx = SessionContext::new_with_state(state);
@@ -288,6 +297,7 @@ impl SqlSession {
         ));
         ctx.register_udf(udf::error_udf());
         ctx.register_udf(udf::row_key_udf());
+        ctx.register_udf(division::integer_divide_udf());
         for f in udf::make_timestamp_udfs() {
             ctx.register_udf(f);
         }

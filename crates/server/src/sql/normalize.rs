@@ -10,6 +10,8 @@
 //! - `count(DISTINCT row(a, …))` (dlt's merge-key check): counted over the tuples' Arrow
 //!   row encoding (`sql/udf.rs::row_key_udf`), which DataFusion's bytes accumulator
 //!   counts in bounded memory; its struct accumulator does not.
+//! - `a // b`: DuckDB's integer division, as `sql/division.rs` plans it; `1e3`, a
+//!   DOUBLE (other numbers with a fraction are DECIMALs, as in DuckDB).
 //! - DuckDB function names DataFusion spells otherwise (`strftime`, `regexp_matches`,
 //!   `approx_count_distinct`, `dayofweek`, `dayofyear`, `epoch`): what ibis sends.
 //! - `x [NOT] IN (subquery)` and row values `(a, b) IN (subquery)` where their value is
@@ -26,10 +28,10 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, DuplicateTreatment, Expr, Function, FunctionArg, FunctionArgExpr,
-    FunctionArgumentList, FunctionArguments, Ident, JoinConstraint, JoinOperator, ObjectName,
-    Query, SelectItem, SetExpr, Statement, UnaryOperator, Value, VisitMut, VisitorMut,
-    visit_expressions_mut,
+    BinaryOperator, CastKind, DataType, DuplicateTreatment, ExactNumberInfo, Expr, Function,
+    FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, JoinConstraint,
+    JoinOperator, ObjectName, Query, SelectItem, SetExpr, Statement, UnaryOperator, Value,
+    VisitMut, VisitorMut, visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -37,12 +39,52 @@ use datafusion::sql::sqlparser::parser::Parser;
 /// Apply every rewrite to `statement`.
 pub(super) fn statement(statement: &mut Statement) {
     let _ = visit_expressions_mut(statement, |e| {
+        exponent_literal(e);
+        integer_divide(e);
         distinct_from_precedence(e);
         duckdb_function(e);
         count_distinct_row(e);
         ControlFlow::<()>::Continue(())
     });
     let _ = statement.visit(&mut Subqueries);
+}
+
+/// A number written with an exponent (`1e3`, `2.5E-4`) is a DOUBLE, as in DuckDB; the
+/// session reads other numbers with a fraction as DECIMALs (`parse_float_as_decimal`),
+/// which would make `1e3` a DECIMAL of negative scale, and Delta stores none.
+fn exponent_literal(e: &mut Expr) {
+    let Expr::Value(v) = e else {
+        return;
+    };
+    let Value::Number(n, _) = &v.value else {
+        return;
+    };
+    if !n.contains(['e', 'E']) {
+        return;
+    }
+    *e = Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(Expr::Value(Value::SingleQuotedString(n.clone()).into())),
+        data_type: DataType::Double(ExactNumberInfo::None),
+        array: false,
+        format: None,
+    };
+}
+
+/// `a // b` (DuckDB's integer division; MySQL's `a DIV b` parses the same), which
+/// DataFusion does not plan: see `sql/division.rs`.
+fn integer_divide(e: &mut Expr) {
+    let Expr::BinaryOp {
+        op: BinaryOperator::DuckIntegerDivide | BinaryOperator::MyIntegerDivide,
+        ..
+    } = e
+    else {
+        return;
+    };
+    let null = || Expr::Value(Value::Null.into());
+    if let Expr::BinaryOp { left, right, .. } = std::mem::replace(e, null()) {
+        *e = super::division::integer_divide(*left, *right);
+    }
 }
 
 /// `a IS [NOT] DISTINCT FROM (b AND|OR …)` as parsed without parentheses, rotated into
