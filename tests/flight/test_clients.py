@@ -12,6 +12,7 @@ import json
 import os
 import uuid
 import warnings
+from datetime import datetime
 from pathlib import Path
 
 import adbc_driver_flightsql.dbapi as adbc
@@ -142,6 +143,22 @@ def test_adbc_cursor_runs_the_same_sql_again_after_commit_and_rollback(
     assert rows(client, f"SELECT id FROM {table} ORDER BY id") == [
         {"id": i} for i in (0, 1, 2, 11)
     ]
+    cur.close()
+
+
+def test_adbc_binds_timestamps_beyond_nanoseconds_range(adbc_conn, client):
+    """TIMESTAMP is microseconds, as in DuckDB and Delta: the usual "no end" value and
+    old dates bind and compare (DataFusion's nanoseconds end in 2262)."""
+    table = unique("adbc_ts")
+    cur = adbc_conn.cursor()
+    cur.execute(f"CREATE TABLE {table} (id INT, ts TIMESTAMP)")
+    end, old = datetime(9999, 12, 31, 23, 59, 59), datetime(1500, 1, 1)
+    cur.execute(f"INSERT INTO {table} VALUES (?, ?), (?, ?)", (1, end, 2, old))
+    cur.execute(f"SELECT id FROM {table} WHERE ts > ?", (datetime(9000, 1, 1),))
+    assert cur.fetchall() == [(1,)]
+    cur.execute(f"SELECT id, ts FROM {table} WHERE ts < TIMESTAMP '1600-01-01'")
+    assert cur.fetchall() == [(2, old)]
+    adbc_conn.commit()
     cur.close()
 
 

@@ -1191,6 +1191,13 @@ SEMANTICS_TABLES = {
             "1e3 AS e, 2.5E-1 AS f, CAST(1.005 AS DECIMAL(10, 2)) * 100 AS r"
         ),
         "SELECT k FROM {t} WHERE v * 0.5 = 2.0",
+        # TIMESTAMP is microseconds: 9999-12-31 and 1500 are in range.
+        (
+            "SELECT date_part('year', TIMESTAMP '9999-12-31 23:59:59') AS y, "
+            "date_part('year', CAST('1500-06-01' AS TIMESTAMP)) AS h, "
+            "date_part('year', TIMESTAMPTZ '9999-12-31 10:00:00+00') AS z, "
+            "TIMESTAMP '9999-12-31' > TIMESTAMP '2262-04-12' AS later"
+        ),
         # Recursive CTEs: on their own, and seeded from a table.
         (
             "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) "

@@ -29,11 +29,15 @@ pub mod stores;
 pub mod targets;
 mod temp;
 pub mod time_travel;
+mod type_planner;
 mod udf;
 mod vector_scan;
 mod views;
 
 pub use guard::{MAX_EXPR_DEPTH, MAX_SET_OPERATIONS};
+
+/// The session's time zone: `TIMESTAMP WITH TIME ZONE` values are UTC, as tables store them.
+const SESSION_TIME_ZONE: &str = "+00:00";
 
 use std::sync::{Arc, Mutex};
 
@@ -268,7 +272,7 @@ impl SqlSession {
             .parquet
             .schema_force_view_types = false;
         // `TIMESTAMP WITH TIME ZONE` literals and casts are UTC, as the tables store them.
-        config.options_mut().execution.time_zone = Some("+00:00".to_string());
+        config.options_mut().execution.time_zone = Some(SESSION_TIME_ZONE.to_string());
         // DuckDB sorts NULLs last whichever the direction (DataFusion, as Postgres: first
         // when descending), so `ORDER BY v DESC LIMIT 1` is the largest value.
         config.options_mut().sql_parser.default_null_ordering = "nulls_last".to_string();
@@ -288,6 +292,7 @@ impl SqlSession {
             .with_runtime_env(runtime)
             .with_default_features()
             .with_analyzer_rules(division::analyzer_rules())
+            .with_type_planner(Arc::new(type_planner::DuckdbTypes))
             .with_physical_optimizer_rules(physical::rules(Arc::clone(&stores) as _))
             .build();
         let ctx = SessionContext::new_with_state(state);

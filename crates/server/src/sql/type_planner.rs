@@ -1,0 +1,29 @@
+//! SQL type names as DuckDB means them, where DataFusion's differ: `TIMESTAMP` (and `WITH
+//! TIME ZONE`) without a precision is microseconds, as DuckDB's and Delta's are.
+//! DataFusion's nanoseconds reach only 1677-2262, so `TIMESTAMP '9999-12-31'` (the usual
+//! "no end" value) failed, as did every bound timestamp parameter outside that range,
+//! while the tables hold such values.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
+use datafusion::common::Result;
+use datafusion::logical_expr::planner::TypePlanner;
+use datafusion::sql::sqlparser::ast::{DataType as SqlType, TimezoneInfo};
+
+use super::SESSION_TIME_ZONE;
+
+#[derive(Debug)]
+pub(super) struct DuckdbTypes;
+
+impl TypePlanner for DuckdbTypes {
+    fn plan_type_field(&self, sql_type: &SqlType) -> Result<Option<FieldRef>> {
+        let SqlType::Timestamp(None, tz) = sql_type else {
+            return Ok(None);
+        };
+        let tz = matches!(tz, TimezoneInfo::Tz | TimezoneInfo::WithTimeZone)
+            .then(|| Arc::from(SESSION_TIME_ZONE));
+        let micros = DataType::Timestamp(TimeUnit::Microsecond, tz);
+        Ok(Some(Arc::new(Field::new("", micros, true))))
+    }
+}
