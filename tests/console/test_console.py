@@ -19,7 +19,7 @@ from conftest import ARTIFACTS, USERS, PrefixProxy, ServerProcess, sql
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-SLOW = "SELECT sum(value % 7) FROM range(1, 100000000000)"
+SLOW = "SELECT sum(range % 7) FROM range(1, 100000000000)"
 
 
 def test_wrong_credentials_are_refused(server, browser):
@@ -471,7 +471,7 @@ def test_a_million_rows_scroll_in_bounded_memory(server, browser):
     b.sign_in(server.base, "alice", "secret")
     b.visible("#app")
     b.run(
-        "SELECT value, value * 2 AS doubled, 'row ' || value AS label FROM range(1000000) ORDER BY value"
+        "SELECT range, range * 2 AS doubled, 'row ' || range AS label FROM range(1000000) ORDER BY range"
     )
     assert b.text_in("#status", "1,000,000 rows", timeout=120)
     b.wait().until(lambda d: b.cells() and b.cells()[0] == ["0", "0", "row 0"])

@@ -86,7 +86,7 @@ def test_a_delete_from_an_empty_table_does_not_run_its_subqueries(lake):
     committed."""
     lake.query("CREATE TABLE empty_tags AS SELECT * FROM tags WHERE FALSE")
     before = history(lake, "empty_tags")
-    big = "(SELECT md5(CAST(value AS VARCHAR)) FROM range(20000000))"
+    big = "(SELECT md5(CAST(range AS VARCHAR)) FROM range(20000000))"
     failing = "(SELECT CAST(error('the subquery ran') AS VARCHAR) FROM range(1))"
     for subquery in (big, failing):
         predicate = f'"_dlt_id" IN {subquery}'

@@ -1163,8 +1163,8 @@ def check_ordered(client, tables, template: str):
 
 SEMANTICS_TABLES = {
     "t": [
-        [(1, 4, "a"), (1, None, "b"), (2, -3, None), (None, 5, "c")],
-        [(2, 1, "d"), (3, None, None), (1, -1, "e"), (None, None, "f")],
+        [(1, 4, "a"), (1, None, "b"), (2, -3, None), (None, 5, "cb")],
+        [(2, 1, "d"), (3, None, None), (1, -1, "eba"), (None, None, "f")],
     ],
 }
 
@@ -1198,6 +1198,45 @@ SEMANTICS_TABLES = {
             "date_part('year', TIMESTAMPTZ '9999-12-31 10:00:00+00') AS z, "
             "TIMESTAMP '9999-12-31' > TIMESTAMP '2262-04-12' AS later"
         ),
+        # dbt-duckdb's cross-database macros: date_diff (datediff), n * INTERVAL,
+        # generate_series / range column names, list_aggr, string_split, arbitrary.
+        (
+            "WITH p(part) AS (VALUES ('year'), ('quarter'), ('month'), ('week'), ('day'), "
+            "('hour'), ('minute'), ('second'), ('millisecond'), ('microsecond'), "
+            "('decade'), ('century'), ('millennium'), ('days'), ('yr'), ('mins')), "
+            "x(i, a, b) AS (VALUES "
+            "(1, TIMESTAMP '2024-01-01 23:00:00', TIMESTAMP '2024-01-08 01:00:00'), "
+            "(2, TIMESTAMP '2023-12-31 23:59:59.999', TIMESTAMP '2024-01-01 00:00:00.001'), "
+            "(3, TIMESTAMP '2024-03-31 12:00:00', TIMESTAMP '2023-01-15 06:30:00'), "
+            "(4, TIMESTAMP '1969-12-31 23:59:59.5', TIMESTAMP '1970-01-01 00:00:00.2'), "
+            "(5, TIMESTAMP '1999-12-31 00:00:00', TIMESTAMP '2000-01-01 00:00:00'), "
+            "(6, TIMESTAMP '2024-01-08 00:00:00', TIMESTAMP '2024-01-14 23:59:59'), "
+            "(7, NULL, TIMESTAMP '2024-01-01 00:00:00')) "
+            "SELECT part, i, date_diff(part, a, b) AS n FROM p, x"
+        ),
+        (
+            "SELECT datediff('day', DATE '2024-02-28', DATE '2024-03-01') AS d, "
+            "date_diff('month', DATE '2024-01-31', DATE '2024-02-01') AS m, "
+            "date_diff('day', TIMESTAMPTZ '2024-01-01 23:00:00+00', "
+            "TIMESTAMPTZ '2024-01-02 01:00:00+00') AS z"
+        ),
+        (
+            "SELECT k, v, date_diff('day', DATE '2024-01-31', "
+            "DATE '2024-01-31' + CAST(v AS BIGINT) * INTERVAL 1 DAY) AS d, "
+            "date_diff('month', DATE '2024-01-31', "
+            "DATE '2024-01-31' + INTERVAL 1 MONTH * v) AS m, "
+            "DATE '2024-01-31' + 1 * INTERVAL 1 MONTH = TIMESTAMP '2024-02-29' AS leap "
+            "FROM {t}"
+        ),
+        "SELECT generate_series AS g FROM generate_series(1, 3)",
+        "SELECT range FROM range(2)",
+        "SELECT x.generate_series FROM generate_series(2, 4) AS x",
+        (
+            "SELECT list_aggr((array_agg(s ORDER BY s DESC))[1:2], 'string_agg', '|') AS l "
+            "FROM {t} WHERE s IS NOT NULL"
+        ),
+        "SELECT s, string_split(s, 'b')[1] AS p FROM {t} WHERE s <> ''",
+        "SELECT arbitrary(k) AS a FROM {t} WHERE k = 1",
         # Recursive CTEs: on their own, and seeded from a table.
         (
             "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) "

@@ -28,6 +28,7 @@ mod scan;
 pub mod stores;
 pub mod targets;
 mod temp;
+mod temporal;
 pub mod time_travel;
 mod type_planner;
 mod udf;
@@ -303,6 +304,9 @@ impl SqlSession {
         ctx.register_udf(udf::error_udf());
         ctx.register_udf(udf::row_key_udf());
         ctx.register_udf(division::integer_divide_udf());
+        for f in temporal::udfs() {
+            ctx.register_udf(f);
+        }
         for f in udf::make_timestamp_udfs() {
             ctx.register_udf(f);
         }

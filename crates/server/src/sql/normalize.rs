@@ -22,6 +22,9 @@
 //!   dlt sends): DataFusion plans `EXISTS` only in filters. A plain subquery becomes the
 //!   scalar `(SELECT count(*) > 0 FROM … WHERE …)`, which it decorrelates; any other
 //!   (set operations, grouping, limits) is counted from a derived table.
+//! - `generate_series(…)` and `range(…)` name their column after themselves, as in DuckDB.
+//! - dbt-duckdb's cross-database macros: `n * INTERVAL '…'` (`sql/temporal.rs`),
+//!   `list_aggr(l, 'string_agg', sep)`, `string_split`, `arbitrary`.
 //! - An unaliased subquery in a select list is named after its text, as DuckDB names it
 //!   (DataFusion names them all `(<subquery>)`, so two in one list collided).
 
@@ -30,8 +33,9 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, CastKind, DataType, DuplicateTreatment, ExactNumberInfo, Expr, Function,
     FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, JoinConstraint,
-    JoinOperator, ObjectName, Query, SelectItem, SetExpr, Statement, UnaryOperator, Value,
-    VisitMut, VisitorMut, visit_expressions_mut,
+    JoinOperator, ObjectName, Query, SelectItem, SetExpr, Statement, TableAlias,
+    TableAliasColumnDef, TableFactor, UnaryOperator, Value, VisitMut, VisitorMut,
+    visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -41,12 +45,59 @@ pub(super) fn statement(statement: &mut Statement) {
     let _ = visit_expressions_mut(statement, |e| {
         exponent_literal(e);
         integer_divide(e);
+        interval_times(e);
+        list_string_agg(e);
         distinct_from_precedence(e);
         duckdb_function(e);
         count_distinct_row(e);
         ControlFlow::<()>::Continue(())
     });
     let _ = statement.visit(&mut Subqueries);
+    let _ = statement.visit(&mut SeriesColumns);
+}
+
+/// DuckDB names the column of `generate_series(…)` and `range(…)` after the function
+/// (dbt's `generate_series` macro selects `generate_series`); DataFusion names it
+/// `value`. A call without column aliases gets the function's name as its column's.
+struct SeriesColumns;
+
+impl VisitorMut for SeriesColumns {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        let TableFactor::Table {
+            name,
+            args: Some(_),
+            alias,
+            ..
+        } = factor
+        else {
+            return ControlFlow::Continue(());
+        };
+        let Some(function) = ["generate_series", "range"]
+            .into_iter()
+            .find(|f| plain_name(name, f))
+        else {
+            return ControlFlow::Continue(());
+        };
+        let column = || TableAliasColumnDef {
+            name: Ident::new(function),
+            data_type: None,
+        };
+        match alias {
+            None => {
+                *alias = Some(TableAlias {
+                    explicit: true,
+                    name: Ident::new(function),
+                    columns: vec![column()],
+                    at: None,
+                });
+            }
+            Some(a) if a.columns.is_empty() => a.columns.push(column()),
+            Some(_) => {}
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 /// A number written with an exponent (`1e3`, `2.5E-4`) is a DOUBLE, as in DuckDB; the
@@ -85,6 +136,52 @@ fn integer_divide(e: &mut Expr) {
     if let Expr::BinaryOp { left, right, .. } = std::mem::replace(e, null()) {
         *e = super::division::integer_divide(*left, *right);
     }
+}
+
+/// `list_aggr(list, 'string_agg', sep)` (dbt's `listagg` with a limit) as
+/// `array_to_string(list, sep)`, which is the same.
+fn list_string_agg(e: &mut Expr) {
+    let Expr::Function(f) = e else {
+        return;
+    };
+    if !plain_name(&f.name, "list_aggr") {
+        return;
+    }
+    let FunctionArguments::List(list) = &mut f.args else {
+        return;
+    };
+    let is_string_agg = |a: &FunctionArg| {
+        matches!(
+            a,
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))
+                if matches!(&v.value, Value::SingleQuotedString(s) if s.eq_ignore_ascii_case("string_agg"))
+        )
+    };
+    if list.args.len() != 3 || !is_string_agg(&list.args[1]) {
+        return;
+    }
+    list.args.remove(1);
+    f.name = ObjectName::from(vec![Ident::new("array_to_string")]);
+}
+
+/// `n * INTERVAL '…'` or `INTERVAL '…' * n` (dbt's `dateadd`), which DataFusion does not
+/// type: see `sql/temporal.rs`.
+fn interval_times(e: &mut Expr) {
+    let Expr::BinaryOp {
+        left,
+        op: BinaryOperator::Multiply,
+        right,
+    } = e
+    else {
+        return;
+    };
+    let is_interval = |e: &Expr| matches!(unnested(e), Expr::Interval(_));
+    let (interval, n) = match (is_interval(left), is_interval(right)) {
+        (true, false) => (left.as_ref().clone(), right.as_ref().clone()),
+        (false, true) => (right.as_ref().clone(), left.as_ref().clone()),
+        _ => return,
+    };
+    *e = super::temporal::interval_times(interval, n);
 }
 
 /// `a IS [NOT] DISTINCT FROM (b AND|OR …)` as parsed without parentheses, rotated into
@@ -134,6 +231,9 @@ fn duckdb_function(e: &mut Expr) {
         "dayofweek" => ("date_part", Some("dow")),
         "dayofyear" => ("date_part", Some("doy")),
         "epoch" => ("date_part", Some("epoch")),
+        // dbt-duckdb's split_part and any_value macros.
+        "string_split" | "str_split" => ("string_to_array", None),
+        "arbitrary" => ("any_value", None),
         _ => return,
     };
     if let Some(field) = field {

@@ -16,9 +16,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::catalog::view::ViewTable;
-use datafusion::sql::sqlparser::ast::{
-    CreateView, Ident, ObjectName, ObjectNamePart, Query, visit_relations_mut,
-};
+use datafusion::sql::sqlparser::ast::{CreateView, Ident, ObjectName, ObjectNamePart, Query};
 
 use super::{Output, SqlSession, name_parts, sql_err};
 use crate::catalog::TableName;
@@ -72,42 +70,67 @@ impl SqlSession {
     }
 
     /// Every table a view's query names, qualified with this session's catalog and
-    /// schema; names of the query's own CTEs are left alone.
+    /// schema; names of the query's own CTEs, and calls of built-in table functions
+    /// (`generate_series(…)`, which read no storage), are left alone.
     fn qualify(&self, query: &mut Query) -> Result<(), ApiError> {
-        let ctes = cte_names(query);
-        let mut failure = None;
-        let _ = visit_relations_mut(query, |name: &mut ObjectName| {
-            let parts = match name_parts(name) {
-                Ok(p) => p,
-                Err(e) => {
-                    failure = Some(e);
-                    return ControlFlow::Break(());
-                }
-            };
-            if let [t] = parts.as_slice() {
-                if ctes.contains(&t.to_lowercase()) {
+        use datafusion::sql::sqlparser::ast::{TableFactor, VisitMut, VisitorMut};
+        struct Qualify<'a> {
+            session: &'a SqlSession,
+            ctes: HashSet<String>,
+            functions: HashSet<String>,
+            failure: Option<ApiError>,
+        }
+        impl VisitorMut for Qualify<'_> {
+            type Break = ();
+            fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+                let TableFactor::Table { name, args, .. } = factor else {
                     return ControlFlow::Continue(());
+                };
+                let parts = match name_parts(name) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.failure = Some(e);
+                        return ControlFlow::Break(());
+                    }
+                };
+                if let [t] = parts.as_slice() {
+                    let bare = t.to_lowercase();
+                    let function = args.is_some() && self.functions.contains(&bare);
+                    if function || self.ctes.contains(&bare) {
+                        return ControlFlow::Continue(());
+                    }
+                    if self.session.temp_table(t).is_some() {
+                        self.failure = Some(sql_err(format!(
+                            "Binder Error: view can not reference temporary table \"{t}\""
+                        )));
+                        return ControlFlow::Break(());
+                    }
                 }
-                if self.temp_table(t).is_some() {
-                    failure = Some(sql_err(format!(
-                        "Binder Error: view can not reference temporary table \"{t}\""
-                    )));
-                    return ControlFlow::Break(());
-                }
+                let full = match parts.as_slice() {
+                    [t] => [
+                        self.session.catalog.clone(),
+                        self.session.schema.clone(),
+                        t.clone(),
+                    ],
+                    [s, t] => [self.session.catalog.clone(), s.clone(), t.clone()],
+                    _ => return ControlFlow::Continue(()),
+                };
+                *name = ObjectName(
+                    full.into_iter()
+                        .map(|p| ObjectNamePart::Identifier(Ident::with_quote('"', p)))
+                        .collect(),
+                );
+                ControlFlow::Continue(())
             }
-            let full = match parts.as_slice() {
-                [t] => [self.catalog.clone(), self.schema.clone(), t.clone()],
-                [s, t] => [self.catalog.clone(), s.clone(), t.clone()],
-                _ => return ControlFlow::Continue(()),
-            };
-            *name = ObjectName(
-                full.into_iter()
-                    .map(|p| ObjectNamePart::Identifier(Ident::with_quote('"', p)))
-                    .collect(),
-            );
-            ControlFlow::Continue(())
-        });
-        match failure {
+        }
+        let mut qualify = Qualify {
+            session: self,
+            ctes: cte_names(query),
+            functions: self.ctx.state().table_functions().keys().cloned().collect(),
+            failure: None,
+        };
+        let _ = query.visit(&mut qualify);
+        match qualify.failure {
             Some(e) => Err(e),
             None => Ok(()),
         }

@@ -1,0 +1,279 @@
+//! DuckDB's date arithmetic that DataFusion lacks, as dbt-duckdb's cross-database macros
+//! (which dbt-altertable renders) write it:
+//!
+//! - `date_diff(part, a, b)` (also `datediff`): how many `part` boundaries lie between
+//!   `a` and `b` (`date_diff('day', '… 23:00', 'next day 01:00')` is 1); a week is 7 of
+//!   those days, truncated. dbt's `datediff` macro and everything built on it (date
+//!   spines, `get_intervals_between`).
+//! - `n * INTERVAL '…'` (either order): dbt's `dateadd` macro writes
+//!   `d + cast(n as bigint) * interval 1 day`. DataFusion types no product of a number
+//!   and an interval, so `sql/normalize.rs` turns the product of an interval literal into
+//!   `__deltalite_interval_times(interval, n)`.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, IntervalMonthDayNanoArray};
+use arrow::datatypes::{
+    DataType, Int64Type, IntervalMonthDayNano, IntervalMonthDayNanoType, TimeUnit,
+    TimestampMicrosecondType,
+};
+use chrono::{DateTime, Datelike};
+use datafusion::common::{Result, exec_err, plan_err};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+use datafusion::sql::sqlparser::ast;
+
+const INTERVAL_TIMES: &str = "__deltalite_interval_times";
+
+/// `interval * n` (or `n * interval`) as the tree DataFusion plans.
+pub(super) fn interval_times(interval: ast::Expr, n: ast::Expr) -> ast::Expr {
+    let arg = |e| ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e));
+    ast::Expr::Function(ast::Function {
+        name: ast::ObjectName::from(vec![ast::Ident::new(INTERVAL_TIMES)]),
+        uses_odbc_syntax: false,
+        parameters: ast::FunctionArguments::None,
+        args: ast::FunctionArguments::List(ast::FunctionArgumentList {
+            duplicate_treatment: None,
+            args: vec![arg(interval), arg(n)],
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
+}
+
+/// The functions this module adds to a session.
+pub(super) fn udfs() -> [ScalarUDF; 2] {
+    [
+        ScalarUDF::new_from_impl(IntervalTimes {
+            signature: Signature::any(2, Volatility::Immutable),
+        }),
+        ScalarUDF::new_from_impl(DateDiff {
+            signature: Signature::any(3, Volatility::Immutable),
+            aliases: vec!["datediff".to_string()],
+        }),
+    ]
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct IntervalTimes {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for IntervalTimes {
+    fn name(&self) -> &str {
+        INTERVAL_TIMES
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        match args {
+            [DataType::Interval(_), n] if n.is_integer() || n.is_null() => Ok(DataType::Interval(
+                arrow::datatypes::IntervalUnit::MonthDayNano,
+            )),
+            [_, n] => plan_err!("an INTERVAL can only be multiplied by an integer, not {n}"),
+            _ => plan_err!("{INTERVAL_TIMES} takes an interval and an integer"),
+        }
+    }
+    fn schema_name(&self, args: &[datafusion::logical_expr::Expr]) -> Result<String> {
+        Ok(match args {
+            [interval, n] => format!("{} * {}", n.schema_name(), interval.schema_name()),
+            _ => INTERVAL_TIMES.to_string(),
+        })
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let [interval, n] = arrays.as_slice() else {
+            return exec_err!("{INTERVAL_TIMES} takes two arguments");
+        };
+        let interval = arrow::compute::cast(
+            interval,
+            &DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano),
+        )?;
+        let n = arrow::compute::cast(n, &DataType::Int64)?;
+        let (interval, n) = (
+            interval.as_primitive::<IntervalMonthDayNanoType>(),
+            n.as_primitive::<Int64Type>(),
+        );
+        let overflow = || {
+            datafusion::error::DataFusionError::Execution(
+                "Out of Range Error: interval multiplication overflows".to_string(),
+            )
+        };
+        let out = interval
+            .iter()
+            .zip(n.iter())
+            .map(|(i, n)| {
+                let (Some(i), Some(n)) = (i, n) else {
+                    return Ok(None);
+                };
+                let times32 = |v: i32| {
+                    i32::try_from(n)
+                        .ok()
+                        .and_then(|n| v.checked_mul(n))
+                        .ok_or_else(overflow)
+                };
+                Ok(Some(IntervalMonthDayNano::new(
+                    times32(i.months)?,
+                    times32(i.days)?,
+                    i.nanoseconds.checked_mul(n).ok_or_else(overflow)?,
+                )))
+            })
+            .collect::<Result<IntervalMonthDayNanoArray>>()?;
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct DateDiff {
+    signature: Signature,
+    aliases: Vec<String>,
+}
+
+impl ScalarUDFImpl for DateDiff {
+    fn name(&self) -> &str {
+        "date_diff"
+    }
+    fn aliases(&self) -> &[String] {
+        &self.aliases
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        let when = |t: &DataType| {
+            matches!(
+                t,
+                DataType::Date32 | DataType::Date64 | DataType::Timestamp(..)
+            ) || t.is_null()
+                || matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+        };
+        match args {
+            [part, a, b]
+                if matches!(
+                    part,
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                ) && when(a)
+                    && when(b) =>
+            {
+                Ok(DataType::Int64)
+            }
+            _ => plan_err!("date_diff takes a part name and two dates or timestamps, not {args:?}"),
+        }
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let [part, a, b] = arrays.as_slice() else {
+            return exec_err!("date_diff takes three arguments");
+        };
+        let part = arrow::compute::cast(part, &DataType::Utf8)?;
+        let micros = |a: &ArrayRef| {
+            arrow::compute::cast(a, &DataType::Timestamp(TimeUnit::Microsecond, None))
+        };
+        let (a, b) = (micros(a)?, micros(b)?);
+        let (part, a, b) = (
+            part.as_string::<i32>(),
+            a.as_primitive::<TimestampMicrosecondType>(),
+            b.as_primitive::<TimestampMicrosecondType>(),
+        );
+        let out = (0..a.len())
+            .map(|i| {
+                if part.is_null(i) || a.is_null(i) || b.is_null(i) {
+                    return Ok(None);
+                }
+                Part::named(part.value(i))?
+                    .between(a.value(i), b.value(i))
+                    .map(Some)
+            })
+            .collect::<Result<Int64Array>>()?;
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+/// A date part `date_diff` counts the boundaries of.
+#[derive(Clone, Copy)]
+enum Part {
+    Millennium,
+    Century,
+    Decade,
+    Year,
+    Quarter,
+    Month,
+    Week,
+    Day,
+    Hour,
+    Minute,
+    Second,
+    Millisecond,
+    Microsecond,
+}
+
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+impl Part {
+    /// DuckDB's names for it (its specifiers and their plurals).
+    fn named(name: &str) -> Result<Self> {
+        Ok(match name.trim().to_ascii_lowercase().as_str() {
+            "millennium" | "millennia" | "millenium" | "millenniums" => Self::Millennium,
+            "century" | "centuries" | "cent" | "c" => Self::Century,
+            "decade" | "decades" | "dec" | "decs" => Self::Decade,
+            "year" | "years" | "y" | "yr" | "yrs" => Self::Year,
+            "quarter" | "quarters" => Self::Quarter,
+            "month" | "months" | "mon" | "mons" => Self::Month,
+            "week" | "weeks" | "w" => Self::Week,
+            "day" | "days" | "d" | "dayofmonth" => Self::Day,
+            "hour" | "hours" | "h" | "hr" | "hrs" => Self::Hour,
+            "minute" | "minutes" | "m" | "min" | "mins" => Self::Minute,
+            "second" | "seconds" | "s" | "sec" | "secs" => Self::Second,
+            "millisecond" | "milliseconds" | "ms" | "msec" | "msecs" => Self::Millisecond,
+            "microsecond" | "microseconds" | "us" | "usec" | "usecs" => Self::Microsecond,
+            other => {
+                return exec_err!("Not implemented Error: date part \"{other}\" not recognized");
+            }
+        })
+    }
+
+    /// How many of this part's boundaries lie between `a` and `b` (microseconds since the
+    /// epoch, UTC), negative when `b` is earlier.
+    fn between(self, a: i64, b: i64) -> Result<i64> {
+        let crossed = |part: Self| Ok(part.boundary(b)? - part.boundary(a)?);
+        match self {
+            // DuckDB counts whole 7s of the days between, not week boundaries.
+            Self::Week => crossed(Self::Day).map(|days| days / 7),
+            part => crossed(part),
+        }
+    }
+
+    /// Which boundary of this part `micros` lies after.
+    fn boundary(self, micros: i64) -> Result<i64> {
+        let per = |unit: i64| Ok(micros.div_euclid(unit));
+        let date = || {
+            DateTime::from_timestamp_micros(micros)
+                .map(|t| t.date_naive())
+                .ok_or_else(|| {
+                    datafusion::error::DataFusionError::Execution(format!(
+                        "date_diff: timestamp {micros} out of range"
+                    ))
+                })
+        };
+        let year = || date().map(|d| i64::from(d.year()));
+        match self {
+            Self::Millennium => year().map(|y| y.div_euclid(1000)),
+            Self::Century => year().map(|y| y.div_euclid(100)),
+            Self::Decade => year().map(|y| y.div_euclid(10)),
+            Self::Year => year(),
+            Self::Quarter => date().map(|d| i64::from(d.year()) * 4 + i64::from(d.month0() / 3)),
+            Self::Month => date().map(|d| i64::from(d.year()) * 12 + i64::from(d.month0())),
+            Self::Week | Self::Day => per(MICROS_PER_DAY),
+            Self::Hour => per(3_600_000_000),
+            Self::Minute => per(60_000_000),
+            Self::Second => per(1_000_000),
+            Self::Millisecond => per(1_000),
+            Self::Microsecond => Ok(micros),
+        }
+    }
+}
