@@ -1262,6 +1262,9 @@ def test_duckdb_semantics(lake, statement):
         "SELECT v FROM {t} ORDER BY v DESC NULLS FIRST",
         "SELECT v FROM {t} ORDER BY v ASC NULLS FIRST",
         "SELECT v FROM {t} ORDER BY v DESC LIMIT 3",
+        "SELECT k, v FROM {t} ORDER BY ALL",
+        "SELECT k, count(*) AS n, max(v) AS m FROM {t} GROUP BY ALL ORDER BY ALL DESC",
+        "SELECT v FROM {t} UNION ALL SELECT k FROM {t} ORDER BY ALL NULLS FIRST",
     ],
 )
 def test_null_ordering(lake, statement):

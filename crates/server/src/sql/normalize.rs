@@ -22,7 +22,8 @@
 //!   dlt sends): DataFusion plans `EXISTS` only in filters. A plain subquery becomes the
 //!   scalar `(SELECT count(*) > 0 FROM … WHERE …)`, which it decorrelates; any other
 //!   (set operations, grouping, limits) is counted from a derived table.
-//! - `generate_series(…)` and `range(…)` name their column after themselves, as in DuckDB.
+//! - `generate_series(…)` and `range(…)` name their column after themselves, as in DuckDB;
+//!   `ORDER BY ALL` orders by every output column.
 //! - dbt-duckdb's cross-database macros: `n * INTERVAL '…'` (`sql/temporal.rs`),
 //!   `list_aggr(l, 'string_agg', sep)`, `string_split`, `arbitrary`.
 //! - An unaliased subquery in a select list is named after its text, as DuckDB names it
@@ -33,9 +34,9 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, CastKind, DataType, DuplicateTreatment, ExactNumberInfo, Expr, Function,
     FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, JoinConstraint,
-    JoinOperator, ObjectName, Query, SelectItem, SetExpr, Statement, TableAlias,
-    TableAliasColumnDef, TableFactor, UnaryOperator, Value, VisitMut, VisitorMut,
-    visit_expressions_mut,
+    JoinOperator, ObjectName, OrderBy, OrderByExpr, OrderByKind, Query, SelectItem, SetExpr,
+    Statement, TableAlias, TableAliasColumnDef, TableFactor, UnaryOperator, Value, VisitMut,
+    VisitorMut, visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -54,6 +55,67 @@ pub(super) fn statement(statement: &mut Statement) {
     });
     let _ = statement.visit(&mut Subqueries);
     let _ = statement.visit(&mut SeriesColumns);
+    let _ = statement.visit(&mut OrderByAll);
+}
+
+/// DuckDB's `ORDER BY ALL [ASC|DESC] [NULLS …]`: by every output column, left to right.
+/// The generic dialect parses `ALL` as a column named `all`; it becomes the positions
+/// `1, 2, …` with the same options, when the select list has no wildcard (whose width
+/// only planning knows; such a statement keeps its error).
+struct OrderByAll;
+
+impl VisitorMut for OrderByAll {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        let Some(OrderBy {
+            kind: OrderByKind::Expressions(exprs),
+            ..
+        }) = &mut query.order_by
+        else {
+            return ControlFlow::Continue(());
+        };
+        let [only] = exprs.as_slice() else {
+            return ControlFlow::Continue(());
+        };
+        let Expr::Identifier(ident) = &only.expr else {
+            return ControlFlow::Continue(());
+        };
+        if ident.quote_style.is_some() || !ident.value.eq_ignore_ascii_case("all") {
+            return ControlFlow::Continue(());
+        }
+        let Some(width) = output_width(&query.body) else {
+            return ControlFlow::Continue(());
+        };
+        let options = only.options.clone();
+        *exprs = (1..=width)
+            .map(|i| OrderByExpr {
+                expr: Expr::Value(Value::Number(i.to_string(), false).into()),
+                options: options.clone(),
+                with_fill: None,
+            })
+            .collect();
+        ControlFlow::Continue(())
+    }
+}
+
+/// How many columns `body` outputs, when its select list says without planning.
+fn output_width(body: &SetExpr) -> Option<usize> {
+    match body {
+        SetExpr::Select(select) => select
+            .projection
+            .iter()
+            .all(|item| {
+                matches!(
+                    item,
+                    SelectItem::UnnamedExpr(_) | SelectItem::ExprWithAlias { .. }
+                )
+            })
+            .then_some(select.projection.len()),
+        SetExpr::SetOperation { left, .. } => output_width(left),
+        SetExpr::Query(query) => output_width(&query.body),
+        _ => None,
+    }
 }
 
 /// DuckDB names the column of `generate_series(…)` and `range(…)` after the function
