@@ -87,11 +87,11 @@ impl VisitorMut for OrderByAll {
         let Some(width) = output_width(&query.body) else {
             return ControlFlow::Continue(());
         };
-        let options = only.options.clone();
+        let options = only.options;
         *exprs = (1..=width)
             .map(|i| OrderByExpr {
                 expr: Expr::Value(Value::Number(i.to_string(), false).into()),
-                options: options.clone(),
+                options,
                 with_fill: None,
             })
             .collect();
