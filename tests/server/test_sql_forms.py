@@ -438,6 +438,59 @@ def test_values_are_assigned_to_their_columns_type_as_duckdb_does(client, schema
     assert client.rows(f"SELECT * FROM {s}.d ORDER BY id") == want
 
 
+def test_time_columns_hold_times_of_day_in_one_form(client, schema):
+    """A `TIME` column (stored as text: Delta has no TIME) takes what DuckDB's takes, by
+    INSERT, UPDATE and MERGE, in one form (`7:00` as `07:00:00`), so that its order and
+    `max` are the times'; text that is no time of day is refused and changes nothing."""
+    s = schema
+    setup = [
+        "CREATE TABLE {s}.shifts (id INTEGER, start_at TIME)",
+        (
+            "INSERT INTO {s}.shifts VALUES (1, '09:30:00'), (2, '13:05:00.5'), (3, '7:00'),"
+            " (4, NULL)"
+        ),
+        "INSERT INTO {s}.shifts VALUES (5, TIME '23:59:59.123456')",
+        "UPDATE {s}.shifts SET start_at = '8:15' WHERE id = 1",
+        (
+            "MERGE INTO {s}.shifts AS t USING (SELECT 2 AS id, '6:00:01' AS v) AS src"
+            " ON t.id = src.id WHEN MATCHED THEN UPDATE SET start_at = src.v"
+        ),
+    ]
+    duck = duckdb.connect()
+    duck.execute("CREATE SCHEMA f")
+    for sql in setup:
+        client.query(sql.format(s=s))
+        duck.execute(sql.format(s="f"))
+    order = "SELECT id FROM {s}.shifts ORDER BY start_at NULLS LAST, id"
+    assert client.rows(order.format(s=s)) == duck_rows(duck, order.format(s="f"))
+    want = [
+        (i, t and t.isoformat())
+        for i, t in duck_rows(duck, "SELECT * FROM f.shifts ORDER BY id")
+    ]
+    assert want == [
+        (1, "08:15:00"),
+        (2, "06:00:01"),
+        (3, "07:00:00"),
+        (4, None),
+        (5, "23:59:59.123456"),
+    ]
+    assert client.rows(f"SELECT * FROM {s}.shifts ORDER BY id") == want
+    assert client.rows(f"SELECT max(start_at) FROM {s}.shifts") == [
+        ("23:59:59.123456",)
+    ]
+    for bad in [
+        f"INSERT INTO {s}.shifts VALUES (6, 'banana')",
+        f"INSERT INTO {s}.shifts VALUES (6, '25:99:00')",
+        f"UPDATE {s}.shifts SET start_at = 'nope' WHERE id = 1",
+    ]:
+        with pytest.raises(SqlError) as e:
+            client.query(bad)
+        assert e.value.message.startswith(
+            "Conversion Error: Cast error: Cannot cast string"
+        )
+    assert client.rows(f"SELECT * FROM {s}.shifts ORDER BY id") == want
+
+
 def test_views_list_their_columns_and_read_their_cte_chains(client, schema):
     """dbt's docs read a view's columns from `duckdb_columns()`; dbt's ephemeral models
     put a CTE chain in parentheses in a view's body."""

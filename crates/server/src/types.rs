@@ -12,6 +12,19 @@ use crate::error::ApiError;
 /// stored as a string).
 pub const SQL_TYPE_KEY: &str = "deltalite.sql_type";
 
+/// Whether a column holds `TIME` values (as their text, `HH:MM:SS[.fff]`).
+pub fn is_time(field: &Field) -> bool {
+    field
+        .metadata()
+        .get(SQL_TYPE_KEY)
+        .is_some_and(|t| t == "TIME")
+}
+
+/// The type a `TIME` column's values are checked and formatted through on their way
+/// in: text that is no time of day is refused, and every value is stored in one form
+/// (`7:00` as `07:00:00`), whose text order is the times' order.
+pub const TIME_VALUE_TYPE: DataType = DataType::Time64(TimeUnit::Microsecond);
+
 /// DuckDB's canonical name of a column's type.
 pub fn duckdb_field_type(field: &Field) -> String {
     if let Some(t) = field.metadata().get(SQL_TYPE_KEY) {

@@ -116,12 +116,13 @@ impl SqlSession {
         for (i, (src, dst)) in source_fields.iter().zip(&columns).enumerate() {
             let target = table_schema
                 .field_with_name(dst)
-                .map_err(|e| sql_err(e.to_string()))?
-                .data_type()
-                .clone();
+                .map_err(|e| sql_err(e.to_string()))?;
             let (qualifier, _) = df.schema().qualified_field(i);
-            let column = Column::new(qualifier.cloned(), src.clone());
-            exprs.push(cast(Expr::Column(column), target).alias(dst.as_str()));
+            let mut value = Expr::Column(Column::new(qualifier.cloned(), src.clone()));
+            if crate::types::is_time(target) {
+                value = cast(value, crate::types::TIME_VALUE_TYPE);
+            }
+            exprs.push(cast(value, target.data_type().clone()).alias(dst.as_str()));
         }
         // Streamed into the table's commit: memory is a batch, not the result.
         let stream = df
