@@ -168,6 +168,36 @@ pub async fn run_bound(
             parameters.len()
         ))
     })?;
+    // Several rows for a plain `INSERT … VALUES (?, …)` (DB-API's `executemany`): one
+    // statement of many rows, one commit per chunk.
+    let rows = values.num_rows();
+    if rows > 1 {
+        use crate::sql::params::{ROWS_PER_INSERT, bind_insert_rows};
+        let chunks: Vec<_> = (0..rows)
+            .step_by(ROWS_PER_INSERT)
+            .map(|start| start..(start + ROWS_PER_INSERT).min(rows))
+            .collect();
+        if let Some(first) = bind_insert_rows(sql, values, chunks[0].clone()).map_err(status)? {
+            let mut affected = 0;
+            let mut statement = first;
+            for (i, _) in chunks.iter().enumerate() {
+                if i > 0 {
+                    statement = bind_insert_rows(sql, values, chunks[i].clone())
+                        .map_err(status)?
+                        .ok_or_else(|| {
+                            Status::internal("an INSERT that bound once did not again")
+                        })?;
+                }
+                let pending =
+                    run(state, session, &statement, transaction, user_agent.clone()).await?;
+                affected += pending.affected_rows().unwrap_or(0);
+                if i == chunks.len() - 1 {
+                    return Ok((pending, Some(affected)));
+                }
+                pending.drain().await?;
+            }
+        }
+    }
     let mut affected: Option<i64> = None;
     let last = values.num_rows() - 1;
     for row in 0..values.num_rows() {
