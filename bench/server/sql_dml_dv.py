@@ -8,7 +8,7 @@ holds some) and, for the deletion-vector runs, sets `delta.enableDeletionVectors
 timed); peak RSS is the statement's own (VmHWM reset through `/proc/PID/clear_refs`):
 
 1. `DELETE FROM t WHERE id IN (SELECT id FROM staging)`: copy-on-write, then with vectors;
-2. `UPDATE t SET payload = sha256(payload) WHERE id IN (…)`: the same two;
+2. `UPDATE t SET payload = digest(payload, 'sha256') WHERE id IN (…)`: the same two;
 3. a `MERGE` the upsert path does not take (the even staged ids deleted, the odd ones
    updated): the same two;
 4. a full scan after the DELETE (`SELECT sum(id), count(*) …`), both tables;
@@ -95,11 +95,11 @@ def main() -> None:
     where = "id IN (SELECT id FROM lakehouse.stage.ids)"
     statements = [
         f"DELETE FROM {T} WHERE {where}",
-        f"UPDATE {T} SET payload = sha256(payload) WHERE {where}",
+        f"UPDATE {T} SET payload = digest(payload, 'sha256') WHERE {where}",
         (
             f"MERGE INTO {T} AS t USING (SELECT id FROM lakehouse.stage.ids) AS s "
             "ON t.id = s.id WHEN MATCHED AND t.id % 2 = 0 THEN DELETE "
-            "WHEN MATCHED THEN UPDATE SET payload = sha256(t.payload)"
+            "WHEN MATCHED THEN UPDATE SET payload = digest(t.payload, 'sha256')"
         ),
     ]
     results = []

@@ -372,7 +372,7 @@ def test_sql_delete_marks_the_right_rows_of_a_large_file(server, client):
     ~39 MB of incompressible payload, several row groups): the rows a DELETE and an
     UPDATE mark are the ones their predicates match, found in the file's own order."""
     client.query(
-        "CREATE TABLE big AS SELECT range AS id, sha256(CAST(range AS VARCHAR)) AS payload "
+        "CREATE TABLE big AS SELECT range AS id, digest(CAST(range AS VARCHAR), 'sha256') AS payload "
         "FROM range(1000000)"
     )
     client.query("DELETE FROM big WHERE id % 1000 = 7")

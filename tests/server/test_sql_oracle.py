@@ -1237,6 +1237,8 @@ SEMANTICS_TABLES = {
         ),
         "SELECT s, string_split(s, 'b')[1] AS p FROM {t} WHERE s <> ''",
         "SELECT arbitrary(k) AS a FROM {t} WHERE k = 1",
+        # sha256 is DuckDB's lowercase hex text.
+        "SELECT s, sha256(s) AS h, md5(s) AS m FROM {t}",
         # Recursive CTEs: on their own, and seeded from a table.
         (
             "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) "

@@ -1,4 +1,5 @@
-//! Functions the SQL sessions add or replace: capped size-taking functions, `from_base64`.
+//! Functions the SQL sessions add or replace: capped size-taking functions, `from_base64`,
+//! DuckDB's `sha256`.
 
 use std::sync::Arc;
 
@@ -169,6 +170,45 @@ pub(super) fn from_base64_udf() -> datafusion::logical_expr::ScalarUDF {
             Ok(ColumnarValue::Array(Arc::new(array)))
         }),
     )
+}
+
+/// DuckDB's `sha256(text or blob) -> VARCHAR`: the digest as lowercase hex (DataFusion's
+/// answers the 32 bytes as a BLOB, so keys built with it differed from DuckDB's).
+pub(super) fn sha256_udf() -> datafusion::logical_expr::ScalarUDF {
+    use datafusion::logical_expr::{Signature, expr_fn::SimpleScalarUDF};
+    use sha2::Digest;
+    let one = |bytes: &[u8]| hex::encode(sha2::Sha256::digest(bytes));
+    let takes = vec![
+        DataType::Utf8,
+        DataType::LargeUtf8,
+        DataType::Utf8View,
+        DataType::Binary,
+        DataType::LargeBinary,
+        DataType::BinaryView,
+    ];
+    SimpleScalarUDF::new_with_signature(
+        "sha256",
+        Signature::uniform(1, takes, Volatility::Immutable),
+        DataType::Utf8,
+        Arc::new(move |args: &[ColumnarValue]| {
+            let arrays = ColumnarValue::values_to_arrays(args)?;
+            let [input] = arrays.as_slice() else {
+                return Err(datafusion::error::DataFusionError::Execution(
+                    "sha256 takes one argument".into(),
+                ));
+            };
+            let input = arrow::compute::cast(input, &DataType::Binary)?;
+            let bytes = input
+                .as_any()
+                .downcast_ref::<BinaryArray>()
+                .ok_or_else(|| {
+                    datafusion::error::DataFusionError::Execution("sha256 expects bytes".into())
+                })?;
+            let out: StringArray = bytes.iter().map(|v| v.map(one)).collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        }),
+    )
+    .into()
 }
 
 /// DuckDB's `error(message)`: fails the statement with `message` when evaluated for a row.
