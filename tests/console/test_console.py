@@ -63,7 +63,7 @@ def test_sign_in_browse_query_chart_history_upload(server, browser, tmp_path):
     assert [c.split()[0:2] for c in columns] == [
         ["id", "BIGINT"],
         ["kind", "VARCHAR"],
-        ["amount", "DOUBLE"],
+        ["amount", "DECIMAL(4,2)"],
         ["day", "DATE"],
     ]
     history = [r.text for r in b.finds("#table-history tr")][1:]
@@ -82,7 +82,7 @@ def test_sign_in_browse_query_chart_history_upload(server, browser, tmp_path):
     hints = [
         h.text for h in b.visible(".CodeMirror-hints").find_elements(By.TAG_NAME, "li")
     ]
-    assert hints[0] == "amount  · column DOUBLE", hints
+    assert hints[0] == "amount  · column DECIMAL(4,2)", hints
     b.set_sql("")
     b.find(".CodeMirror textarea").send_keys("SELECT * FROM even")
     b.wait().until(
@@ -188,7 +188,7 @@ def test_sign_in_browse_query_chart_history_upload(server, browser, tmp_path):
         time.sleep(0.2)
     (csv,) = list(downloads.glob("result*.csv"))
     time.sleep(0.5)
-    assert csv.read_text() == "kind,amount\npurchase,12.0\nlogin,7.25\nsignup,3.5\n"
+    assert csv.read_text() == "kind,amount\npurchase,12.00\nlogin,7.25\nsignup,3.50\n"
 
     # Upload a CSV into a new table, with the progress bar and the commit's result.
     source = tmp_path / "orders.csv"

@@ -261,6 +261,70 @@ fn sql_type(dt: &DataType) -> Option<String> {
     })
 }
 
+/// Rows bound to one INSERT at most: its statement text stays a few MB.
+pub const ROWS_PER_INSERT: usize = 1000;
+
+/// `INSERT INTO t [(cols)] VALUES (one row of parameters)` bound to `rows` of `values` as
+/// one statement with a row per bound row, so that `executemany` is one commit per
+/// [`ROWS_PER_INSERT`] rows, not one per row. `None` for any other statement (those run
+/// once per row): one that is not a single-row `VALUES` insert, or has `ON CONFLICT`,
+/// `RETURNING`, a `WITH` or an `ORDER BY`/`LIMIT` on its rows.
+pub fn bind_insert_rows(
+    sql: &str,
+    values: &RecordBatch,
+    rows: std::ops::Range<usize>,
+) -> Result<Option<String>, ApiError> {
+    use datafusion::sql::sqlparser::ast::{Expr, Parens, SetExpr, Statement};
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+
+    /// The one row of a plain single-row `VALUES` insert.
+    fn single_row(statement: &mut Statement) -> Option<&mut Vec<Parens<Vec<Expr>>>> {
+        let Statement::Insert(insert) = statement else {
+            return None;
+        };
+        if insert.on.is_some() || insert.returning.is_some() {
+            return None;
+        }
+        let query = insert.source.as_mut()?;
+        if query.with.is_some()
+            || query.order_by.is_some()
+            || query.limit_clause.is_some()
+            || query.fetch.is_some()
+        {
+            return None;
+        }
+        let SetExpr::Values(v) = query.body.as_mut() else {
+            return None;
+        };
+        (v.rows.len() == 1).then_some(&mut v.rows)
+    }
+    let parse = |text: &str| -> Option<Statement> {
+        let mut statements = Parser::parse_sql(&GenericDialect {}, text).ok()?;
+        (statements.len() == 1).then(|| statements.remove(0))
+    };
+    let Some(mut combined) = parse(sql) else {
+        return Ok(None);
+    };
+    if single_row(&mut combined).is_none() || rows.is_empty() {
+        return Ok(None);
+    }
+    let mut all = Vec::with_capacity(rows.len());
+    for row in rows {
+        let Some(mut bound) = parse(&bind(sql, values, row)?) else {
+            return Ok(None);
+        };
+        match single_row(&mut bound) {
+            Some(r) => all.append(r),
+            None => return Ok(None),
+        }
+    }
+    if let Some(r) = single_row(&mut combined) {
+        *r = all;
+    }
+    Ok(Some(combined.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -389,68 +453,4 @@ mod tests {
             );
         }
     }
-}
-
-/// Rows bound to one INSERT at most: its statement text stays a few MB.
-pub const ROWS_PER_INSERT: usize = 1000;
-
-/// `INSERT INTO t [(cols)] VALUES (one row of parameters)` bound to `rows` of `values` as
-/// one statement with a row per bound row, so that `executemany` is one commit per
-/// [`ROWS_PER_INSERT`] rows, not one per row. `None` for any other statement (those run
-/// once per row): one that is not a single-row `VALUES` insert, or has `ON CONFLICT`,
-/// `RETURNING`, a `WITH` or an `ORDER BY`/`LIMIT` on its rows.
-pub fn bind_insert_rows(
-    sql: &str,
-    values: &RecordBatch,
-    rows: std::ops::Range<usize>,
-) -> Result<Option<String>, ApiError> {
-    use datafusion::sql::sqlparser::ast::{Expr, Parens, SetExpr, Statement};
-    use datafusion::sql::sqlparser::dialect::GenericDialect;
-    use datafusion::sql::sqlparser::parser::Parser;
-
-    /// The one row of a plain single-row `VALUES` insert.
-    fn single_row(statement: &mut Statement) -> Option<&mut Vec<Parens<Vec<Expr>>>> {
-        let Statement::Insert(insert) = statement else {
-            return None;
-        };
-        if insert.on.is_some() || insert.returning.is_some() {
-            return None;
-        }
-        let query = insert.source.as_mut()?;
-        if query.with.is_some()
-            || query.order_by.is_some()
-            || query.limit_clause.is_some()
-            || query.fetch.is_some()
-        {
-            return None;
-        }
-        let SetExpr::Values(v) = query.body.as_mut() else {
-            return None;
-        };
-        (v.rows.len() == 1).then_some(&mut v.rows)
-    }
-    let parse = |text: &str| -> Option<Statement> {
-        let mut statements = Parser::parse_sql(&GenericDialect {}, text).ok()?;
-        (statements.len() == 1).then(|| statements.remove(0))
-    };
-    let Some(mut combined) = parse(sql) else {
-        return Ok(None);
-    };
-    if single_row(&mut combined).is_none() || rows.is_empty() {
-        return Ok(None);
-    }
-    let mut all = Vec::with_capacity(rows.len());
-    for row in rows {
-        let Some(mut bound) = parse(&bind(sql, values, row)?) else {
-            return Ok(None);
-        };
-        match single_row(&mut bound) {
-            Some(r) => all.append(r),
-            None => return Ok(None),
-        }
-    }
-    if let Some(r) = single_row(&mut combined) {
-        *r = all;
-    }
-    Ok(Some(combined.to_string()))
 }
