@@ -1237,6 +1237,15 @@ SEMANTICS_TABLES = {
         ),
         "SELECT s, string_split(s, 'b')[1] AS p FROM {t} WHERE s <> ''",
         "SELECT arbitrary(k) AS a FROM {t} WHERE k = 1",
+        # DuckDB's date part functions and count_if.
+        (
+            "SELECT year(TIMESTAMP '2024-03-05 10:20:30') AS y, quarter(DATE '2024-03-05') AS q, "
+            "month(DATE '2024-12-31') AS m, week(DATE '2024-01-01') AS w, "
+            "weekofyear(DATE '2024-12-30') AS w2, day(DATE '2024-03-05') AS d, "
+            "dayofmonth(DATE '2024-02-29') AS dm, hour(TIMESTAMP '2024-03-05 10:20:30') AS h, "
+            "minute(TIMESTAMP '2024-03-05 10:20:30') AS mi"
+        ),
+        "SELECT k, count_if(v > 0) AS pos, count_if(s IS NULL) AS nul FROM {t} GROUP BY k",
         # sha256 is DuckDB's lowercase hex text.
         "SELECT s, sha256(s) AS h, md5(s) AS m FROM {t}",
         # Recursive CTEs: on their own, and seeded from a table.

@@ -13,7 +13,8 @@
 //! - `a // b`: DuckDB's integer division, as `sql/division.rs` plans it; `1e3`, a
 //!   DOUBLE (other numbers with a fraction are DECIMALs, as in DuckDB).
 //! - DuckDB function names DataFusion spells otherwise (`strftime`, `regexp_matches`,
-//!   `approx_count_distinct`, `dayofweek`, `dayofyear`, `epoch`): what ibis sends.
+//!   `approx_count_distinct`, `dayofweek`, `dayofyear`, `epoch`, `year`, `month`, …):
+//!   what ibis sends.
 //! - `x [NOT] IN (subquery)` and row values `(a, b) IN (subquery)` where their value is
 //!   used, not only their truth (select lists, `UPDATE … SET s = CASE WHEN k IN (…)`,
 //!   `(k NOT IN (…)) IS NULL` in a filter): the same, as scalar counts with the `IN`'s
@@ -25,7 +26,7 @@
 //! - `generate_series(…)` and `range(…)` name their column after themselves, as in DuckDB;
 //!   `ORDER BY ALL` orders by every output column.
 //! - dbt-duckdb's cross-database macros: `n * INTERVAL '…'` (`sql/temporal.rs`),
-//!   `list_aggr(l, 'string_agg', sep)`, `string_split`, `arbitrary`.
+//!   `list_aggr(l, 'string_agg', sep)`, `string_split`, `arbitrary`; `count_if`.
 //! - An unaliased subquery in a select list is named after its text, as DuckDB names it
 //!   (DataFusion names them all `(<subquery>)`, so two in one list collided).
 
@@ -48,6 +49,7 @@ pub(super) fn statement(statement: &mut Statement) {
         integer_divide(e);
         interval_times(e);
         list_string_agg(e);
+        count_if(e);
         distinct_from_precedence(e);
         duckdb_function(e);
         count_distinct_row(e);
@@ -200,6 +202,32 @@ fn integer_divide(e: &mut Expr) {
     }
 }
 
+/// DuckDB's `count_if(condition)`: `sum(CAST(condition AS INTEGER))`, as DuckDB counts
+/// it (NULL when no row has a true or false condition; over a window too).
+fn count_if(e: &mut Expr) {
+    let Expr::Function(f) = e else {
+        return;
+    };
+    if !plain_name(&f.name, "count_if") {
+        return;
+    }
+    let FunctionArguments::List(list) = &mut f.args else {
+        return;
+    };
+    let [FunctionArg::Unnamed(FunctionArgExpr::Expr(condition))] = list.args.as_mut_slice() else {
+        return;
+    };
+    let when = std::mem::replace(condition, Expr::Value(Value::Null.into()));
+    *condition = Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(when),
+        data_type: DataType::Integer(None),
+        array: false,
+        format: None,
+    };
+    f.name = ObjectName::from(vec![Ident::new("sum")]);
+}
+
 /// `list_aggr(list, 'string_agg', sep)` (dbt's `listagg` with a limit) as
 /// `array_to_string(list, sep)`, which is the same.
 fn list_string_agg(e: &mut Expr) {
@@ -293,6 +321,14 @@ fn duckdb_function(e: &mut Expr) {
         "dayofweek" => ("date_part", Some("dow")),
         "dayofyear" => ("date_part", Some("doy")),
         "epoch" => ("date_part", Some("epoch")),
+        // DuckDB's date part functions (`year(ts)` is `date_part('year', ts)`).
+        "year" => ("date_part", Some("year")),
+        "quarter" => ("date_part", Some("quarter")),
+        "month" => ("date_part", Some("month")),
+        "week" | "weekofyear" => ("date_part", Some("week")),
+        "day" | "dayofmonth" => ("date_part", Some("day")),
+        "hour" => ("date_part", Some("hour")),
+        "minute" => ("date_part", Some("minute")),
         // dbt-duckdb's split_part and any_value macros.
         "string_split" | "str_split" => ("string_to_array", None),
         "arbitrary" => ("any_value", None),
