@@ -15,7 +15,7 @@
 //! accepted whatever the table holds, so a load never fails on a layout hint.
 
 use datafusion::sql::sqlparser::ast::{
-    Expr as SqlExpr, FunctionArg, FunctionArgExpr, FunctionArguments, SelectItem, SetExpr,
+    Expr as SqlExpr, FunctionArg, FunctionArgExpr, FunctionArguments, SelectItem, SetExpr, Value,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -84,6 +84,20 @@ pub(super) fn parse_keys(text: &str, columns: &[String]) -> Result<Vec<LayoutKey
                         function: function.clone(),
                         column: column(c)?,
                     },
+                    // `month(ts)` as the statement's normalization spells it
+                    // (`sql/normalize.rs`: DuckDB's date part functions).
+                    ("date_part", [SqlExpr::Value(part), c])
+                        if matches!(&part.value, Value::SingleQuotedString(p)
+                            if matches!(p.as_str(), "year" | "month" | "day" | "hour")) =>
+                    {
+                        let Value::SingleQuotedString(part) = &part.value else {
+                            return Err(invalid(&expr.to_string()));
+                        };
+                        LayoutKey::Transform {
+                            function: part.clone(),
+                            column: column(c)?,
+                        }
+                    }
                     ("bucket", [SqlExpr::Value(_), c]) => LayoutKey::Transform {
                         function: format!("bucket({})", args[0]),
                         column: column(c)?,
@@ -168,6 +182,11 @@ mod tests {
         );
         assert_eq!(partition_columns(&keys), vec!["region".to_string()]);
         assert_eq!(render(&keys), "region, month(ts), bucket(8, id)");
+        // `month(ts)` as a statement reaches DDL after normalization: the same key.
+        assert_eq!(
+            parse_keys("region, date_part('month', ts), bucket(8, id)", &columns).unwrap(),
+            keys
+        );
         assert_eq!(
             parse_keys("ID", &columns).unwrap(),
             vec![LayoutKey::Identity("id".into())]
