@@ -516,39 +516,41 @@ impl Storage {
     /// few at once (on an object store each ask is a request).
     pub async fn list_tables(&self, catalog: &str, schema: &str) -> Result<Vec<String>, ApiError> {
         let children = self.list_children(&[catalog, schema]).await?;
-        let is_table: Vec<bool> = futures::stream::iter(children.clone())
-            .map(|child| async move { self.has_delta_log(&[catalog, schema, &child]).await })
-            .buffered(OPEN_AT_ONCE)
-            .try_collect()
-            .await?;
-        Ok(children
+        let names = children
             .into_iter()
-            .zip(is_table)
-            .filter_map(|(child, is)| is.then_some(child))
+            .map(|table| TableName {
+                catalog: catalog.to_string(),
+                schema: schema.to_string(),
+                table,
+            })
+            .collect();
+        Ok(self
+            .existing_tables(names)
+            .await?
+            .into_iter()
+            .map(|name| name.table)
             .collect())
     }
 
-    async fn has_delta_log(&self, parts: &[&str]) -> Result<bool, ApiError> {
-        if let (Some(staged), [catalog, schema, table]) = (&self.staged, parts) {
-            let path = self.table_path(&TableName {
-                catalog: catalog.to_string(),
-                schema: schema.to_string(),
-                table: table.to_string(),
-            })?;
-            if let Some(has) = staged.has_log(&path).await.map_err(internal)? {
+    async fn has_delta_log(&self, name: &TableName) -> Result<bool, ApiError> {
+        if let Some(staged) = &self.staged {
+            if let Some(has) = staged
+                .has_log(&self.table_path(name)?)
+                .await
+                .map_err(internal)?
+            {
                 return Ok(has);
             }
         }
         if let Some(local) = &self.local {
-            let mut p = local.clone();
-            for part in parts {
-                p.push(part);
-            }
-            return Ok(p.join("_delta_log").is_dir());
+            return Ok(local
+                .join(&name.catalog)
+                .join(&name.schema)
+                .join(&name.table)
+                .join("_delta_log")
+                .is_dir());
         }
-        let mut all: Vec<&str> = parts.to_vec();
-        all.push("_delta_log");
-        let prefix = self.object_path(&all);
+        let prefix = self.object_path(&[&name.catalog, &name.schema, &name.table, "_delta_log"]);
         let mut list = self.store.list(Some(&prefix));
         Ok(list.try_next().await.map_err(internal)?.is_some())
     }
@@ -564,8 +566,7 @@ impl Storage {
 
     /// Whether a table exists.
     pub async fn table_exists(&self, name: &TableName) -> Result<bool, ApiError> {
-        self.has_delta_log(&[&name.catalog, &name.schema, &name.table])
-            .await
+        self.has_delta_log(name).await
     }
 
     async fn list_children(&self, parts: &[&str]) -> Result<Vec<String>, ApiError> {

@@ -3,7 +3,7 @@
 //! anything else as `/` does. DataFusion's `/` truncates on integers and it plans no `//`,
 //! so a ratio written for DuckDB would come out silently truncated.
 //!
-//! `a // b` is parsed into `__deltalite_integer_divide(a / b)` (by [`integer_divide`], in
+//! `a // b` is parsed into `__deltalite_integer_divide(a / b)` ([`INTEGER_DIVIDE`], by
 //! `sql/normalize.rs`): a marker that passes its argument through. Then an analyzer rule
 //! ([`DuckdbDivision`], before type coercion, when the operands' types are known)
 //! makes every `/` of integers or decimals a DOUBLE division, except directly under the
@@ -23,34 +23,9 @@ use datafusion::logical_expr::{
     ScalarUDFImpl, Signature, Volatility, cast,
 };
 use datafusion::optimizer::AnalyzerRule;
-use datafusion::sql::sqlparser::ast;
 
-const INTEGER_DIVIDE: &str = "__deltalite_integer_divide";
-
-/// `a // b` as the tree DataFusion plans: the marker around `a / b`.
-pub(super) fn integer_divide(left: ast::Expr, right: ast::Expr) -> ast::Expr {
-    let divide = ast::Expr::Nested(Box::new(ast::Expr::BinaryOp {
-        left: Box::new(left),
-        op: ast::BinaryOperator::Divide,
-        right: Box::new(right),
-    }));
-    ast::Expr::Function(ast::Function {
-        name: ast::ObjectName::from(vec![ast::Ident::new(INTEGER_DIVIDE)]),
-        uses_odbc_syntax: false,
-        parameters: ast::FunctionArguments::None,
-        args: ast::FunctionArguments::List(ast::FunctionArgumentList {
-            duplicate_treatment: None,
-            args: vec![ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(
-                divide,
-            ))],
-            clauses: vec![],
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: vec![],
-    })
-}
+/// The marker `a // b` of two integers is planned as, around `a / b`.
+pub(super) const INTEGER_DIVIDE: &str = "__deltalite_integer_divide";
 
 /// The marker: its argument, unchanged (what `//` of two integers is, planned by
 /// DataFusion's `/`). The analyzer rule removes it; were it left, it would still be right.

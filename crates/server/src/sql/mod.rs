@@ -817,34 +817,24 @@ pub(crate) fn assign_types(
     let mut columns = Vec::with_capacity(batch.num_columns());
     let mut changed = false;
     for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
-        match target.field_with_name(field.name()) {
-            // A `TIME` column's text is checked and put in its one form, whatever it is.
-            Ok(to) if crate::types::is_time(to) && !field.data_type().is_nested() => {
-                let time = arrow::compute::cast_with_options(
-                    column,
-                    &crate::types::TIME_VALUE_TYPE,
-                    &options,
-                )?;
+        let to = target
+            .field_with_name(field.name())
+            .ok()
+            .filter(|to| !to.data_type().is_nested() && !field.data_type().is_nested());
+        // A `TIME` column's text is checked and put in its one form, whatever it is.
+        let value = match to {
+            Some(to) if crate::types::is_time(to) => Some(arrow::compute::cast_with_options(
+                column,
+                &crate::types::TIME_VALUE_TYPE,
+                &options,
+            )?),
+            Some(to) if to.data_type() != field.data_type() => Some(Arc::clone(column)),
+            _ => None,
+        };
+        match (to, value) {
+            (Some(to), Some(value)) => {
                 columns.push(arrow::compute::cast_with_options(
-                    &time,
-                    to.data_type(),
-                    &options,
-                )?);
-                fields.push(
-                    field
-                        .as_ref()
-                        .clone()
-                        .with_data_type(to.data_type().clone()),
-                );
-                changed = true;
-            }
-            Ok(to)
-                if to.data_type() != field.data_type()
-                    && !to.data_type().is_nested()
-                    && !field.data_type().is_nested() =>
-            {
-                columns.push(arrow::compute::cast_with_options(
-                    column,
+                    &value,
                     to.data_type(),
                     &options,
                 )?);

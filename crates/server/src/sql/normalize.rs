@@ -198,7 +198,12 @@ fn integer_divide(e: &mut Expr) {
     };
     let null = || Expr::Value(Value::Null.into());
     if let Expr::BinaryOp { left, right, .. } = std::mem::replace(e, null()) {
-        *e = super::division::integer_divide(*left, *right);
+        let divide = Expr::Nested(Box::new(Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Divide,
+            right,
+        }));
+        *e = function_call(super::division::INTEGER_DIVIDE, vec![divide]);
     }
 }
 
@@ -271,7 +276,7 @@ fn interval_times(e: &mut Expr) {
         (false, true) => (right.as_ref().clone(), left.as_ref().clone()),
         _ => return,
     };
-    *e = super::temporal::interval_times(interval, n);
+    *e = function_call(super::temporal::INTERVAL_TIMES, vec![interval, n]);
 }
 
 /// `a IS [NOT] DISTINCT FROM (b AND|OR …)` as parsed without parentheses, rotated into
@@ -375,37 +380,22 @@ fn count_distinct_row(e: &mut Expr) {
             let FunctionArguments::List(inner) = &row.args else {
                 return;
             };
-            if inner.duplicate_treatment.is_some()
-                || !inner.clauses.is_empty()
-                || !inner
-                    .args
-                    .iter()
-                    .all(|a| matches!(a, FunctionArg::Unnamed(FunctionArgExpr::Expr(_))))
-            {
+            if inner.duplicate_treatment.is_some() || !inner.clauses.is_empty() {
                 return;
             }
-            inner.args.clone()
+            let mut fields = Vec::with_capacity(inner.args.len());
+            for a in &inner.args {
+                let FunctionArg::Unnamed(FunctionArgExpr::Expr(field)) = a else {
+                    return;
+                };
+                fields.push(field.clone());
+            }
+            fields
         }
-        Expr::Tuple(items) => items
-            .iter()
-            .map(|i| FunctionArg::Unnamed(FunctionArgExpr::Expr(i.clone())))
-            .collect(),
+        Expr::Tuple(items) => items.clone(),
         _ => return,
     };
-    *arg = Expr::Function(Function {
-        name: ObjectName::from(vec![Ident::new(super::udf::ROW_KEY)]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::List(FunctionArgumentList {
-            duplicate_treatment: None,
-            args: fields,
-            clauses: Vec::new(),
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: Vec::new(),
-    });
+    *arg = function_call(super::udf::ROW_KEY, fields);
 }
 
 /// Whether `name` is the one unquoted identifier `want` (any case).
@@ -714,6 +704,27 @@ fn counted(subquery: &Query, negated: bool) -> Option<Expr> {
         format!("(SELECT count(*) {test} FROM ({subquery}) AS __deltalite_exists)")
     };
     parse_expr(&sql)
+}
+
+/// `name(args…)`, a plain call.
+fn function_call(name: &str, args: Vec<Expr>) -> Expr {
+    Expr::Function(Function {
+        name: ObjectName::from(vec![Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args: args
+                .into_iter()
+                .map(|e| FunctionArg::Unnamed(FunctionArgExpr::Expr(e)))
+                .collect(),
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
 }
 
 fn parse_expr(sql: &str) -> Option<Expr> {

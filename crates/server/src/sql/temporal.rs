@@ -22,28 +22,9 @@ use datafusion::common::{Result, exec_err, plan_err};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
-use datafusion::sql::sqlparser::ast;
 
-const INTERVAL_TIMES: &str = "__deltalite_interval_times";
-
-/// `interval * n` (or `n * interval`) as the tree DataFusion plans.
-pub(super) fn interval_times(interval: ast::Expr, n: ast::Expr) -> ast::Expr {
-    let arg = |e| ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e));
-    ast::Expr::Function(ast::Function {
-        name: ast::ObjectName::from(vec![ast::Ident::new(INTERVAL_TIMES)]),
-        uses_odbc_syntax: false,
-        parameters: ast::FunctionArguments::None,
-        args: ast::FunctionArguments::List(ast::FunctionArgumentList {
-            duplicate_treatment: None,
-            args: vec![arg(interval), arg(n)],
-            clauses: vec![],
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: vec![],
-    })
-}
+/// `interval * n` (or `n * interval`) as DataFusion plans it: `INTERVAL_TIMES(interval, n)`.
+pub(super) const INTERVAL_TIMES: &str = "__deltalite_interval_times";
 
 /// The functions this module adds to a session.
 pub(super) fn udfs() -> [ScalarUDF; 2] {

@@ -6,7 +6,7 @@
 use deltalite_testkit::store::{Fault, Op, Target};
 use serde_json::{Value, json};
 
-use crate::transient::{InProcess, free_address};
+use crate::transient::{FlightCall, InProcess, flight_batches, free_address};
 
 /// `raw.a`, `raw.b` (never opened by a query until the end), `marts.c`, and views
 /// `marts.va` over `a` and `marts.vb` over `b`; `a` has a comment. `raw` also holds two
@@ -385,40 +385,9 @@ fn flight_tables(
     addr: std::net::SocketAddr,
     cmd: arrow_flight::sql::CommandGetTables,
 ) -> Result<Vec<FlightTable>, tonic::Status> {
-    use arrow::array::{Array, BinaryArray, RecordBatch, StringArray};
-    use arrow_flight::error::FlightError;
-    use arrow_flight::sql::client::FlightSqlServiceClient;
-    use futures::TryStreamExt;
+    use arrow::array::{Array, BinaryArray, StringArray};
 
-    let status = |e: FlightError| match e {
-        FlightError::Tonic(s) => *s,
-        other => tonic::Status::unknown(format!("client error: {other}")),
-    };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let batches: Vec<RecordBatch> = rt.block_on(async {
-        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-            .expect("url")
-            .connect()
-            .await
-            .expect("connect");
-        let mut client = FlightSqlServiceClient::new(channel);
-        client
-            .handshake("alice", "secret")
-            .await
-            .expect("handshake");
-        let info = client.get_tables(cmd).await.map_err(status)?;
-        let ticket = info.endpoint[0].ticket.clone().expect("ticket");
-        client
-            .do_get(ticket)
-            .await
-            .map_err(status)?
-            .try_collect()
-            .await
-            .map_err(status)
-    })?;
+    let batches = flight_batches(addr, FlightCall::Tables(cmd))?;
     let mut out = Vec::new();
     for b in batches {
         let text = |name: &str| {

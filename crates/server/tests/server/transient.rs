@@ -462,6 +462,22 @@ pub(crate) fn free_address() -> std::net::SocketAddr {
 /// The number of rows `sql` returns over Flight SQL (handshake as alice, GetFlightInfo,
 /// DoGet), or the status of the call that failed.
 fn flight_rows(addr: std::net::SocketAddr, sql: &str) -> Result<usize, tonic::Status> {
+    let batches = flight_batches(addr, FlightCall::Query(sql.to_string()))?;
+    Ok(batches.iter().map(|b| b.num_rows()).sum())
+}
+
+/// What [`flight_batches`] asks.
+pub(crate) enum FlightCall {
+    Query(String),
+    Tables(arrow_flight::sql::CommandGetTables),
+}
+
+/// The batches the server at `addr` answers `call` with, asked as `alice` over a fresh
+/// Flight SQL connection; a failure as the status it came with.
+pub(crate) fn flight_batches(
+    addr: std::net::SocketAddr,
+    call: FlightCall,
+) -> Result<Vec<arrow::array::RecordBatch>, tonic::Status> {
     use arrow_flight::error::FlightError;
     use arrow_flight::sql::client::FlightSqlServiceClient;
     use futures::TryStreamExt;
@@ -485,17 +501,19 @@ fn flight_rows(addr: std::net::SocketAddr, sql: &str) -> Result<usize, tonic::St
             .handshake("alice", "secret")
             .await
             .expect("handshake");
-        let info = client
-            .execute(sql.to_string(), None)
-            .await
-            .map_err(status)?;
-        let ticket = info.endpoint[0].ticket.clone().expect("ticket");
-        let mut stream = client.do_get(ticket).await.map_err(status)?;
-        let mut rows = 0;
-        while let Some(batch) = stream.try_next().await.map_err(status)? {
-            rows += batch.num_rows();
+        let info = match call {
+            FlightCall::Query(sql) => client.execute(sql, None).await,
+            FlightCall::Tables(cmd) => client.get_tables(cmd).await,
         }
-        Ok(rows)
+        .map_err(status)?;
+        let ticket = info.endpoint[0].ticket.clone().expect("ticket");
+        client
+            .do_get(ticket)
+            .await
+            .map_err(status)?
+            .try_collect()
+            .await
+            .map_err(status)
     })
 }
 
