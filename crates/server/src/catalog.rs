@@ -533,14 +533,13 @@ impl Storage {
     }
 
     async fn has_delta_log(&self, name: &TableName) -> Result<bool, ApiError> {
-        if let Some(staged) = &self.staged {
-            if let Some(has) = staged
+        if let Some(staged) = &self.staged
+            && let Some(has) = staged
                 .has_log(&self.table_path(name)?)
                 .await
                 .map_err(internal)?
-            {
-                return Ok(has);
-            }
+        {
+            return Ok(has);
         }
         if let Some(local) = &self.local {
             return Ok(local
