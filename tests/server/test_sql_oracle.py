@@ -1248,6 +1248,18 @@ SEMANTICS_TABLES = {
         "SELECT k, count_if(v > 0) AS pos, count_if(s IS NULL) AS nul FROM {t} GROUP BY k",
         # sha256 is DuckDB's lowercase hex text.
         "SELECT s, sha256(s) AS h, md5(s) AS m FROM {t}",
+        # Casts to integers round: DECIMALs half away from zero, DOUBLEs half to even.
+        (
+            "SELECT CAST(2.5 AS INTEGER) AS a, CAST(-2.5 AS INTEGER) AS b, "
+            "CAST(2.5::DOUBLE AS INTEGER) AS c, CAST(3.5::DOUBLE AS BIGINT) AS d, "
+            "CAST(-0.5::REAL AS INTEGER) AS e, (7 / 2)::BIGINT AS f, "
+            "CAST(CAST(-99.5 AS DECIMAL(38, 1)) AS BIGINT) AS g, "
+            "TRY_CAST(2.4999 AS SMALLINT) AS h"
+        ),
+        (
+            "SELECT k, v, CAST(v / 4 AS INTEGER) AS q, CAST(v * 0.5 AS BIGINT) AS h, "
+            "TRY_CAST(v / 2 AS SMALLINT) AS t FROM {t}"
+        ),
         # Recursive CTEs: on their own, and seeded from a table.
         (
             "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) "
@@ -1281,6 +1293,36 @@ def test_duckdb_semantics(lake, statement):
 def test_null_ordering(lake, statement):
     """DuckDB sorts NULLs last, ascending or descending, unless told otherwise."""
     check_ordered(lake, SEMANTICS_TABLES, statement)
+
+
+def test_integer_columns_round_what_they_are_given(lake):
+    """A DECIMAL or DOUBLE written into an integer column is rounded, as DuckDB casts it,
+    through INSERT, UPDATE and MERGE (Arrow's cast truncated: 2.5 was stored as 2)."""
+    ex = Example(lake, {"t": [[(1, 1, "a")]]})
+    try:
+        table = ex.full["t"] + "_ints"
+        for statement in [
+            f"CREATE TABLE {table} (id INT, i INTEGER, b BIGINT)",
+            (
+                f"INSERT INTO {table} VALUES (1, 2.5, 2.5::DOUBLE), (2, -2.5, -0.5::DOUBLE), "
+                "(3, 1.49, 3.5::DOUBLE)"
+            ),
+            f"UPDATE {table} SET b = b + 0.5 WHERE id = 3",
+            (
+                f"MERGE INTO {table} AS d USING (SELECT 2 AS id, 7.5 AS i, 1.5::DOUBLE AS b "
+                "UNION ALL SELECT 4, -7.5, -1.5::DOUBLE) AS s ON d.id = s.id "
+                "WHEN MATCHED THEN UPDATE SET i = s.i, b = s.b "
+                "WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.i, s.b)"
+            ),
+        ]:
+            ex.duck.execute(statement)
+            lake.query(statement)
+        query = f"SELECT id, i, b FROM {table} ORDER BY id"
+        duck = ex.duck_run(query)
+        assert ex.ours_run(query) == (duck[0], [tuple(r) for r in duck[1]]), query
+        assert lake.rows(query) == [(1, 3, 2), (2, 8, 2), (3, 1, 5), (4, -8, -2)]
+    finally:
+        ex.close()
 
 
 def test_decimal_literals_are_written_exactly(lake):

@@ -444,12 +444,18 @@ impl SqlSession {
         let reservation = MemoryConsumer::new("MERGE source (upsert path)")
             .register(&self.ctx.runtime_env().memory_pool);
         let mut stream = self.stream_sql(&sql).await?;
-        let schema = super::plain::plain_schema(&stream.schema());
+        // The rows get the table's types as the general path assigns them (a DECIMAL
+        // into an integer column rounded, as DuckDB does; the engine refuses rounding).
+        let table_schema = table.schema().map_err(delta_err)?;
+        let assign = |batch: &RecordBatch| {
+            super::assign_types(&super::plain::plain_batch(batch), &table_schema).map_err(sql_error)
+        };
+        let schema = assign(&RecordBatch::new_empty(stream.schema()))?.schema();
         let mut batches = Vec::new();
         while let Some(batch) = stream.try_next().await.map_err(sql_error)? {
             // Plain strings hold their own values; views would hold whole decoded pages
             // (dlt's 4.08M-row nested source: 1.18 GB held as views for ~0.3 GB).
-            let batch = super::plain::plain_batch(&batch);
+            let batch = assign(&batch)?;
             let size = batch.get_array_memory_size();
             if reservation.size().saturating_add(size) > limit
                 || reservation.try_grow(size).is_err()

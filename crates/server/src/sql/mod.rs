@@ -5,10 +5,10 @@
 //! reachable and nothing else: no URL tables, no external tables, no COPY). DDL and DML are
 //! executed here, each as one Delta commit through the engine or delta-rs.
 
+mod arithmetic;
 mod catalog_view;
 mod ddl;
 mod dialect;
-mod division;
 mod dml;
 mod duckdb_catalog;
 mod guard;
@@ -292,7 +292,7 @@ impl SqlSession {
             .with_config(config)
             .with_runtime_env(runtime)
             .with_default_features()
-            .with_analyzer_rules(division::analyzer_rules())
+            .with_analyzer_rules(arithmetic::analyzer_rules())
             .with_type_planner(Arc::new(type_planner::DuckdbTypes))
             .with_physical_optimizer_rules(physical::rules(Arc::clone(&stores) as _))
             .build();
@@ -304,7 +304,7 @@ impl SqlSession {
         ));
         ctx.register_udf(udf::error_udf());
         ctx.register_udf(udf::row_key_udf());
-        ctx.register_udf(division::integer_divide_udf());
+        ctx.register_udf(arithmetic::integer_divide_udf());
         for f in temporal::udfs() {
             ctx.register_udf(f);
         }
@@ -828,6 +828,10 @@ pub(crate) fn assign_types(
                 &crate::types::TIME_VALUE_TYPE,
                 &options,
             )?),
+            // As a cast to an integer does (DuckDB): rounded, not truncated.
+            Some(to) if to.data_type().is_integer() && arithmetic::rounds(field.data_type()) => {
+                Some(arithmetic::round_to_integer(column)?)
+            }
             Some(to) if to.data_type() != field.data_type() => Some(Arc::clone(column)),
             _ => None,
         };

@@ -10,7 +10,7 @@
 //! - `count(DISTINCT row(a, …))` (dlt's merge-key check): counted over the tuples' Arrow
 //!   row encoding (`sql/udf.rs::row_key_udf`), which DataFusion's bytes accumulator
 //!   counts in bounded memory; its struct accumulator does not.
-//! - `a // b`: DuckDB's integer division, as `sql/division.rs` plans it; `1e3`, a
+//! - `a // b`: DuckDB's integer division, as `sql/arithmetic.rs` plans it; `1e3`, a
 //!   DOUBLE (other numbers with a fraction are DECIMALs, as in DuckDB).
 //! - DuckDB function names DataFusion spells otherwise (`strftime`, `regexp_matches`,
 //!   `approx_count_distinct`, `dayofweek`, `dayofyear`, `epoch`, `year`, `month`, …):
@@ -187,7 +187,7 @@ fn exponent_literal(e: &mut Expr) {
 }
 
 /// `a // b` (DuckDB's integer division; MySQL's `a DIV b` parses the same), which
-/// DataFusion does not plan: see `sql/division.rs`.
+/// DataFusion does not plan: see `sql/arithmetic.rs`.
 fn integer_divide(e: &mut Expr) {
     let Expr::BinaryOp {
         op: BinaryOperator::DuckIntegerDivide | BinaryOperator::MyIntegerDivide,
@@ -203,7 +203,7 @@ fn integer_divide(e: &mut Expr) {
             op: BinaryOperator::Divide,
             right,
         }));
-        *e = function_call(super::division::INTEGER_DIVIDE, vec![divide]);
+        *e = function_call(super::arithmetic::INTEGER_DIVIDE, vec![divide]);
     }
 }
 

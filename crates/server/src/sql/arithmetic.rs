@@ -1,0 +1,385 @@
+//! DuckDB's arithmetic where DataFusion's silently gives other numbers: division, and
+//! casts to integers.
+//!
+//! **Division.** `/` divides as DOUBLE whatever the numbers (`7 / 2` is 3.5, `7 / 0`
+//! is infinity); `//` divides integers as integers (truncating: `-7 // 2` is -3) and
+//! anything else as `/` does. DataFusion's `/` truncates on integers and it plans no `//`,
+//! so a ratio written for DuckDB would come out silently truncated.
+//!
+//! `a // b` is parsed into `__deltalite_integer_divide(a / b)` ([`INTEGER_DIVIDE`], by
+//! `sql/normalize.rs`): a marker that passes its argument through. Then an analyzer rule
+//! ([`DuckdbArithmetic`], before type coercion, when the operands' types are known)
+//! makes every `/` of integers or decimals a DOUBLE division, except directly under the
+//! marker when both operands are integers; it drops the markers.
+//!
+//! **Casts to integers round** (DuckDB), where Arrow's cast truncates: a DECIMAL half away
+//! from zero (`CAST(2.5 AS INTEGER)` is 3, `-2.5` is -3), a DOUBLE or REAL half to even
+//! (`2.5::DOUBLE` is 2, `3.5::DOUBLE` is 4). The same rule, after the divisions (whose
+//! results are DOUBLEs by then), puts [`ROUND_TO_INTEGER`] under every `CAST`/`TRY_CAST`
+//! of such a number to an integer type; the write paths round the values they cast into
+//! an integer column with [`round_to_integer`] (`sql/mod.rs::assign_types`).
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::{DataType, Decimal128Type, Decimal256Type, Float32Type, Float64Type, i256};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{DFSchema, Result};
+use datafusion::logical_expr::expr::{BinaryExpr, Cast, ScalarFunction, TryCast};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, Volatility, cast,
+};
+use datafusion::optimizer::AnalyzerRule;
+
+/// The marker `a // b` of two integers is planned as, around `a / b`.
+pub(super) const INTEGER_DIVIDE: &str = "__deltalite_integer_divide";
+
+/// The marker: its argument, unchanged (what `//` of two integers is, planned by
+/// DataFusion's `/`). The analyzer rule removes it; were it left, it would still be right.
+pub(super) fn integer_divide_udf() -> ScalarUDF {
+    ScalarUDF::new_from_impl(IntegerDivide {
+        signature: Signature::any(1, Volatility::Immutable),
+    })
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct IntegerDivide {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for IntegerDivide {
+    fn name(&self) -> &str {
+        INTEGER_DIVIDE
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        Ok(args.first().cloned().unwrap_or(DataType::Null))
+    }
+    /// An unaliased `a // b` is named so, as `a / b` is named `a / b`.
+    fn schema_name(&self, args: &[Expr]) -> Result<String> {
+        Ok(match args {
+            [
+                Expr::BinaryExpr(BinaryExpr {
+                    left,
+                    op: Operator::Divide,
+                    right,
+                }),
+            ] => format!("{} // {}", left.schema_name(), right.schema_name()),
+            _ => format!("{INTEGER_DIVIDE}({})", args.len()),
+        })
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        args.args.into_iter().next().ok_or_else(|| {
+            datafusion::error::DataFusionError::Internal(format!("{INTEGER_DIVIDE}: no argument"))
+        })
+    }
+}
+
+#[derive(Debug, Default)]
+struct DuckdbArithmetic;
+
+impl AnalyzerRule for DuckdbArithmetic {
+    fn name(&self) -> &str {
+        "duckdb_arithmetic"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        plan.transform_up_with_subqueries(|node| {
+            // The columns a node's expressions read: its inputs' (a scan's, its table's).
+            // A correlated subquery's outer columns carry their own types.
+            let mut schema = merge_schema(&node.inputs());
+            if let LogicalPlan::TableScan(scan) = &node {
+                schema.merge(&DFSchema::try_from_qualified_schema(
+                    scan.table_name.clone(),
+                    &scan.source.schema(),
+                )?);
+            }
+            // A rewritten select item keeps the name it was written with.
+            let names = NamePreserver::new(&node);
+            node.map_expressions(|e| {
+                let name = names.save(&e);
+                e.transform_down(|e| divide(e, &schema))?
+                    .transform_parent(|e| e.transform_up(|e| round_cast(e, &schema)))
+                    .map(|t| t.update_data(|e| name.restore(e)))
+            })
+        })
+        .map(|t| t.data)
+    }
+}
+
+/// One expression's division, before its children (whose types are still the ones
+/// written).
+fn divide(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    match e {
+        Expr::ScalarFunction(ScalarFunction { func, args }) if func.name() == INTEGER_DIVIDE => {
+            let Ok([arg]) = <[Expr; 1]>::try_from(args) else {
+                return Err(datafusion::error::DataFusionError::Internal(format!(
+                    "{INTEGER_DIVIDE} takes one argument"
+                )));
+            };
+            match arg {
+                Expr::BinaryExpr(BinaryExpr {
+                    left,
+                    op: Operator::Divide,
+                    right,
+                }) if left.get_type(schema)?.is_integer()
+                    && right.get_type(schema)?.is_integer() =>
+                {
+                    // Integers: DataFusion's own division, its operands rewritten on
+                    // their own (they may hold a `/`).
+                    let left = left.transform_down(|e| divide(e, schema))?.data;
+                    let right = right.transform_down(|e| divide(e, schema))?.data;
+                    let divide = Expr::BinaryExpr(BinaryExpr::new(
+                        Box::new(left),
+                        Operator::Divide,
+                        Box::new(right),
+                    ));
+                    Ok(Transformed::new(divide, true, TreeNodeRecursion::Jump))
+                }
+                // Anything else divides as `/` does (the marker is gone either way).
+                other => Ok(Transformed::yes(divide(other, schema)?.data)),
+            }
+        }
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Divide,
+            right,
+        }) if exact(&left.get_type(schema)?) && exact(&right.get_type(schema)?) => {
+            Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(cast(*left, DataType::Float64)),
+                Operator::Divide,
+                Box::new(cast(*right, DataType::Float64)),
+            ))))
+        }
+        other => Ok(Transformed::no(other)),
+    }
+}
+
+/// An integer or decimal (`NULL` too: `NULL / 2` is a DOUBLE null).
+fn exact(t: &DataType) -> bool {
+    t.is_integer()
+        || matches!(
+            t,
+            DataType::Decimal128(..) | DataType::Decimal256(..) | DataType::Null
+        )
+}
+
+/// DataFusion's analyzer rules with this one first, before type coercion.
+pub(super) fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
+    let mut rules = datafusion::optimizer::Analyzer::new().rules;
+    rules.insert(0, Arc::new(DuckdbArithmetic));
+    rules
+}
+
+/// The function a cast's number is rounded by before the cast to an integer truncates it.
+pub(super) const ROUND_TO_INTEGER: &str = "__deltalite_round_to_integer";
+
+/// One expression's cast to an integer, after its children (their divisions done).
+fn round_cast(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    let round = |expr: Box<Expr>| {
+        Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(
+            Arc::new(round_to_integer_udf()),
+            vec![*expr],
+        )))
+    };
+    Ok(match e {
+        Expr::Cast(Cast { expr, field })
+            if field.data_type().is_integer() && rounds(&expr.get_type(schema)?) =>
+        {
+            Transformed::yes(Expr::Cast(Cast {
+                expr: round(expr),
+                field,
+            }))
+        }
+        Expr::TryCast(TryCast { expr, field })
+            if field.data_type().is_integer() && rounds(&expr.get_type(schema)?) =>
+        {
+            Transformed::yes(Expr::TryCast(TryCast {
+                expr: round(expr),
+                field,
+            }))
+        }
+        other => Transformed::no(other),
+    })
+}
+
+/// Numbers a cast to an integer rounds (Arrow's cast would truncate them).
+pub(crate) fn rounds(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Float32 | DataType::Float64 | DataType::Decimal128(..) | DataType::Decimal256(..)
+    )
+}
+
+/// `array`'s numbers rounded to integers as DuckDB's casts round them, in the same type
+/// (the cast to an integer follows); other arrays unchanged.
+pub(crate) fn round_to_integer(array: &ArrayRef) -> Result<ArrayRef> {
+    Ok(match array.data_type() {
+        DataType::Float64 => Arc::new(
+            array
+                .as_primitive::<Float64Type>()
+                .unary::<_, Float64Type>(f64::round_ties_even),
+        ),
+        DataType::Float32 => Arc::new(
+            array
+                .as_primitive::<Float32Type>()
+                .unary::<_, Float32Type>(f32::round_ties_even),
+        ),
+        DataType::Decimal128(precision, scale) if *scale > 0 => {
+            let unit = 10_i128.pow(u32::from(scale.unsigned_abs()));
+            Arc::new(
+                array
+                    .as_primitive::<Decimal128Type>()
+                    .unary::<_, Decimal128Type>(|v| {
+                        let (whole, rest) = (v / unit, v % unit);
+                        let away = if rest.abs() * 2 >= unit {
+                            v.signum()
+                        } else {
+                            0
+                        };
+                        (whole + away) * unit
+                    })
+                    .with_precision_and_scale(*precision, *scale)?,
+            )
+        }
+        DataType::Decimal256(precision, scale) if *scale > 0 => {
+            let unit = i256::from_i128(10).wrapping_pow(u32::from(scale.unsigned_abs()));
+            let two = i256::from_i128(2);
+            Arc::new(
+                array
+                    .as_primitive::<Decimal256Type>()
+                    .unary::<_, Decimal256Type>(|v| {
+                        let (whole, rest) = (v / unit, v % unit);
+                        let away = if rest.wrapping_abs() * two >= unit {
+                            v.signum()
+                        } else {
+                            i256::ZERO
+                        };
+                        (whole + away) * unit
+                    })
+                    .with_precision_and_scale(*precision, *scale)?,
+            )
+        }
+        _ => Arc::clone(array),
+    })
+}
+
+fn round_to_integer_udf() -> ScalarUDF {
+    ScalarUDF::new_from_impl(RoundToInteger {
+        signature: Signature::any(1, Volatility::Immutable),
+    })
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct RoundToInteger {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for RoundToInteger {
+    fn name(&self) -> &str {
+        ROUND_TO_INTEGER
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        Ok(args.first().cloned().unwrap_or(DataType::Null))
+    }
+    /// Named as its argument: `CAST(x AS INTEGER)` stays `x`'s cast.
+    fn schema_name(&self, args: &[Expr]) -> Result<String> {
+        Ok(match args {
+            [arg] => arg.schema_name().to_string(),
+            _ => format!("{ROUND_TO_INTEGER}({})", args.len()),
+        })
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [arg] = <[ColumnarValue; 1]>::try_from(args.args).map_err(|_| {
+            datafusion::error::DataFusionError::Internal(format!(
+                "{ROUND_TO_INTEGER} takes one argument"
+            ))
+        })?;
+        Ok(match arg {
+            ColumnarValue::Array(a) => ColumnarValue::Array(round_to_integer(&a)?),
+            ColumnarValue::Scalar(s) => {
+                let a = round_to_integer(&s.to_array()?)?;
+                ColumnarValue::Scalar(datafusion::common::ScalarValue::try_from_array(&a, 0)?)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{
+        Array, ArrayRef, AsArray, Decimal128Array, Decimal256Array, Float32Array, Float64Array,
+    };
+    use arrow::datatypes::{Decimal128Type, Decimal256Type, Float32Type, Float64Type, i256};
+
+    use super::round_to_integer;
+
+    #[test]
+    fn decimals_round_half_away_from_zero_and_keep_their_type() {
+        let values: ArrayRef = Arc::new(
+            Decimal128Array::from(vec![
+                Some(25),
+                Some(-25),
+                Some(24),
+                Some(995),
+                None,
+                Some(-5),
+            ])
+            .with_precision_and_scale(3, 1)
+            .expect("decimal"),
+        );
+        let rounded = round_to_integer(&values).expect("rounds");
+        assert_eq!(rounded.data_type(), values.data_type());
+        let rounded = rounded.as_primitive::<Decimal128Type>();
+        let got: Vec<Option<i128>> = rounded.iter().collect();
+        assert_eq!(
+            got,
+            [Some(30), Some(-30), Some(20), Some(1000), None, Some(-10)]
+        );
+
+        let wide: ArrayRef = Arc::new(
+            Decimal256Array::from(vec![
+                Some(i256::from_i128(-1250)),
+                Some(i256::from_i128(1249)),
+            ])
+            .with_precision_and_scale(60, 3)
+            .expect("decimal"),
+        );
+        let rounded = round_to_integer(&wide).expect("rounds");
+        let got: Vec<Option<i256>> = rounded.as_primitive::<Decimal256Type>().iter().collect();
+        assert_eq!(
+            got,
+            [Some(i256::from_i128(-1000)), Some(i256::from_i128(1000))]
+        );
+    }
+
+    #[test]
+    fn floats_round_half_to_even() {
+        let doubles: ArrayRef = Arc::new(Float64Array::from(vec![
+            Some(2.5),
+            Some(3.5),
+            Some(-0.5),
+            Some(-2.7),
+            None,
+        ]));
+        let rounded = round_to_integer(&doubles).expect("rounds");
+        let got: Vec<Option<f64>> = rounded.as_primitive::<Float64Type>().iter().collect();
+        assert_eq!(got, [Some(2.0), Some(4.0), Some(-0.0), Some(-3.0), None]);
+
+        let reals: ArrayRef = Arc::new(Float32Array::from(vec![1.5_f32, 0.5]));
+        let rounded = round_to_integer(&reals).expect("rounds");
+        let got: Vec<Option<f32>> = rounded.as_primitive::<Float32Type>().iter().collect();
+        assert_eq!(got, [Some(2.0), Some(0.0)]);
+    }
+}
