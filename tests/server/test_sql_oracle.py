@@ -1260,6 +1260,12 @@ SEMANTICS_TABLES = {
             "SELECT k, v, CAST(v / 4 AS INTEGER) AS q, CAST(v * 0.5 AS BIGINT) AS h, "
             "TRY_CAST(v / 2 AS SMALLINT) AS t FROM {t}"
         ),
+        # substring: a negative start counts from the end, a negative length goes back.
+        (
+            "SELECT s, v, substring(s, -2) AS a, substring(s, v, 2) AS b, "
+            "substring(s FROM -1 FOR v) AS c, substr(s, 0, 2) AS d, "
+            "substring('日本語テキスト', v, -2) AS e FROM {t}"
+        ),
         # Recursive CTEs: on their own, and seeded from a table.
         (
             "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) "

@@ -26,6 +26,7 @@ mod resolve;
 mod rewrite;
 mod scan;
 pub mod stores;
+mod strings;
 pub mod targets;
 mod temp;
 mod temporal;
@@ -291,6 +292,8 @@ impl SqlSession {
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(runtime)
+            // Ahead of DataFusion's planners, which `with_default_features` appends.
+            .with_expr_planners(vec![Arc::new(strings::DuckdbStrings)])
             .with_default_features()
             .with_analyzer_rules(arithmetic::analyzer_rules())
             .with_type_planner(Arc::new(type_planner::DuckdbTypes))
@@ -316,6 +319,7 @@ impl SqlSession {
             udf::DUCKDB_VERSION.to_string(),
         ));
         udf::capped::register(&ctx);
+        strings::register(&ctx);
         let session = Self {
             ctx,
             stores,

@@ -1,0 +1,172 @@
+//! DuckDB's string functions where DataFusion's answer differently.
+//!
+//! - `substring(s, start[, length])` (also `substr`, `SUBSTRING(s FROM a FOR b)`): a
+//!   negative `start` counts from the end (`substring('hello', -3)` is `llo`) and a
+//!   negative `length` takes the characters before `start` (`substring('hello', 3, -2)`
+//!   is `he`). DataFusion's follows Postgres: a negative start is before the string
+//!   (`hello`), a negative length an error. Replaces DataFusion's under its name and
+//!   aliases, with its signature (so its argument coercion).
+
+use std::sync::{Arc, LazyLock};
+
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringBuilder};
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
+use datafusion::common::{Result, exec_err};
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult};
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+};
+use datafusion::prelude::SessionContext;
+
+/// DuckDB's `substring`, in DataFusion's clothes.
+fn substring_udf() -> Arc<ScalarUDF> {
+    static UDF: LazyLock<Arc<ScalarUDF>> = LazyLock::new(|| {
+        Arc::new(ScalarUDF::new_from_impl(Substring {
+            inner: datafusion::functions::unicode::substr().as_ref().clone(),
+        }))
+    });
+    Arc::clone(&UDF)
+}
+
+/// Plans `SUBSTRING(…)` and `SUBSTR(…)`, which sqlparser parses as their own form (not
+/// a function call) and DataFusion's planner hands its own `substr`; goes before it.
+#[derive(Debug)]
+pub(super) struct DuckdbStrings;
+
+impl ExprPlanner for DuckdbStrings {
+    fn plan_substring(&self, args: Vec<Expr>) -> Result<PlannerResult<Vec<Expr>>> {
+        Ok(PlannerResult::Planned(Expr::ScalarFunction(
+            ScalarFunction::new_udf(substring_udf(), args),
+        )))
+    }
+}
+
+/// Replace the session's `substr`/`substring` functions (a quoted `"substring"(…)` is a
+/// call by name) with DuckDB's.
+pub(super) fn register(ctx: &SessionContext) {
+    ctx.register_udf(substring_udf().as_ref().clone());
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Substring {
+    /// DataFusion's: its name, aliases, signature and return type are kept.
+    inner: ScalarUDF,
+}
+
+impl ScalarUDFImpl for Substring {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(args)
+    }
+    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
+        self.inner.coerce_types(args)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let (text, numbers) = match arrays.as_slice() {
+            [text, numbers @ ..] if (1..=2).contains(&numbers.len()) => (text, numbers),
+            _ => return exec_err!("substring takes a string, a start and a length"),
+        };
+        let out_type = text.data_type().clone();
+        let text = cast(text, &DataType::Utf8)?;
+        let text = text.as_string::<i32>();
+        let int64 = |a: &ArrayRef| -> Result<Int64Array> {
+            Ok(cast(a, &DataType::Int64)?.as_primitive().clone())
+        };
+        let start = int64(&numbers[0])?;
+        let length = numbers.get(1).map(int64).transpose()?;
+        let mut out = StringBuilder::with_capacity(rows, text.value_data().len());
+        for i in 0..text.len() {
+            let length = match &length {
+                Some(l) if l.is_null(i) => None,
+                Some(l) => Some(l.value(i)),
+                // DuckDB's "the rest": its longest string.
+                None => Some(i64::from(u32::MAX)),
+            };
+            match (text.is_null(i) || start.is_null(i), length) {
+                (false, Some(length)) => {
+                    out.append_value(substring(text.value(i), start.value(i), length))
+                }
+                _ => out.append_null(),
+            }
+        }
+        let result: ArrayRef = cast(&(Arc::new(out.finish()) as ArrayRef), &out_type)?;
+        Ok(if scalar {
+            ColumnarValue::Scalar(datafusion::common::ScalarValue::try_from_array(&result, 0)?)
+        } else {
+            ColumnarValue::Array(result)
+        })
+    }
+}
+
+/// DuckDB's `substring(s, offset, length)`, in characters: from `offset` (1 is the first
+/// character, 0 the one before it, -1 the last) `length` characters on, or back when
+/// negative, of those inside the string. (Checked against DuckDB 2.0.1 for every offset
+/// in -9..=9 and length in -9..=9 of a five-character string.)
+fn substring(s: &str, offset: i64, length: i64) -> &str {
+    let size = s.chars().count() as i64;
+    let from = if offset < 0 {
+        size.saturating_add(offset)
+    } else {
+        offset - 1
+    };
+    let to = from.saturating_add(length);
+    let (from, to) = (from.min(to).clamp(0, size), from.max(to).clamp(0, size));
+    if from >= to {
+        return "";
+    }
+    let byte = |char_index: i64| {
+        s.char_indices()
+            .nth(char_index as usize)
+            .map_or(s.len(), |(b, _)| b)
+    };
+    &s[byte(from)..byte(to)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::substring;
+
+    /// Answers DuckDB 2.0.1 gave.
+    #[test]
+    fn positions_and_lengths_as_duckdb() {
+        for (offset, length, want) in [
+            (1, 3, "hel"),
+            (2, i64::from(u32::MAX), "ello"),
+            (-3, i64::from(u32::MAX), "llo"),
+            (-3, 2, "ll"),
+            (0, 2, "h"),
+            (0, 1, ""),
+            (2, -1, "h"),
+            (3, -2, "he"),
+            (-10, 3, ""),
+            (-7, 3, "h"),
+            (0, -1, ""),
+            (9, 2, ""),
+            (2, 0, ""),
+            (-1, -2, "ll"),
+        ] {
+            assert_eq!(
+                substring("hello", offset, length),
+                want,
+                "{offset}, {length}"
+            );
+        }
+        assert_eq!(substring("日本語テキスト", -3, 2), "キス");
+    }
+}
