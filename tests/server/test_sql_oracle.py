@@ -125,6 +125,8 @@ class Example:
         self.short = {alias: f"{alias}{n}" for alias in tables}
         self.full = {alias: f"{SCHEMA}.{name}" for alias, name in self.short.items()}
         self.duck = duckdb.connect()
+        # The server's sessions are in UTC: DuckDB writes TIMESTAMPTZ in its session's zone.
+        self.duck.execute("SET TimeZone = 'UTC'")
         self.duck.execute(f"ATTACH ':memory:' AS lakehouse; CREATE SCHEMA {SCHEMA}")
         self.script: list[str] = []
         columns = ", ".join(f"{c} {TYPES[c]}" for c in COLUMNS)
@@ -1265,6 +1267,19 @@ SEMANTICS_TABLES = {
             "SELECT s, v, substring(s, -2) AS a, substring(s, v, 2) AS b, "
             "substring(s FROM -1 FOR v) AS c, substr(s, 0, 2) AS d, "
             "substring('日本語テキスト', v, -2) AS e FROM {t}"
+        ),
+        # Timestamps as text: a space, no trailing zeros, a zone as its offset.
+        (
+            "SELECT k, v, CAST(TIMESTAMP '2024-01-15 10:30:00' + v * INTERVAL 90 MINUTE "
+            "AS VARCHAR) AS a, 'at ' || (TIMESTAMP '2024-02-29 23:59:59.5' + "
+            "v * INTERVAL 1 SECOND) AS b, "
+            "concat(s, TIMESTAMP '1500-06-01 00:00:00.000120') AS c, "
+            "TRY_CAST(TIMESTAMPTZ '2024-01-15 10:30:00+02' AS TEXT) AS d, "
+            "CAST(TIMESTAMP '9999-12-31 23:59:59.999999' AS VARCHAR) AS e FROM {t}"
+        ),
+        (
+            "SELECT CAST(TIMESTAMP '2024-01-01' + k * INTERVAL 1 DAY AS VARCHAR) AS day, "
+            "count(*) AS n FROM {t} GROUP BY 1"
         ),
         # Recursive CTEs: on their own, and seeded from a table.
         (

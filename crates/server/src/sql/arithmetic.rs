@@ -81,8 +81,9 @@ impl ScalarUDFImpl for IntegerDivide {
     }
 }
 
+/// The rule; it goes before type coercion (`sql/mod.rs::analyzer_rules`).
 #[derive(Debug, Default)]
-struct DuckdbArithmetic;
+pub(super) struct DuckdbArithmetic;
 
 impl AnalyzerRule for DuckdbArithmetic {
     fn name(&self) -> &str {
@@ -168,13 +169,6 @@ fn exact(t: &DataType) -> bool {
             t,
             DataType::Decimal128(..) | DataType::Decimal256(..) | DataType::Null
         )
-}
-
-/// DataFusion's analyzer rules with this one first, before type coercion.
-pub(super) fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
-    let mut rules = datafusion::optimizer::Analyzer::new().rules;
-    rules.insert(0, Arc::new(DuckdbArithmetic));
-    rules
 }
 
 /// The function a cast's number is rounded by before the cast to an integer truncates it.

@@ -30,6 +30,7 @@ mod strings;
 pub mod targets;
 mod temp;
 mod temporal;
+mod text_casts;
 pub mod time_travel;
 mod type_planner;
 mod udf;
@@ -295,7 +296,7 @@ impl SqlSession {
             // Ahead of DataFusion's planners, which `with_default_features` appends.
             .with_expr_planners(vec![Arc::new(strings::DuckdbStrings)])
             .with_default_features()
-            .with_analyzer_rules(arithmetic::analyzer_rules())
+            .with_analyzer_rules(analyzer_rules())
             .with_type_planner(Arc::new(type_planner::DuckdbTypes))
             .with_physical_optimizer_rules(physical::rules(Arc::clone(&stores) as _))
             .build();
@@ -806,6 +807,16 @@ pub(crate) fn assigned_rows(
             futures::future::ready(out)
         })
         .boxed()
+}
+
+/// DataFusion's analyzer rules and ours: DuckDB's arithmetic before type coercion (it
+/// needs the types as written), DuckDB's text of timestamps after it (it needs the casts
+/// coercion adds).
+fn analyzer_rules() -> Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> {
+    let mut rules = datafusion::optimizer::Analyzer::new().rules;
+    rules.insert(0, Arc::new(arithmetic::DuckdbArithmetic));
+    rules.push(Arc::new(text_casts::DuckdbText));
+    rules
 }
 
 /// `batch` with each flat column cast to the type of `target`'s column of that name.
