@@ -362,6 +362,27 @@ def test_drop_column_rewrites_the_table_without_it(client, server, schema):
     ]
 
 
+def test_column_defaults_are_refused_not_ignored(client, server, schema):
+    """A `DEFAULT` the server would not apply (rows an INSERT leaves the column out of
+    would be NULL, not the default) is refused, and nothing is created or changed."""
+    s = schema
+    message = (
+        "Not implemented Error: DEFAULT values are not supported (column n): "
+        "write the value in the INSERT instead"
+    )
+    with pytest.raises(SqlError) as e:
+        client.query(f"CREATE TABLE {s}.d (k INTEGER, n INTEGER DEFAULT 0)")
+    assert e.value.message == message
+    assert not table_dir(server, s, "d").exists()
+    client.query(f"CREATE TABLE {s}.d (k INTEGER)")
+    before = len(commits(server, s, "d"))
+    with pytest.raises(SqlError) as e:
+        client.query(f"ALTER TABLE {s}.d ADD COLUMN n INTEGER DEFAULT 7")
+    assert e.value.message == message
+    assert len(commits(server, s, "d")) == before
+    assert client.query(f"SELECT * FROM {s}.d") == (["k"], [])
+
+
 def test_a_column_named_twice_gets_duckdbs_name_for_the_copy(client, schema):
     """dbt writes `SELECT DISTINCT state, state` for a unique key listed twice."""
     client.query(f"CREATE TABLE {schema}.u AS SELECT 'CT' AS state, 1 AS v")

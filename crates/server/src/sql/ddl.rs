@@ -8,8 +8,8 @@ use futures::StreamExt;
 use arrow::datatypes::{Field, Schema};
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTableOperation, ColumnOption, CommentObject, CreateTable, Expr,
-    ObjectName, ObjectType, SchemaName, SqlOption, Statement, Use, Value,
+    AlterColumnOperation, AlterTableOperation, ColumnDef, ColumnOption, CommentObject, CreateTable,
+    Expr, ObjectName, ObjectType, SchemaName, SqlOption, Statement, Use, Value,
 };
 use deltalite::compact::CompactOptions;
 use deltalite::options::DEFAULT_COMMIT_MAX_RETRIES;
@@ -192,6 +192,7 @@ impl SqlSession {
     fn column_schema(&self, create: &CreateTable) -> Result<Schema, ApiError> {
         let mut fields = Vec::new();
         for col in &create.columns {
+            refuse_default(col)?;
             let not_null = col
                 .options
                 .iter()
@@ -250,6 +251,7 @@ impl SqlSession {
                             "Catalog Error: Column with name {col} already exists!"
                         )));
                     }
+                    refuse_default(column_def)?;
                     let field = field_for_sql_type(&col, &column_def.data_type.to_string(), true)?;
                     add_columns(&mut table, &[field]).await?;
                 }
@@ -657,6 +659,23 @@ pub async fn add_columns(table: &mut DeltaLiteTable, fields: &[Field]) -> Result
         .await
         .map_err(delta_err)?;
     Ok(())
+}
+
+/// A column `DEFAULT` is refused rather than accepted and ignored: the rows an INSERT
+/// leaves it out of would be NULL where DuckDB writes the default.
+fn refuse_default(column: &ColumnDef) -> Result<(), ApiError> {
+    match column
+        .options
+        .iter()
+        .any(|o| matches!(o.option, ColumnOption::Default(_)))
+    {
+        true => Err(sql_err(format!(
+            "Not implemented Error: DEFAULT values are not supported (column {}): \
+             write the value in the INSERT instead",
+            column.name
+        ))),
+        false => Ok(()),
+    }
 }
 
 /// Commit a widened column type. Every data file is re-encoded with the new type in the
