@@ -1281,6 +1281,25 @@ SEMANTICS_TABLES = {
             "SELECT CAST(TIMESTAMP '2024-01-01' + k * INTERVAL 1 DAY AS VARCHAR) AS day, "
             "count(*) AS n FROM {t} GROUP BY 1"
         ),
+        # arg_max / arg_min (max_by / min_by): among rows where neither is NULL; an
+        # unaliased one keeps its written name.
+        (
+            "SELECT k, arg_max(s, v) AS a, arg_min(s, v) AS b, max_by(v, s) AS c, "
+            "min_by(v, s) FILTER (WHERE v > 0) AS d FROM {t} GROUP BY k"
+        ),
+        "SELECT arg_max(s, v), max_by(s, v), arg_min(k, v) FROM {t}",
+        # strptime, second / millisecond / microsecond, regexp_extract.
+        (
+            "SELECT CAST(strptime('2024-01-15 10:30:00.25', '%Y-%m-%d %H:%M:%S.%f') "
+            "AS VARCHAR) AS a, CAST(strptime('15/01/2024', '%d/%m/%Y') AS VARCHAR) AS b, "
+            "second(TIMESTAMP '2024-01-15 10:30:45.678') AS s, "
+            "millisecond(TIMESTAMP '2024-01-15 10:30:45.678') AS ms, "
+            "microsecond(TIMESTAMP '2024-01-15 10:30:45.678') AS us"
+        ),
+        (
+            "SELECT s, regexp_extract(s, 'b+') AS a, regexp_extract(s, '(c)(b)?', 2) AS b, "
+            "regexp_extract(s, '(e)', 5) AS c, regexp_extract(s, '^.') AS d FROM {t}"
+        ),
         # Recursive CTEs: on their own, and seeded from a table.
         (
             "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) "

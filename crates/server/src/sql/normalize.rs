@@ -25,6 +25,8 @@
 //!   (set operations, grouping, limits) is counted from a derived table.
 //! - `generate_series(…)` and `range(…)` name their column after themselves, as in DuckDB;
 //!   `ORDER BY ALL` orders by every output column.
+//! - DuckDB's `arg_max`/`arg_min` (`max_by`/`min_by`) as `first_value` ordered and
+//!   filtered; `strptime` as `to_timestamp_micros`.
 //! - dbt-duckdb's cross-database macros: `n * INTERVAL '…'` (`sql/temporal.rs`),
 //!   `list_aggr(l, 'string_agg', sep)`, `string_split`, `arbitrary`; `count_if`.
 //! - An unaliased subquery in a select list is named after its text, as DuckDB names it
@@ -36,28 +38,67 @@ use datafusion::sql::sqlparser::ast::{
     BinaryOperator, CastKind, DataType, DuplicateTreatment, ExactNumberInfo, Expr, Function,
     FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, JoinConstraint,
     JoinOperator, ObjectName, OrderBy, OrderByExpr, OrderByKind, Query, SelectItem, SetExpr,
-    Statement, TableAlias, TableAliasColumnDef, TableFactor, UnaryOperator, Value, VisitMut,
-    VisitorMut, visit_expressions_mut,
+    Statement, TableAlias, TableAliasColumnDef, TableFactor, TimezoneInfo, UnaryOperator, Value,
+    VisitMut, VisitorMut, visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 /// Apply every rewrite to `statement`.
 pub(super) fn statement(statement: &mut Statement) {
+    let _ = statement.visit(&mut WrittenNames);
     let _ = visit_expressions_mut(statement, |e| {
-        exponent_literal(e);
-        integer_divide(e);
-        interval_times(e);
-        list_string_agg(e);
-        count_if(e);
-        distinct_from_precedence(e);
-        duckdb_function(e);
-        count_distinct_row(e);
+        expression(e);
         ControlFlow::<()>::Continue(())
     });
     let _ = statement.visit(&mut Subqueries);
     let _ = statement.visit(&mut SeriesColumns);
     let _ = statement.visit(&mut OrderByAll);
+}
+
+/// The rewrites of one expression (applied to each, its parts first).
+fn expression(e: &mut Expr) {
+    exponent_literal(e);
+    integer_divide(e);
+    interval_times(e);
+    list_string_agg(e);
+    count_if(e);
+    arg_max(e);
+    strptime(e);
+    distinct_from_precedence(e);
+    duckdb_function(e);
+    count_distinct_row(e);
+}
+
+/// An unaliased select item the rewrites change keeps the name it was written with
+/// (`arg_max(x, y)`, `year(ts)`), as DuckDB names it: DataFusion would name it after the
+/// rewritten form, and two items rewritten alike (`arg_max(x, y), max_by(x, y)`) would
+/// collide ("Projections require unique expression names").
+struct WrittenNames;
+
+impl VisitorMut for WrittenNames {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        if let SetExpr::Select(select) = query.body.as_mut() {
+            for item in select.projection.iter_mut() {
+                let SelectItem::UnnamedExpr(e) = item else {
+                    continue;
+                };
+                let mut rewritten = e.clone();
+                let _ = visit_expressions_mut(&mut rewritten, |e| {
+                    expression(e);
+                    ControlFlow::<()>::Continue(())
+                });
+                if rewritten != *e {
+                    let alias = Ident::with_quote('"', e.to_string());
+                    let expr = std::mem::replace(e, Expr::Value(Value::Null.into()));
+                    *item = SelectItem::ExprWithAlias { expr, alias };
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 /// DuckDB's `ORDER BY ALL [ASC|DESC] [NULLS …]`: by every output column, left to right.
@@ -233,6 +274,98 @@ fn count_if(e: &mut Expr) {
     f.name = ObjectName::from(vec![Ident::new("sum")]);
 }
 
+/// DuckDB's `arg_max(arg, val)` (also `argmax`, `max_by`) and `arg_min`: the `arg` of the
+/// row with the largest (smallest) `val`, among rows where neither is NULL, as
+/// `first_value(arg ORDER BY val DESC) FILTER (WHERE arg IS NOT NULL AND val IS NOT NULL)`.
+/// The aggregate only (not over a window), with two arguments.
+fn arg_max(e: &mut Expr) {
+    let Expr::Function(f) = e else {
+        return;
+    };
+    let direction = if ["arg_max", "argmax", "max_by"]
+        .iter()
+        .any(|n| plain_name(&f.name, n))
+    {
+        "DESC"
+    } else if ["arg_min", "argmin", "min_by"]
+        .iter()
+        .any(|n| plain_name(&f.name, n))
+    {
+        "ASC"
+    } else {
+        return;
+    };
+    if f.over.is_some() || !f.within_group.is_empty() || f.null_treatment.is_some() {
+        return;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return;
+    };
+    let (
+        None,
+        [
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(arg)),
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(val)),
+        ],
+    ) = (&list.duplicate_treatment, list.args.as_slice())
+    else {
+        return;
+    };
+    if !list.clauses.is_empty() {
+        return;
+    }
+    let also = f
+        .filter
+        .as_ref()
+        .map(|w| format!(" AND ({w})"))
+        .unwrap_or_default();
+    let sql = format!(
+        "first_value(({arg}) ORDER BY ({val}) {direction}) \
+         FILTER (WHERE ({arg}) IS NOT NULL AND ({val}) IS NOT NULL{also})"
+    );
+    if let Some(rewritten) = parse_expr(&sql) {
+        *e = rewritten;
+    }
+}
+
+/// DuckDB's `strptime(text, format)`: `CAST(to_timestamp_micros(text, format) AS
+/// TIMESTAMP)`, a TIMESTAMP without zone (DataFusion's carries the session's).
+fn strptime(e: &mut Expr) {
+    let Expr::Function(f) = e else {
+        return;
+    };
+    if !plain_name(&f.name, "strptime") || f.over.is_some() {
+        return;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return;
+    };
+    let mut args = Vec::with_capacity(2);
+    for a in &list.args {
+        let FunctionArg::Unnamed(FunctionArgExpr::Expr(arg)) = a else {
+            return;
+        };
+        args.push(arg.clone());
+    }
+    if args.len() != 2 {
+        return;
+    }
+    // DuckDB's `%f` is the fraction's digits (`.25` is 250 ms); chrono's `%f` counts
+    // nanoseconds and its `%.f` is the dot and the fraction.
+    if let Expr::Value(v) = &mut args[1]
+        && let Value::SingleQuotedString(format) = &mut v.value
+    {
+        *format = format.replace(".%f", "%.f");
+    }
+    *e = Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(function_call("to_timestamp_micros", args)),
+        data_type: DataType::Timestamp(None, TimezoneInfo::None),
+        array: false,
+        format: None,
+    };
+}
+
 /// `list_aggr(list, 'string_agg', sep)` (dbt's `listagg` with a limit) as
 /// `array_to_string(list, sep)`, which is the same.
 fn list_string_agg(e: &mut Expr) {
@@ -334,6 +467,9 @@ fn duckdb_function(e: &mut Expr) {
         "day" | "dayofmonth" => ("date_part", Some("day")),
         "hour" => ("date_part", Some("hour")),
         "minute" => ("date_part", Some("minute")),
+        "second" => ("date_part", Some("second")),
+        "millisecond" => ("date_part", Some("millisecond")),
+        "microsecond" => ("date_part", Some("microsecond")),
         // dbt-duckdb's split_part and any_value macros.
         "string_split" | "str_split" => ("string_to_array", None),
         "arbitrary" => ("any_value", None),
@@ -754,8 +890,8 @@ mod tests {
         );
         assert_eq!(
             normalized("SELECT count(DISTINCT (a, b)), count(DISTINCT ROW(a)) FROM t"),
-            "SELECT count(DISTINCT __deltalite_row_key(a, b)), \
-             count(DISTINCT __deltalite_row_key(a)) FROM t"
+            "SELECT count(DISTINCT __deltalite_row_key(a, b)) AS \"count(DISTINCT (a, b))\", \
+             count(DISTINCT __deltalite_row_key(a)) AS \"count(DISTINCT ROW(a))\" FROM t"
         );
         let kept = r#"SELECT count(row(a)), count(DISTINCT a), count(DISTINCT "row"(a)) FROM t"#;
         assert_eq!(normalized(kept), kept);
@@ -784,7 +920,7 @@ mod tests {
     fn duckdb_function_names() {
         assert_eq!(
             normalized("SELECT (DAYOFWEEK(d) + 6) % 7, strftime(ts, '%Y'), epoch(ts) FROM t"),
-            "SELECT (date_part('dow', d) + 6) % 7, to_char(ts, '%Y'), date_part('epoch', ts) FROM t"
+            "SELECT (date_part('dow', d) + 6) % 7 AS \"(DAYOFWEEK(d) + 6) % 7\", to_char(ts, '%Y') AS \"strftime(ts, '%Y')\", date_part('epoch', ts) AS \"epoch(ts)\" FROM t"
         );
         let quoted = "SELECT \"dayofweek\"(d) FROM t";
         assert_eq!(normalized(quoted), quoted);
@@ -798,7 +934,7 @@ mod tests {
         );
         assert_eq!(
             normalized("SELECT a IS DISTINCT FROM b AND c OR d IS NOT DISTINCT FROM e OR f"),
-            "SELECT (a IS DISTINCT FROM b) AND c OR (d IS NOT DISTINCT FROM e) OR f"
+            "SELECT (a IS DISTINCT FROM b) AND c OR (d IS NOT DISTINCT FROM e) OR f AS \"a IS DISTINCT FROM b AND c OR d IS NOT DISTINCT FROM e OR f\""
         );
         // Written parentheses and comparisons keep their meaning.
         let kept = "SELECT a IS DISTINCT FROM (b AND c), a IS NOT DISTINCT FROM b = c";

@@ -12,11 +12,13 @@ use std::sync::{Arc, LazyLock};
 use arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringBuilder};
 use arrow::compute::cast;
 use arrow::datatypes::DataType;
-use datafusion::common::{Result, exec_err};
+use arrow::datatypes::Int64Type;
+use datafusion::common::{DataFusionError, Result, exec_err};
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult};
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility,
 };
 use datafusion::prelude::SessionContext;
 
@@ -43,10 +45,87 @@ impl ExprPlanner for DuckdbStrings {
     }
 }
 
+/// DuckDB's `regexp_extract`.
+fn regexp_extract_udf() -> ScalarUDF {
+    ScalarUDF::new_from_impl(RegexpExtract {
+        signature: Signature::one_of(
+            vec![TypeSignature::Any(2), TypeSignature::Any(3)],
+            Volatility::Immutable,
+        ),
+    })
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct RegexpExtract {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for RegexpExtract {
+    fn name(&self) -> &str {
+        "regexp_extract"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let text = |a: &ArrayRef| -> Result<ArrayRef> { Ok(cast(a, &DataType::Utf8)?) };
+        let (strings, patterns) = (text(&arrays[0])?, text(&arrays[1])?);
+        let (strings, patterns) = (strings.as_string::<i32>(), patterns.as_string::<i32>());
+        let groups = match arrays.get(2) {
+            Some(g) => Some(cast(g, &DataType::Int64)?),
+            None => None,
+        };
+        let groups = groups.as_ref().map(|g| g.as_primitive::<Int64Type>());
+        let mut compiled: Option<(String, regex::Regex)> = None;
+        let mut out = StringBuilder::with_capacity(strings.len(), 0);
+        for i in 0..strings.len() {
+            if strings.is_null(i) || patterns.is_null(i) {
+                out.append_null();
+                continue;
+            }
+            let pattern = patterns.value(i);
+            let regex = match &compiled {
+                Some((p, r)) if p == pattern => r,
+                _ => {
+                    let r = regex::Regex::new(pattern)
+                        .map_err(|e| DataFusionError::Execution(format!("regexp_extract: {e}")))?;
+                    &compiled.insert((pattern.to_string(), r)).1
+                }
+            };
+            // As DuckDB: a NULL group, or one the pattern does not have, extracts ''.
+            let group = match groups {
+                Some(g) if g.is_null(i) => None,
+                Some(g) => usize::try_from(g.value(i)).ok(),
+                None => Some(0),
+            };
+            let found = group
+                .filter(|g| *g < regex.captures_len())
+                .and_then(|g| regex.captures(strings.value(i))?.get(g))
+                .map_or("", |m| m.as_str());
+            out.append_value(found);
+        }
+        let result: ArrayRef = Arc::new(out.finish());
+        Ok(if scalar {
+            ColumnarValue::Scalar(datafusion::common::ScalarValue::try_from_array(&result, 0)?)
+        } else {
+            ColumnarValue::Array(result)
+        })
+    }
+}
+
 /// Replace the session's `substr`/`substring` functions (a quoted `"substring"(…)` is a
-/// call by name) with DuckDB's.
+/// call by name) with DuckDB's, and add `regexp_extract`.
 pub(super) fn register(ctx: &SessionContext) {
     ctx.register_udf(substring_udf().as_ref().clone());
+    ctx.register_udf(regexp_extract_udf());
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
