@@ -1300,6 +1300,17 @@ SEMANTICS_TABLES = {
             "SELECT s, regexp_extract(s, 'b+') AS a, regexp_extract(s, '(c)(b)?', 2) AS b, "
             "regexp_extract(s, '(e)', 5) AS c, regexp_extract(s, '^.') AS d FROM {t}"
         ),
+        # JSON text (braces doubled for str.format): ->, ->>, JSONPath literals, DuckDB's compact JSON, NULL stays NULL.
+        (
+            'WITH j(i, doc) AS (VALUES (1, \'{{"a": 1, "b": {{"c": "x y"}}, '
+            '"arr": [1, 2, {{"d": true}}], "e f": [ ]}}\'), (2, \'{{"a": null}}\'), '
+            "(3, NULL), (4, '[]')) SELECT i, doc->>'a' AS a, doc->'b' AS b, "
+            "json_extract_string(doc, '$.b.c') AS c, json_extract(doc, '$.arr[2]') AS d, "
+            "doc->'arr'->>0 AS e, json_array_length(doc, '$.arr') AS f, "
+            "json_exists(doc, '$.a') AS g, doc->>'$.\"e f\"' AS h, "
+            "doc->'$.arr[2].d' AS k FROM j"
+        ),
+        "SELECT k, s, ('{{\"s\": \"' || s || '\", \"k\": ' || k || '}}')->>'s' AS x FROM {t}",
         # Recursive CTEs: on their own, and seeded from a table.
         (
             "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) "

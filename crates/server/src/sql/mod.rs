@@ -13,6 +13,7 @@ mod dml;
 mod duckdb_catalog;
 mod guard;
 mod info_schema;
+mod json;
 mod layout;
 pub mod maintenance;
 mod merge;
@@ -321,6 +322,9 @@ impl SqlSession {
         ));
         udf::capped::register(&ctx);
         strings::register(&ctx);
+        for f in json::udfs() {
+            ctx.register_udf(f);
+        }
         let session = Self {
             ctx,
             stores,

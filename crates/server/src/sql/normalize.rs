@@ -25,6 +25,7 @@
 //!   (set operations, grouping, limits) is counted from a derived table.
 //! - `generate_series(…)` and `range(…)` name their column after themselves, as in DuckDB;
 //!   `ORDER BY ALL` orders by every output column.
+//! - DuckDB's JSON functions and `->`/`->>` (`sql/json.rs`).
 //! - DuckDB's `arg_max`/`arg_min` (`max_by`/`min_by`) as `first_value` ordered and
 //!   filtered; `strptime` as `to_timestamp_micros`.
 //! - dbt-duckdb's cross-database macros: `n * INTERVAL '…'` (`sql/temporal.rs`),
@@ -65,6 +66,7 @@ fn expression(e: &mut Expr) {
     count_if(e);
     arg_max(e);
     strptime(e);
+    super::json::rewrite(e);
     distinct_from_precedence(e);
     duckdb_function(e);
     count_distinct_row(e);
@@ -843,7 +845,7 @@ fn counted(subquery: &Query, negated: bool) -> Option<Expr> {
 }
 
 /// `name(args…)`, a plain call.
-fn function_call(name: &str, args: Vec<Expr>) -> Expr {
+pub(super) fn function_call(name: &str, args: Vec<Expr>) -> Expr {
     Expr::Function(Function {
         name: ObjectName::from(vec![Ident::new(name)]),
         uses_odbc_syntax: false,

@@ -1,0 +1,307 @@
+//! DuckDB's JSON functions over text columns, on `datafusion-functions-json`'s: dlt loads
+//! nested values as JSON text, and DuckDB users read them with `->>` and friends.
+//!
+//! Each is a function of DuckDB's name around the crate's ([`DuckdbJson`]): NULL where
+//! the JSON is NULL, and a JSON value written compact, as DuckDB writes it
+//! (`{"c":"x"}`; the crate answers the slice of the input, spaces and all). The AST
+//! rewrite ([`rewrite`], from `sql/normalize.rs`) makes `->` and `->>` calls, and splits a
+//! JSONPath literal (`'$.a.b[0]'`) into the keys the crate's functions take
+//! (`'a', 'b', 0`); a path without `$` is one key, an integer an array index:
+//!
+//! | DuckDB | the crate's |
+//! |---|---|
+//! | `j -> p`, `json_extract(j, p)` | `json_get_json`: the value as JSON text |
+//! | `j ->> p`, `json_extract_string(j, p)` | `json_as_text`: strings unquoted |
+//! | `json_array_length(j[, p])` | `json_length` |
+//! | `json_exists(j, p)` | `json_contains` |
+//! | `json_keys(j[, p])` | `json_object_keys` |
+//!
+//! The crate's own `->` planner is not used: it answers a union type no client reads.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use arrow::compute::kernels::nullif::nullif;
+use arrow::compute::{cast, is_null};
+use arrow::datatypes::DataType;
+use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+};
+use datafusion::sql::sqlparser::ast::{
+    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value,
+};
+use datafusion_functions_json::udfs;
+
+/// DuckDB's JSON functions, to register in a session.
+pub(super) fn udfs() -> Vec<ScalarUDF> {
+    [
+        ("json_extract", udfs::json_get_json_udf(), Written::Json),
+        (
+            "json_extract_string",
+            udfs::json_as_text_udf(),
+            Written::Text,
+        ),
+        ("json_array_length", udfs::json_length_udf(), Written::AsIs),
+        ("json_exists", udfs::json_contains_udf(), Written::AsIs),
+        ("json_keys", udfs::json_object_keys_udf(), Written::AsIs),
+    ]
+    .into_iter()
+    .map(|(name, inner, written)| {
+        ScalarUDF::new_from_impl(DuckdbJson {
+            name,
+            inner,
+            written,
+        })
+    })
+    .collect()
+}
+
+/// How a function's values are written.
+#[derive(Debug, PartialEq, Eq, Hash, Clone, Copy)]
+enum Written {
+    /// As the crate's function answers them.
+    AsIs,
+    /// JSON text, compact.
+    Json,
+    /// A string's text, any other value as compact JSON text (DuckDB's `->>` of `[ ]`
+    /// is `[]`; the crate's answers the input's slice).
+    Text,
+}
+
+/// One of DuckDB's JSON functions: the crate's `inner`, NULL where the JSON is NULL,
+/// written as `written` says.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct DuckdbJson {
+    name: &'static str,
+    inner: Arc<ScalarUDF>,
+    written: Written,
+}
+
+impl ScalarUDFImpl for DuckdbJson {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(args)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let json = args.args.first().map(|j| j.to_array(rows)).transpose()?;
+        let result = match self.written {
+            Written::AsIs => self.inner.invoke_with_args(args)?.to_array(rows)?,
+            Written::Json => compacted(&self.inner.invoke_with_args(args)?.to_array(rows)?, None)?,
+            Written::Text => {
+                let raw = udfs::json_get_json_udf()
+                    .invoke_with_args(args.clone())?
+                    .to_array(rows)?;
+                let text = self.inner.invoke_with_args(args)?.to_array(rows)?;
+                compacted(&raw, Some(&text))?
+            }
+        };
+        let result = match &json {
+            Some(json) if json.null_count() > 0 => nullif(&result, &is_null(json)?)?,
+            _ => result,
+        };
+        Ok(if scalar {
+            ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
+        } else {
+            ColumnarValue::Array(result)
+        })
+    }
+}
+
+/// JSON texts without the whitespace outside their strings; where `strings` is given, a
+/// JSON string is its entry of `strings` instead (its text, unquoted).
+fn compacted(texts: &ArrayRef, strings: Option<&ArrayRef>) -> Result<ArrayRef> {
+    let out_type = texts.data_type().clone();
+    let texts = cast(texts, &DataType::Utf8)?;
+    let texts = texts.as_string::<i32>();
+    let strings = strings.map(|s| cast(s, &DataType::Utf8)).transpose()?;
+    let strings = strings.as_ref().map(|s| s.as_string::<i32>());
+    let mut out = StringBuilder::with_capacity(texts.len(), texts.value_data().len());
+    for (i, text) in texts.iter().enumerate() {
+        let Some(text) = text else {
+            out.append_null();
+            continue;
+        };
+        // DuckDB's text of a JSON null is NULL.
+        if let Some(strings) = strings
+            && (text.starts_with('"') || text == "null")
+        {
+            out.append_option(strings.is_valid(i).then(|| strings.value(i)));
+            continue;
+        }
+        let (mut in_string, mut escaped) = (false, false);
+        let compact: String = text
+            .chars()
+            .filter(|&c| {
+                let keep = in_string || !c.is_ascii_whitespace();
+                if in_string {
+                    match (escaped, c) {
+                        (true, _) => escaped = false,
+                        (false, '\\') => escaped = true,
+                        (false, '"') => in_string = false,
+                        _ => {}
+                    }
+                } else if c == '"' {
+                    in_string = true;
+                }
+                keep
+            })
+            .collect();
+        out.append_value(compact);
+    }
+    let out_type = match strings {
+        Some(_) => DataType::Utf8,
+        None => out_type,
+    };
+    Ok(cast(&(Arc::new(out.finish()) as ArrayRef), &out_type)?)
+}
+
+/// One expression, if it is a DuckDB JSON form: a call of one of [`udfs`] with keys.
+pub(super) fn rewrite(e: &mut Expr) {
+    let call = match e {
+        Expr::BinaryOp {
+            left,
+            op: op @ (BinaryOperator::Arrow | BinaryOperator::LongArrow),
+            right,
+        } => {
+            let name = match op {
+                BinaryOperator::Arrow => "json_extract",
+                _ => "json_extract_string",
+            };
+            Some((name, vec![left.as_ref().clone(), right.as_ref().clone()]))
+        }
+        Expr::Function(f) if f.over.is_none() && f.filter.is_none() => {
+            let [name] = f.name.0.as_slice() else {
+                return;
+            };
+            let Some(ident) = name.as_ident().filter(|i| i.quote_style.is_none()) else {
+                return;
+            };
+            let name = match ident.value.to_ascii_lowercase().as_str() {
+                "json_extract" | "json_extract_path" => "json_extract",
+                "json_extract_string" | "json_extract_path_text" => "json_extract_string",
+                "json_array_length" => "json_array_length",
+                "json_exists" => "json_exists",
+                "json_keys" => "json_keys",
+                _ => return,
+            };
+            let FunctionArguments::List(list) = &f.args else {
+                return;
+            };
+            if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+                return;
+            }
+            let mut args = Vec::with_capacity(list.args.len());
+            for a in &list.args {
+                let FunctionArg::Unnamed(FunctionArgExpr::Expr(arg)) = a else {
+                    return;
+                };
+                args.push(arg.clone());
+            }
+            Some((name, args))
+        }
+        _ => None,
+    };
+    let Some((name, mut args)) = call else {
+        return;
+    };
+    if args.is_empty() || args.len() > 2 {
+        return;
+    }
+    let path = (args.len() == 2).then(|| args.remove(1));
+    if let Some(path) = path {
+        match keys(&path) {
+            Some(keys) => args.extend(keys),
+            None => args.push(path),
+        }
+    }
+    *e = super::normalize::function_call(name, args);
+}
+
+/// The keys of a literal JSONPath (`'$.a."b c"[2]'`); `None` when `path` is no literal
+/// string (then it is passed as one key or index, as DuckDB reads a non-path).
+fn keys(path: &Expr) -> Option<Vec<Expr>> {
+    let Expr::Value(v) = path else {
+        return None;
+    };
+    let Value::SingleQuotedString(text) = &v.value else {
+        return None;
+    };
+    let rest = text.strip_prefix('$')?;
+    let key = |k: &str| Expr::Value(Value::SingleQuotedString(k.to_string()).into());
+    let index = |i: u64| Expr::Value(Value::Number(i.to_string(), false).into());
+    let mut out = Vec::new();
+    let mut chars = rest.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '.' if chars.peek() == Some(&'"') => {
+                chars.next();
+                let mut name = String::new();
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        c => name.push(c),
+                    }
+                }
+                out.push(key(&name));
+            }
+            '.' => {
+                let mut name = String::new();
+                while let Some(&c) = chars.peek() {
+                    if c == '.' || c == '[' {
+                        break;
+                    }
+                    name.push(c);
+                    chars.next();
+                }
+                out.push(key(&name));
+            }
+            '[' => {
+                let mut digits = String::new();
+                loop {
+                    match chars.next()? {
+                        ']' => break,
+                        c => digits.push(c),
+                    }
+                }
+                out.push(index(digits.trim().parse().ok()?));
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::sql::sqlparser::ast::{Expr, Value};
+
+    use super::keys;
+
+    fn text(s: &str) -> Expr {
+        Expr::Value(Value::SingleQuotedString(s.to_string()).into())
+    }
+
+    #[test]
+    fn json_paths_become_keys() {
+        let shown =
+            |p: &str| keys(&text(p)).map(|k| k.iter().map(|e| e.to_string()).collect::<Vec<_>>());
+        assert_eq!(shown("$.a.b[1]").expect("path"), ["'a'", "'b'", "1"]);
+        assert_eq!(shown("$.\"x y\".z").expect("path"), ["'x y'", "'z'"]);
+        assert_eq!(shown("$").expect("path"), Vec::<String>::new());
+        assert_eq!(shown("$[0][2]").expect("path"), ["0", "2"]);
+        assert_eq!(shown("a"), None);
+        assert_eq!(shown("$[x]"), None);
+        assert_eq!(shown("$.\"open"), None);
+    }
+}
