@@ -1300,7 +1300,8 @@ SEMANTICS_TABLES = {
             "SELECT s, regexp_extract(s, 'b+') AS a, regexp_extract(s, '(c)(b)?', 2) AS b, "
             "regexp_extract(s, '(e)', 5) AS c, regexp_extract(s, '^.') AS d FROM {t}"
         ),
-        # JSON text (braces doubled for str.format): ->, ->>, JSONPath literals, DuckDB's compact JSON, NULL stays NULL.
+        # JSON text (braces doubled for str.format): ->, ->>, JSONPath literals,
+        # DuckDB's compact JSON, NULL stays NULL.
         (
             'WITH j(i, doc) AS (VALUES (1, \'{{"a": 1, "b": {{"c": "x y"}}, '
             '"arr": [1, 2, {{"d": true}}], "e f": [ ]}}\'), (2, \'{{"a": null}}\'), '
