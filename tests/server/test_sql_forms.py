@@ -383,6 +383,49 @@ def test_column_defaults_are_refused_not_ignored(client, server, schema):
     assert client.query(f"SELECT * FROM {s}.d") == (["k"], [])
 
 
+def test_integer_overflow_is_an_error_not_a_wrapped_number(client, server, schema):
+    """`+`, `-` and `*` of integers that leave their type fail, as in DuckDB (DataFusion
+    wrapped: 9e18 * 2 was -446744073709551616); a failed UPDATE leaves the table as it
+    was; arithmetic that fits answers as DuckDB does."""
+    s = schema
+    client.query(f"CREATE TABLE {s}.n (k INTEGER, big BIGINT)")
+    client.query(f"INSERT INTO {s}.n VALUES (1, 9000000000000000000), (2, -5)")
+    before = len(commits(server, s, "n"))
+    for sql, message in [
+        (
+            f"SELECT big * 2 FROM {s}.n",
+            "Out of Range Error: Overflow happened on: 9000000000000000000 * 2",
+        ),
+        (
+            f"SELECT big + big FROM {s}.n WHERE k = 1",
+            (
+                "Out of Range Error: Overflow happened on: "
+                "9000000000000000000 + 9000000000000000000"
+            ),
+        ),
+        (
+            "SELECT -9223372036854775807 - 2",
+            "Out of Range Error: Overflow happened on: -9223372036854775807 - 2",
+        ),
+        (
+            f"UPDATE {s}.n SET big = big * 3 WHERE k = 1",
+            "Out of Range Error: Overflow happened on: 9000000000000000000 * 3",
+        ),
+    ]:
+        with pytest.raises(SqlError) as e:
+            client.query(sql)
+        assert e.value.message == message, sql
+    assert len(commits(server, s, "n")) == before
+    duck = duckdb.connect()
+    duck.execute("CREATE TABLE n (k INTEGER, big BIGINT)")
+    duck.execute("INSERT INTO n VALUES (1, 9000000000000000000), (2, -5)")
+    query = "SELECT k, big - 1 AS a, big * -1 AS b, k * 2 + 1 AS c FROM {} ORDER BY k"
+    assert client.query(query.format(f"{s}.n")) == (
+        ["k", "a", "b", "c"],
+        [list(r) for r in duck_rows(duck, query.format("n"))],
+    )
+
+
 def test_a_column_named_twice_gets_duckdbs_name_for_the_copy(client, schema):
     """dbt writes `SELECT DISTINCT state, state` for a unique key listed twice."""
     client.query(f"CREATE TABLE {schema}.u AS SELECT 'CT' AS state, 1 AS v")

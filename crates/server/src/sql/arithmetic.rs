@@ -12,6 +12,12 @@
 //! makes every `/` of integers or decimals a DOUBLE division, except directly under the
 //! marker when both operands are integers; it drops the markers.
 //!
+//! **Integer arithmetic fails on overflow** (DuckDB's `Out of Range Error`), where
+//! DataFusion's `+`, `-` and `*` wrap (`9e18::BIGINT * 2` was negative). A rule after
+//! type coercion ([`CheckedIntegers`], when both operands have their common type) makes
+//! each such operation on integers [`CHECKED`]'s call, which runs Arrow's checked
+//! kernels.
+//!
 //! **Casts to integers round** (DuckDB), where Arrow's cast truncates: a DECIMAL half away
 //! from zero (`CAST(2.5 AS INTEGER)` is 3, `-2.5` is -3), a DOUBLE or REAL half to even
 //! (`2.5::DOUBLE` is 2, `3.5::DOUBLE` is 4). The same rule, after the divisions (whose
@@ -27,8 +33,6 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, Result};
 use datafusion::logical_expr::expr::{BinaryExpr, Cast, ScalarFunction, TryCast};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF,
     ScalarUDFImpl, Signature, Volatility, cast,
@@ -91,26 +95,10 @@ impl AnalyzerRule for DuckdbArithmetic {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        plan.transform_up_with_subqueries(|node| {
-            // The columns a node's expressions read: its inputs' (a scan's, its table's).
-            // A correlated subquery's outer columns carry their own types.
-            let mut schema = merge_schema(&node.inputs());
-            if let LogicalPlan::TableScan(scan) = &node {
-                schema.merge(&DFSchema::try_from_qualified_schema(
-                    scan.table_name.clone(),
-                    &scan.source.schema(),
-                )?);
-            }
-            // A rewritten select item keeps the name it was written with.
-            let names = NamePreserver::new(&node);
-            node.map_expressions(|e| {
-                let name = names.save(&e);
-                e.transform_down(|e| divide(e, &schema))?
-                    .transform_parent(|e| e.transform_up(|e| round_cast(e, &schema)))
-                    .map(|t| t.update_data(|e| name.restore(e)))
-            })
+        super::analyzer::rewrite_expressions(plan, |e, schema| {
+            e.transform_down(|e| divide(e, schema))?
+                .transform_parent(|e| e.transform_up(|e| round_cast(e, schema)))
         })
-        .map(|t| t.data)
     }
 }
 
@@ -375,5 +363,100 @@ mod tests {
         let rounded = round_to_integer(&reals).expect("rounds");
         let got: Vec<Option<f32>> = rounded.as_primitive::<Float32Type>().iter().collect();
         assert_eq!(got, [Some(2.0), Some(0.0)]);
+    }
+}
+
+/// The functions integer `+`, `-` and `*` are checked by (`__deltalite_checked_add`, …).
+const CHECKED: &str = "__deltalite_checked";
+
+/// The rule; it goes after type coercion (`sql/mod.rs::analyzer_rules`).
+#[derive(Debug, Default)]
+pub(super) struct CheckedIntegers;
+
+impl AnalyzerRule for CheckedIntegers {
+    fn name(&self) -> &str {
+        "checked_integers"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        super::analyzer::rewrite_expressions(plan, |e, schema| {
+            e.transform_up(|e| checked(e, schema))
+        })
+    }
+}
+
+/// One `a + b`, `a - b` or `a * b` of two integers of one type, as its checked call.
+fn checked(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if matches!(op, Operator::Plus | Operator::Minus | Operator::Multiply)
+                && left.get_type(schema)?.is_integer()
+                && left.get_type(schema)? == right.get_type(schema)? =>
+        {
+            let udf = ScalarUDF::new_from_impl(Checked {
+                op,
+                signature: Signature::any(2, Volatility::Immutable),
+            });
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(Arc::new(udf), vec![*left, *right]),
+            )))
+        }
+        other => Ok(Transformed::no(other)),
+    }
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Checked {
+    op: Operator,
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for Checked {
+    fn name(&self) -> &str {
+        match self.op {
+            Operator::Plus => "__deltalite_checked_add",
+            Operator::Minus => "__deltalite_checked_sub",
+            _ => "__deltalite_checked_mul",
+        }
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        Ok(args.first().cloned().unwrap_or(DataType::Null))
+    }
+    /// Named as the operation it checks (`a + b`).
+    fn schema_name(&self, args: &[Expr]) -> Result<String> {
+        Ok(match args {
+            [l, r] => format!("{} {} {}", l.schema_name(), self.op, r.schema_name()),
+            _ => format!("{CHECKED}({})", args.len()),
+        })
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        use arrow::compute::kernels::numeric::{add, mul, sub};
+        let [l, r] = <[ColumnarValue; 2]>::try_from(args.args).map_err(|_| {
+            datafusion::error::DataFusionError::Internal(format!("{CHECKED} takes two arguments"))
+        })?;
+        let scalar = matches!(
+            (&l, &r),
+            (ColumnarValue::Scalar(_), ColumnarValue::Scalar(_))
+        );
+        let datum = |v: &ColumnarValue| -> Result<Box<dyn arrow::array::Datum>> {
+            Ok(match v {
+                ColumnarValue::Array(a) => Box::new(Arc::clone(a)),
+                ColumnarValue::Scalar(s) => Box::new(s.to_scalar()?),
+            })
+        };
+        let (l, r) = (datum(&l)?, datum(&r)?);
+        let result = match self.op {
+            Operator::Plus => add(l.as_ref(), r.as_ref()),
+            Operator::Minus => sub(l.as_ref(), r.as_ref()),
+            _ => mul(l.as_ref(), r.as_ref()),
+        }?;
+        Ok(if scalar {
+            ColumnarValue::Scalar(datafusion::common::ScalarValue::try_from_array(&result, 0)?)
+        } else {
+            ColumnarValue::Array(result)
+        })
     }
 }

@@ -89,11 +89,12 @@ impl ScalarUDFImpl for DuckdbJson {
         self.inner.return_type(args)
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let rows = args.number_rows;
         let scalar = args
             .args
             .iter()
             .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        // Constants answer one value, whatever the batch (even an empty one).
+        let rows = if scalar { 1 } else { args.number_rows };
         let json = args.args.first().map(|j| j.to_array(rows)).transpose()?;
         let result = match self.written {
             Written::AsIs => self.inner.invoke_with_args(args)?.to_array(rows)?,

@@ -5,6 +5,7 @@
 //! reachable and nothing else: no URL tables, no external tables, no COPY). DDL and DML are
 //! executed here, each as one Delta commit through the engine or delta-rs.
 
+mod analyzer;
 mod arithmetic;
 mod catalog_view;
 mod ddl;
@@ -164,7 +165,10 @@ pub fn sql_error(e: datafusion::error::DataFusionError) -> ApiError {
         E::SchemaError(err, _) => format!("Binder Error: {err}"),
         E::NotImplemented(m) => format!("Not implemented Error: {m}"),
         E::Execution(m) => format!("Invalid Input Error: {m}"),
-        E::ArrowError(err, _) => format!("Conversion Error: {err}"),
+        E::ArrowError(err, _) => match err.as_ref() {
+            arrow::error::ArrowError::ArithmeticOverflow(m) => format!("Out of Range Error: {m}"),
+            err => format!("Conversion Error: {err}"),
+        },
         other => other.to_string(),
     };
     ApiError::from_failure(&e, msg, ApiError::BadRequest)
@@ -814,11 +818,12 @@ pub(crate) fn assigned_rows(
 }
 
 /// DataFusion's analyzer rules and ours: DuckDB's arithmetic before type coercion (it
-/// needs the types as written), DuckDB's text of timestamps after it (it needs the casts
-/// coercion adds).
+/// needs the types as written); checked integer arithmetic and DuckDB's text of
+/// timestamps after it (they need the types and casts coercion settles).
 fn analyzer_rules() -> Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> {
     let mut rules = datafusion::optimizer::Analyzer::new().rules;
     rules.insert(0, Arc::new(arithmetic::DuckdbArithmetic));
+    rules.push(Arc::new(arithmetic::CheckedIntegers));
     rules.push(Arc::new(text_casts::DuckdbText));
     rules
 }

@@ -82,7 +82,16 @@ impl VisitorMut for WrittenNames {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        if let SetExpr::Select(select) = query.body.as_mut() {
+        keep_written_names(query.body.as_mut());
+        ControlFlow::Continue(())
+    }
+}
+
+/// [`WrittenNames`] for each select of a body (a set operation's too: its first names
+/// the output).
+fn keep_written_names(body: &mut SetExpr) {
+    match body {
+        SetExpr::Select(select) => {
             for item in select.projection.iter_mut() {
                 let SelectItem::UnnamedExpr(e) = item else {
                     continue;
@@ -99,7 +108,11 @@ impl VisitorMut for WrittenNames {
                 }
             }
         }
-        ControlFlow::Continue(())
+        SetExpr::SetOperation { left, right, .. } => {
+            keep_written_names(left);
+            keep_written_names(right);
+        }
+        _ => {}
     }
 }
 

@@ -5,7 +5,14 @@
 //!   negative `length` takes the characters before `start` (`substring('hello', 3, -2)`
 //!   is `he`). DataFusion's follows Postgres: a negative start is before the string
 //!   (`hello`), a negative length an error. Replaces DataFusion's under its name and
-//!   aliases, with its signature (so its argument coercion).
+//!   aliases, with its signature (so its argument coercion), and planned by
+//!   [`DuckdbStrings`] ahead of DataFusion's planners (sqlparser parses `SUBSTRING` as a
+//!   form of its own, which DataFusion's planner hands its own function).
+//! - `regexp_extract(s, pattern[, group])`: the first match's group (0, the whole match,
+//!   by default), `''` when nothing matches or the group is NULL or missing; DataFusion
+//!   has no such function. Patterns are Rust's `regex` (as DataFusion's other regexp
+//!   functions), whose `\w`, `\d` and `\s` are Unicode classes where DuckDB's RE2 has
+//!   ASCII ones.
 
 use std::sync::{Arc, LazyLock};
 

@@ -20,8 +20,6 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, Result, exec_err};
 use datafusion::logical_expr::expr::{Cast, ScalarFunction, TryCast};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
     Signature, Volatility,
@@ -40,22 +38,9 @@ impl AnalyzerRule for DuckdbText {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        plan.transform_up_with_subqueries(|node| {
-            let mut schema = merge_schema(&node.inputs());
-            if let LogicalPlan::TableScan(scan) = &node {
-                schema.merge(&DFSchema::try_from_qualified_schema(
-                    scan.table_name.clone(),
-                    &scan.source.schema(),
-                )?);
-            }
-            let names = NamePreserver::new(&node);
-            node.map_expressions(|e| {
-                let name = names.save(&e);
-                e.transform_up(|e| text_cast(e, &schema))
-                    .map(|t| t.update_data(|e| name.restore(e)))
-            })
+        super::analyzer::rewrite_expressions(plan, |e, schema| {
+            e.transform_up(|e| text_cast(e, schema))
         })
-        .map(|t| t.data)
     }
 }
 

@@ -1,0 +1,33 @@
+//! What our analyzer rules share: rewriting every expression of a plan (its subqueries
+//! too) with the schema its columns come from, each keeping the name it had.
+
+use datafusion::common::tree_node::Transformed;
+use datafusion::common::{DFSchema, Result};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{Expr, LogicalPlan};
+
+/// `plan` with `rewrite` applied to each of its nodes' expressions (whole: `rewrite`
+/// walks it as it needs), given the columns the node reads: its inputs' (a scan's, its
+/// table's). A correlated subquery's outer columns carry their own types.
+pub(super) fn rewrite_expressions(
+    plan: LogicalPlan,
+    rewrite: impl Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
+) -> Result<LogicalPlan> {
+    plan.transform_up_with_subqueries(|node| {
+        let mut schema = merge_schema(&node.inputs());
+        if let LogicalPlan::TableScan(scan) = &node {
+            schema.merge(&DFSchema::try_from_qualified_schema(
+                scan.table_name.clone(),
+                &scan.source.schema(),
+            )?);
+        }
+        // A rewritten select item keeps the name it was written with.
+        let names = NamePreserver::new(&node);
+        node.map_expressions(|e| {
+            let name = names.save(&e);
+            rewrite(e, &schema).map(|t| t.update_data(|e| name.restore(e)))
+        })
+    })
+    .map(|t| t.data)
+}
