@@ -364,7 +364,8 @@ def test_drop_column_rewrites_the_table_without_it(client, server, schema):
 
 def test_column_defaults_are_refused_not_ignored(client, server, schema):
     """A `DEFAULT` the server would not apply (rows an INSERT leaves the column out of
-    would be NULL, not the default) is refused, and nothing is created or changed."""
+    would be NULL, not the default) is refused, and nothing is created or changed;
+    `DEFAULT NULL` is accepted."""
     s = schema
     message = (
         "Not implemented Error: DEFAULT values are not supported (column n): "
@@ -381,6 +382,11 @@ def test_column_defaults_are_refused_not_ignored(client, server, schema):
     assert e.value.message == message
     assert len(commits(server, s, "d")) == before
     assert client.query(f"SELECT * FROM {s}.d") == (["k"], [])
+    # DEFAULT NULL is every column's default (dbt's adapter tests add columns so).
+    client.query(f"ALTER TABLE {s}.d ADD COLUMN m VARCHAR(200) DEFAULT NULL")
+    client.query(f"CREATE TABLE {s}.e (k INTEGER DEFAULT (NULL))")
+    client.query(f"INSERT INTO {s}.d (k) VALUES (1)")
+    assert client.query(f"SELECT * FROM {s}.d") == (["k", "m"], [[1, None]])
 
 
 def test_integer_overflow_is_an_error_not_a_wrapped_number(client, server, schema):
