@@ -44,45 +44,21 @@ pub(super) const INTEGER_DIVIDE: &str = "__deltalite_integer_divide";
 
 /// The marker: its argument, unchanged (what `//` of two integers is, planned by
 /// DataFusion's `/`). The analyzer rule removes it; were it left, it would still be right.
+/// An unaliased `a // b` is named so, as `a / b` is named `a / b`.
 pub(super) fn integer_divide_udf() -> ScalarUDF {
-    ScalarUDF::new_from_impl(IntegerDivide {
-        signature: Signature::any(1, Volatility::Immutable),
-    })
-}
-
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct IntegerDivide {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for IntegerDivide {
-    fn name(&self) -> &str {
-        INTEGER_DIVIDE
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
-        Ok(args.first().cloned().unwrap_or(DataType::Null))
-    }
-    /// An unaliased `a // b` is named so, as `a / b` is named `a / b`.
-    fn schema_name(&self, args: &[Expr]) -> Result<String> {
-        Ok(match args {
-            [
-                Expr::BinaryExpr(BinaryExpr {
-                    left,
-                    op: Operator::Divide,
-                    right,
-                }),
-            ] => format!("{} // {}", left.schema_name(), right.schema_name()),
-            _ => format!("{INTEGER_DIVIDE}({})", args.len()),
-        })
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        args.args.into_iter().next().ok_or_else(|| {
-            datafusion::error::DataFusionError::Internal(format!("{INTEGER_DIVIDE}: no argument"))
-        })
-    }
+    super::udf::marker(
+        INTEGER_DIVIDE,
+        |a| Ok(Arc::clone(a)),
+        None,
+        |arg| match arg {
+            Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::Divide,
+                right,
+            }) => format!("{} // {}", left.schema_name(), right.schema_name()),
+            other => other.schema_name().to_string(),
+        },
+    )
 }
 
 /// The rule; it goes before type coercion (`sql/mod.rs::analyzer_rules`).
@@ -164,12 +140,7 @@ pub(super) const ROUND_TO_INTEGER: &str = "__deltalite_round_to_integer";
 
 /// One expression's cast to an integer, after its children (their divisions done).
 fn round_cast(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
-    let round = |expr: Box<Expr>| {
-        Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(
-            Arc::new(round_to_integer_udf()),
-            vec![*expr],
-        )))
-    };
+    let round = |expr: Box<Expr>| Box::new(round_to_integer_udf().call(vec![*expr]));
     Ok(match e {
         Expr::Cast(Cast { expr, field })
             if field.data_type().is_integer() && rounds(&expr.get_type(schema)?) =>
@@ -252,20 +223,71 @@ pub(crate) fn round_to_integer(array: &ArrayRef) -> Result<ArrayRef> {
     })
 }
 
+/// [`ROUND_TO_INTEGER`]: named as its argument, so `CAST(x AS INTEGER)` stays `x`'s cast.
 fn round_to_integer_udf() -> ScalarUDF {
-    ScalarUDF::new_from_impl(RoundToInteger {
-        signature: Signature::any(1, Volatility::Immutable),
+    super::udf::marker(ROUND_TO_INTEGER, round_to_integer, None, |arg| {
+        arg.schema_name().to_string()
     })
 }
 
+/// The functions integer `+`, `-` and `*` are checked by (`__deltalite_checked_add`, …).
+const CHECKED: &str = "__deltalite_checked";
+
+/// The rule; it goes after type coercion (`sql/mod.rs::analyzer_rules`).
+#[derive(Debug, Default)]
+pub(super) struct CheckedIntegers;
+
+impl AnalyzerRule for CheckedIntegers {
+    fn name(&self) -> &str {
+        "checked_integers"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        super::analyzer::rewrite_expressions(plan, |e, schema| {
+            e.transform_up(|e| checked(e, schema))
+        })
+    }
+}
+
+/// One `a + b`, `a - b` or `a * b` of two integers of one type, as its checked call.
+fn checked(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if matches!(op, Operator::Plus | Operator::Minus | Operator::Multiply)
+                && same_integers(&left.get_type(schema)?, &right.get_type(schema)?) =>
+        {
+            let udf = ScalarUDF::new_from_impl(Checked {
+                op,
+                signature: Signature::any(2, Volatility::Immutable),
+            });
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(Arc::new(udf), vec![*left, *right]),
+            )))
+        }
+        other => Ok(Transformed::no(other)),
+    }
+}
+
+/// Two operands of one integer type.
+fn same_integers(left: &DataType, right: &DataType) -> bool {
+    left.is_integer() && left == right
+}
+
+/// Keeps its scalar operands scalars (Arrow's kernels take a `Datum`), where
+/// [`super::udf::elementwise`] would make them arrays of the batch's length.
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct RoundToInteger {
+struct Checked {
+    op: Operator,
     signature: Signature,
 }
 
-impl ScalarUDFImpl for RoundToInteger {
+impl ScalarUDFImpl for Checked {
     fn name(&self) -> &str {
-        ROUND_TO_INTEGER
+        match self.op {
+            Operator::Plus => "__deltalite_checked_add",
+            Operator::Minus => "__deltalite_checked_sub",
+            _ => "__deltalite_checked_mul",
+        }
     }
     fn signature(&self) -> &Signature {
         &self.signature
@@ -273,25 +295,38 @@ impl ScalarUDFImpl for RoundToInteger {
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {
         Ok(args.first().cloned().unwrap_or(DataType::Null))
     }
-    /// Named as its argument: `CAST(x AS INTEGER)` stays `x`'s cast.
+    /// Named as the operation it checks (`a + b`).
     fn schema_name(&self, args: &[Expr]) -> Result<String> {
         Ok(match args {
-            [arg] => arg.schema_name().to_string(),
-            _ => format!("{ROUND_TO_INTEGER}({})", args.len()),
+            [l, r] => format!("{} {} {}", l.schema_name(), self.op, r.schema_name()),
+            _ => format!("{CHECKED}({})", args.len()),
         })
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let [arg] = <[ColumnarValue; 1]>::try_from(args.args).map_err(|_| {
-            datafusion::error::DataFusionError::Internal(format!(
-                "{ROUND_TO_INTEGER} takes one argument"
-            ))
+        use arrow::compute::kernels::numeric::{add, mul, sub};
+        let [l, r] = <[ColumnarValue; 2]>::try_from(args.args).map_err(|_| {
+            datafusion::error::DataFusionError::Internal(format!("{CHECKED} takes two arguments"))
         })?;
-        Ok(match arg {
-            ColumnarValue::Array(a) => ColumnarValue::Array(round_to_integer(&a)?),
-            ColumnarValue::Scalar(s) => {
-                let a = round_to_integer(&s.to_array()?)?;
-                ColumnarValue::Scalar(datafusion::common::ScalarValue::try_from_array(&a, 0)?)
-            }
+        let scalar = matches!(
+            (&l, &r),
+            (ColumnarValue::Scalar(_), ColumnarValue::Scalar(_))
+        );
+        let datum = |v: &ColumnarValue| -> Result<Box<dyn arrow::array::Datum>> {
+            Ok(match v {
+                ColumnarValue::Array(a) => Box::new(Arc::clone(a)),
+                ColumnarValue::Scalar(s) => Box::new(s.to_scalar()?),
+            })
+        };
+        let (l, r) = (datum(&l)?, datum(&r)?);
+        let result = match self.op {
+            Operator::Plus => add(l.as_ref(), r.as_ref()),
+            Operator::Minus => sub(l.as_ref(), r.as_ref()),
+            _ => mul(l.as_ref(), r.as_ref()),
+        }?;
+        Ok(if scalar {
+            ColumnarValue::Scalar(datafusion::common::ScalarValue::try_from_array(&result, 0)?)
+        } else {
+            ColumnarValue::Array(result)
         })
     }
 }
@@ -363,100 +398,5 @@ mod tests {
         let rounded = round_to_integer(&reals).expect("rounds");
         let got: Vec<Option<f32>> = rounded.as_primitive::<Float32Type>().iter().collect();
         assert_eq!(got, [Some(2.0), Some(0.0)]);
-    }
-}
-
-/// The functions integer `+`, `-` and `*` are checked by (`__deltalite_checked_add`, …).
-const CHECKED: &str = "__deltalite_checked";
-
-/// The rule; it goes after type coercion (`sql/mod.rs::analyzer_rules`).
-#[derive(Debug, Default)]
-pub(super) struct CheckedIntegers;
-
-impl AnalyzerRule for CheckedIntegers {
-    fn name(&self) -> &str {
-        "checked_integers"
-    }
-
-    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        super::analyzer::rewrite_expressions(plan, |e, schema| {
-            e.transform_up(|e| checked(e, schema))
-        })
-    }
-}
-
-/// One `a + b`, `a - b` or `a * b` of two integers of one type, as its checked call.
-fn checked(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
-    match e {
-        Expr::BinaryExpr(BinaryExpr { left, op, right })
-            if matches!(op, Operator::Plus | Operator::Minus | Operator::Multiply)
-                && left.get_type(schema)?.is_integer()
-                && left.get_type(schema)? == right.get_type(schema)? =>
-        {
-            let udf = ScalarUDF::new_from_impl(Checked {
-                op,
-                signature: Signature::any(2, Volatility::Immutable),
-            });
-            Ok(Transformed::yes(Expr::ScalarFunction(
-                ScalarFunction::new_udf(Arc::new(udf), vec![*left, *right]),
-            )))
-        }
-        other => Ok(Transformed::no(other)),
-    }
-}
-
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct Checked {
-    op: Operator,
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for Checked {
-    fn name(&self) -> &str {
-        match self.op {
-            Operator::Plus => "__deltalite_checked_add",
-            Operator::Minus => "__deltalite_checked_sub",
-            _ => "__deltalite_checked_mul",
-        }
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
-        Ok(args.first().cloned().unwrap_or(DataType::Null))
-    }
-    /// Named as the operation it checks (`a + b`).
-    fn schema_name(&self, args: &[Expr]) -> Result<String> {
-        Ok(match args {
-            [l, r] => format!("{} {} {}", l.schema_name(), self.op, r.schema_name()),
-            _ => format!("{CHECKED}({})", args.len()),
-        })
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        use arrow::compute::kernels::numeric::{add, mul, sub};
-        let [l, r] = <[ColumnarValue; 2]>::try_from(args.args).map_err(|_| {
-            datafusion::error::DataFusionError::Internal(format!("{CHECKED} takes two arguments"))
-        })?;
-        let scalar = matches!(
-            (&l, &r),
-            (ColumnarValue::Scalar(_), ColumnarValue::Scalar(_))
-        );
-        let datum = |v: &ColumnarValue| -> Result<Box<dyn arrow::array::Datum>> {
-            Ok(match v {
-                ColumnarValue::Array(a) => Box::new(Arc::clone(a)),
-                ColumnarValue::Scalar(s) => Box::new(s.to_scalar()?),
-            })
-        };
-        let (l, r) = (datum(&l)?, datum(&r)?);
-        let result = match self.op {
-            Operator::Plus => add(l.as_ref(), r.as_ref()),
-            Operator::Minus => sub(l.as_ref(), r.as_ref()),
-            _ => mul(l.as_ref(), r.as_ref()),
-        }?;
-        Ok(if scalar {
-            ColumnarValue::Scalar(datafusion::common::ScalarValue::try_from_array(&result, 0)?)
-        } else {
-            ColumnarValue::Array(result)
-        })
     }
 }

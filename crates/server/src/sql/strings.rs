@@ -29,11 +29,14 @@ use datafusion::logical_expr::{
 };
 use datafusion::prelude::SessionContext;
 
+use super::udf::{Replacement, Replacing, elementwise};
+
 /// DuckDB's `substring`, in DataFusion's clothes.
 fn substring_udf() -> Arc<ScalarUDF> {
     static UDF: LazyLock<Arc<ScalarUDF>> = LazyLock::new(|| {
-        Arc::new(ScalarUDF::new_from_impl(Substring {
+        Arc::new(ScalarUDF::new_from_impl(Replacing {
             inner: datafusion::functions::unicode::substr().as_ref().clone(),
+            replacement: Substring,
         }))
     });
     Arc::clone(&UDF)
@@ -78,54 +81,52 @@ impl ScalarUDFImpl for RegexpExtract {
         Ok(DataType::Utf8)
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let text = |a: &ArrayRef| -> Result<ArrayRef> { Ok(cast(a, &DataType::Utf8)?) };
-        let (strings, patterns) = (text(&arrays[0])?, text(&arrays[1])?);
-        let (strings, patterns) = (strings.as_string::<i32>(), patterns.as_string::<i32>());
-        let groups = match arrays.get(2) {
-            Some(g) => Some(cast(g, &DataType::Int64)?),
-            None => None,
-        };
-        let groups = groups.as_ref().map(|g| g.as_primitive::<Int64Type>());
-        let mut compiled: Option<(String, regex::Regex)> = None;
-        let mut out = StringBuilder::with_capacity(strings.len(), 0);
-        for i in 0..strings.len() {
-            if strings.is_null(i) || patterns.is_null(i) {
-                out.append_null();
-                continue;
-            }
-            let pattern = patterns.value(i);
-            let regex = match &compiled {
-                Some((p, r)) if p == pattern => r,
-                _ => {
-                    let r = regex::Regex::new(pattern)
-                        .map_err(|e| DataFusionError::Execution(format!("regexp_extract: {e}")))?;
-                    &compiled.insert((pattern.to_string(), r)).1
-                }
-            };
-            // As DuckDB: a NULL group, or one the pattern does not have, extracts ''.
-            let group = match groups {
-                Some(g) if g.is_null(i) => None,
-                Some(g) => usize::try_from(g.value(i)).ok(),
-                None => Some(0),
-            };
-            let found = group
-                .filter(|g| *g < regex.captures_len())
-                .and_then(|g| regex.captures(strings.value(i))?.get(g))
-                .map_or("", |m| m.as_str());
-            out.append_value(found);
-        }
-        let result: ArrayRef = Arc::new(out.finish());
-        Ok(if scalar {
-            ColumnarValue::Scalar(datafusion::common::ScalarValue::try_from_array(&result, 0)?)
-        } else {
-            ColumnarValue::Array(result)
-        })
+        elementwise(&args.args, extracted)
     }
+}
+
+/// Each row's `regexp_extract(s, pattern[, group])`.
+fn extracted(arrays: &[ArrayRef]) -> Result<ArrayRef> {
+    let text = |a: &ArrayRef| -> Result<ArrayRef> { Ok(cast(a, &DataType::Utf8)?) };
+    let (strings, patterns) = match arrays {
+        [s, p] | [s, p, _] => (text(s)?, text(p)?),
+        _ => return exec_err!("regexp_extract takes a string, a pattern and a group"),
+    };
+    let (strings, patterns) = (strings.as_string::<i32>(), patterns.as_string::<i32>());
+    let groups = match arrays.get(2) {
+        Some(g) => Some(cast(g, &DataType::Int64)?),
+        None => None,
+    };
+    let groups = groups.as_ref().map(|g| g.as_primitive::<Int64Type>());
+    let mut compiled: Option<(String, regex::Regex)> = None;
+    let mut out = StringBuilder::with_capacity(strings.len(), 0);
+    for i in 0..strings.len() {
+        if strings.is_null(i) || patterns.is_null(i) {
+            out.append_null();
+            continue;
+        }
+        let pattern = patterns.value(i);
+        let regex = match &compiled {
+            Some((p, r)) if p == pattern => r,
+            _ => {
+                let r = regex::Regex::new(pattern)
+                    .map_err(|e| DataFusionError::Execution(format!("regexp_extract: {e}")))?;
+                &compiled.insert((pattern.to_string(), r)).1
+            }
+        };
+        // As DuckDB: a NULL group, or one the pattern does not have, extracts ''.
+        let group = match groups {
+            Some(g) if g.is_null(i) => None,
+            Some(g) => usize::try_from(g.value(i)).ok(),
+            None => Some(0),
+        };
+        let found = group
+            .filter(|g| *g < regex.captures_len())
+            .and_then(|g| regex.captures(strings.value(i))?.get(g))
+            .map_or("", |m| m.as_str());
+        out.append_value(found);
+    }
+    Ok(Arc::new(out.finish()))
 }
 
 /// Replace the session's `substr`/`substring` functions (a quoted `"substring"(…)` is a
@@ -135,69 +136,47 @@ pub(super) fn register(ctx: &SessionContext) {
     ctx.register_udf(regexp_extract_udf());
 }
 
+/// DuckDB's positions, on DataFusion's `substr` (its name, aliases, signature and so
+/// argument coercion, and return type are kept).
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct Substring {
-    /// DataFusion's: its name, aliases, signature and return type are kept.
-    inner: ScalarUDF,
+struct Substring;
+
+impl Replacement for Substring {
+    fn invoke(&self, _inner: &ScalarUDF, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        elementwise(&args.args, substrings)
+    }
 }
 
-impl ScalarUDFImpl for Substring {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn aliases(&self) -> &[String] {
-        self.inner.aliases()
-    }
-    fn signature(&self) -> &Signature {
-        self.inner.signature()
-    }
-    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
-        self.inner.return_type(args)
-    }
-    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
-        self.inner.coerce_types(args)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let rows = args.number_rows;
-        let scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let (text, numbers) = match arrays.as_slice() {
-            [text, numbers @ ..] if (1..=2).contains(&numbers.len()) => (text, numbers),
-            _ => return exec_err!("substring takes a string, a start and a length"),
+/// Each row's `substring(text, start[, length])`.
+fn substrings(arrays: &[ArrayRef]) -> Result<ArrayRef> {
+    let (text, numbers) = match arrays {
+        [text, numbers @ ..] if (1..=2).contains(&numbers.len()) => (text, numbers),
+        _ => return exec_err!("substring takes a string, a start and a length"),
+    };
+    let out_type = text.data_type().clone();
+    let text = cast(text, &DataType::Utf8)?;
+    let text = text.as_string::<i32>();
+    let int64 = |a: &ArrayRef| -> Result<Int64Array> {
+        Ok(cast(a, &DataType::Int64)?.as_primitive().clone())
+    };
+    let start = int64(&numbers[0])?;
+    let length = numbers.get(1).map(int64).transpose()?;
+    let mut out = StringBuilder::with_capacity(text.len(), text.value_data().len());
+    for i in 0..text.len() {
+        let length = match &length {
+            Some(l) if l.is_null(i) => None,
+            Some(l) => Some(l.value(i)),
+            // DuckDB's "the rest": its longest string.
+            None => Some(i64::from(u32::MAX)),
         };
-        let out_type = text.data_type().clone();
-        let text = cast(text, &DataType::Utf8)?;
-        let text = text.as_string::<i32>();
-        let int64 = |a: &ArrayRef| -> Result<Int64Array> {
-            Ok(cast(a, &DataType::Int64)?.as_primitive().clone())
-        };
-        let start = int64(&numbers[0])?;
-        let length = numbers.get(1).map(int64).transpose()?;
-        let mut out = StringBuilder::with_capacity(rows, text.value_data().len());
-        for i in 0..text.len() {
-            let length = match &length {
-                Some(l) if l.is_null(i) => None,
-                Some(l) => Some(l.value(i)),
-                // DuckDB's "the rest": its longest string.
-                None => Some(i64::from(u32::MAX)),
-            };
-            match (text.is_null(i) || start.is_null(i), length) {
-                (false, Some(length)) => {
-                    out.append_value(substring(text.value(i), start.value(i), length))
-                }
-                _ => out.append_null(),
+        match (text.is_null(i) || start.is_null(i), length) {
+            (false, Some(length)) => {
+                out.append_value(substring(text.value(i), start.value(i), length))
             }
+            _ => out.append_null(),
         }
-        let result: ArrayRef = cast(&(Arc::new(out.finish()) as ArrayRef), &out_type)?;
-        Ok(if scalar {
-            ColumnarValue::Scalar(datafusion::common::ScalarValue::try_from_array(&result, 0)?)
-        } else {
-            ColumnarValue::Array(result)
-        })
     }
+    Ok(cast(&(Arc::new(out.finish()) as ArrayRef), &out_type)?)
 }
 
 /// DuckDB's `substring(s, offset, length)`, in characters: from `offset` (1 is the first

@@ -19,11 +19,8 @@ use chrono::{DateTime, NaiveDateTime, Offset, TimeZone, Timelike};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, Result, exec_err};
-use datafusion::logical_expr::expr::{Cast, ScalarFunction, TryCast};
-use datafusion::logical_expr::{
-    ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
-    Signature, Volatility,
-};
+use datafusion::logical_expr::expr::{Cast, TryCast};
+use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, ScalarUDF};
 use datafusion::optimizer::AnalyzerRule;
 
 /// The function a timestamp is written as text by.
@@ -47,12 +44,7 @@ impl AnalyzerRule for DuckdbText {
 /// A cast of a timestamp to text, written by [`TIMESTAMP_TEXT`] (then cast to the text
 /// type asked for, when that is not `Utf8`).
 fn text_cast(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
-    let written = |expr: Box<Expr>| {
-        Box::new(Expr::ScalarFunction(ScalarFunction::new_udf(
-            Arc::new(timestamp_text_udf()),
-            vec![*expr],
-        )))
-    };
+    let written = |expr: Box<Expr>| Box::new(timestamp_text_udf().call(vec![*expr]));
     let to_text =
         |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
     Ok(match e {
@@ -78,48 +70,14 @@ fn text_cast(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     })
 }
 
+/// [`TIMESTAMP_TEXT`]: named as its argument, as the cast it replaces is.
 fn timestamp_text_udf() -> ScalarUDF {
-    ScalarUDF::new_from_impl(TimestampText {
-        signature: Signature::any(1, Volatility::Immutable),
-    })
-}
-
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct TimestampText {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for TimestampText {
-    fn name(&self) -> &str {
-        TIMESTAMP_TEXT
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-    /// Named as its argument, as the cast it replaces is.
-    fn schema_name(&self, args: &[Expr]) -> Result<String> {
-        Ok(match args {
-            [arg] => arg.schema_name().to_string(),
-            _ => format!("{TIMESTAMP_TEXT}({})", args.len()),
-        })
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let [arg] = <[ColumnarValue; 1]>::try_from(args.args).map_err(|_| {
-            datafusion::error::DataFusionError::Internal(format!(
-                "{TIMESTAMP_TEXT} takes one argument"
-            ))
-        })?;
-        Ok(match arg {
-            ColumnarValue::Array(a) => ColumnarValue::Array(timestamps_as_text(&a)?),
-            ColumnarValue::Scalar(s) => {
-                let a = timestamps_as_text(&s.to_array()?)?;
-                ColumnarValue::Scalar(datafusion::common::ScalarValue::try_from_array(&a, 0)?)
-            }
-        })
-    }
+    super::udf::marker(
+        TIMESTAMP_TEXT,
+        timestamps_as_text,
+        Some(DataType::Utf8),
+        |arg| arg.schema_name().to_string(),
+    )
 }
 
 /// Each timestamp of `array` as DuckDB writes it.

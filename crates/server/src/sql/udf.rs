@@ -1,12 +1,153 @@
 //! Functions the SQL sessions add or replace: capped size-taking functions, `from_base64`,
-//! DuckDB's `sha256`.
+//! DuckDB's `sha256`; and the parts the other modules' functions are built of
+//! ([`elementwise`], [`marker`], [`Replacing`]).
 
+use std::fmt::Debug;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use arrow::array::{Array, BinaryArray, StringArray};
-use arrow::datatypes::DataType;
+use arrow::array::{Array, ArrayRef, BinaryArray, StringArray};
+use arrow::datatypes::{DataType, FieldRef};
 use base64::Engine;
-use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
+use datafusion::logical_expr::{
+    ColumnarValue, Documentation, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, Volatility, create_udf,
+};
+
+/// `kernel` over the arguments' values as arrays; a scalar again when every argument was
+/// one, so that a call of constants stays a constant.
+pub(super) fn elementwise(
+    args: &[ColumnarValue],
+    kernel: impl FnOnce(&[ArrayRef]) -> Result<ArrayRef>,
+) -> Result<ColumnarValue> {
+    let scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let result = kernel(&ColumnarValue::values_to_arrays(args)?)?;
+    Ok(if scalar {
+        ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
+    } else {
+        ColumnarValue::Array(result)
+    })
+}
+
+/// A function of one argument that a rewrite puts where an expression was written:
+/// `kernel` over the argument's values, answering `returns` (the argument's type when
+/// `None`), its column named by `named` from the argument, so that the column keeps the
+/// name of what was written.
+pub(super) fn marker(
+    name: &'static str,
+    kernel: fn(&ArrayRef) -> Result<ArrayRef>,
+    returns: Option<DataType>,
+    named: fn(&Expr) -> String,
+) -> ScalarUDF {
+    ScalarUDF::new_from_impl(Marker {
+        name,
+        kernel,
+        returns,
+        named,
+        signature: Signature::any(1, Volatility::Immutable),
+    })
+}
+
+struct Marker {
+    name: &'static str,
+    kernel: fn(&ArrayRef) -> Result<ArrayRef>,
+    returns: Option<DataType>,
+    named: fn(&Expr) -> String,
+    signature: Signature,
+}
+
+impl Debug for Marker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Marker").field(&self.name).finish()
+    }
+}
+
+/// A marker is its name (each name has one kernel).
+impl PartialEq for Marker {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Marker {}
+
+impl Hash for Marker {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for Marker {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        Ok(match &self.returns {
+            Some(t) => t.clone(),
+            None => args.first().cloned().unwrap_or(DataType::Null),
+        })
+    }
+    fn schema_name(&self, args: &[Expr]) -> Result<String> {
+        Ok(match args {
+            [arg] => (self.named)(arg),
+            _ => format!("{}({})", self.name, args.len()),
+        })
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        elementwise(&args.args, |arrays| match arrays {
+            [arg] => (self.kernel)(arg),
+            _ => datafusion::common::internal_err!("{} takes one argument", self.name),
+        })
+    }
+}
+
+/// What a [`Replacing`] function computes instead of the function it replaces.
+pub(super) trait Replacement: Debug + PartialEq + Eq + Hash + Send + Sync + 'static {
+    fn invoke(&self, inner: &ScalarUDF, args: ScalarFunctionArgs) -> Result<ColumnarValue>;
+}
+
+/// One of DataFusion's functions computed otherwise: its name, aliases, signature, types,
+/// simplification and documentation are `inner`'s; its values are `replacement`'s.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct Replacing<R> {
+    pub(super) inner: ScalarUDF,
+    pub(super) replacement: R,
+}
+
+impl<R: Replacement> ScalarUDFImpl for Replacing<R> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(arg_types)
+    }
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+    fn simplify(&self, args: Vec<Expr>, info: &SimplifyContext) -> Result<ExprSimplifyResult> {
+        self.inner.simplify(args, info)
+    }
+    fn documentation(&self) -> Option<&Documentation> {
+        self.inner.documentation()
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        self.replacement.invoke(&self.inner, args)
+    }
+}
 
 /// Functions whose result size is an argument (`repeat('x', 1e9)`, `lpad`, `rpad`,
 /// `array_repeat`): one such call allocated gigabytes that no memory pool accounts for
@@ -18,14 +159,12 @@ pub(super) mod capped {
     use std::sync::Arc;
 
     use arrow::array::AsArray;
-    use arrow::datatypes::{DataType, FieldRef, Int64Type};
+    use arrow::datatypes::{DataType, Int64Type};
     use datafusion::common::{Result, exec_err};
-    use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
-    use datafusion::logical_expr::{
-        ColumnarValue, Documentation, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
-        ScalarUDFImpl, Signature,
-    };
+    use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF};
     use datafusion::prelude::SessionContext;
+
+    use super::{Replacement, Replacing};
 
     /// Largest result one call may produce for a batch of rows, in bytes (estimated from
     /// the largest count and the longest repeated value).
@@ -33,7 +172,6 @@ pub(super) mod capped {
 
     #[derive(Debug, PartialEq, Eq, Hash)]
     struct Capped {
-        inner: ScalarUDF,
         /// Argument holding the repeat count / target length.
         count_arg: usize,
         /// Argument whose length multiplies the count (`repeat`'s string), if any.
@@ -70,32 +208,8 @@ pub(super) mod capped {
         }
     }
 
-    impl ScalarUDFImpl for Capped {
-        fn name(&self) -> &str {
-            self.inner.name()
-        }
-        fn aliases(&self) -> &[String] {
-            self.inner.aliases()
-        }
-        fn signature(&self) -> &Signature {
-            self.inner.signature()
-        }
-        fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-            self.inner.return_type(arg_types)
-        }
-        fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-            self.inner.return_field_from_args(args)
-        }
-        fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-            self.inner.coerce_types(arg_types)
-        }
-        fn simplify(&self, args: Vec<Expr>, info: &SimplifyContext) -> Result<ExprSimplifyResult> {
-            self.inner.simplify(args, info)
-        }
-        fn documentation(&self) -> Option<&Documentation> {
-            self.inner.documentation()
-        }
-        fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    impl Replacement for Capped {
+        fn invoke(&self, inner: &ScalarUDF, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
             let count = args.args.get(self.count_arg).map(max_int).unwrap_or(0);
             let unit = match self.unit_arg.and_then(|i| args.args.get(i)) {
                 Some(v) => max_len(v),
@@ -107,11 +221,11 @@ pub(super) mod capped {
             if count.saturating_mul(unit).saturating_mul(rows) > MAX_VALUE_BYTES {
                 return exec_err!(
                     "{}: the result would exceed {} MiB",
-                    self.inner.name(),
+                    inner.name(),
                     MAX_VALUE_BYTES / deltalite::MIB as i64
                 );
             }
-            self.inner.invoke_with_args(args)
+            inner.invoke_with_args(args)
         }
     }
 
@@ -124,10 +238,12 @@ pub(super) mod capped {
             ("array_repeat", 1, Some(0)),
         ] {
             if let Ok(inner) = ctx.udf(name) {
-                ctx.register_udf(ScalarUDF::new_from_impl(Capped {
+                ctx.register_udf(ScalarUDF::new_from_impl(Replacing {
                     inner: inner.as_ref().clone(),
-                    count_arg,
-                    unit_arg,
+                    replacement: Capped {
+                        count_arg,
+                        unit_arg,
+                    },
                 }));
             }
         }
