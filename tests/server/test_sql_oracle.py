@@ -1312,6 +1312,20 @@ SEMANTICS_TABLES = {
             "doc->'$.arr[2].d' AS k FROM j"
         ),
         "SELECT k, s, ('{{\"s\": \"' || s || '\", \"k\": ' || k || '}}')->>'s' AS x FROM {t}",
+        # EXCEPT ALL / INTERSECT ALL count copies: max(l - r, 0) and min(l, r) of each row,
+        # NULLs alike; without ALL each row once.
+        "SELECT k FROM {t} EXCEPT ALL SELECT k FROM {t} WHERE v > 0",
+        "SELECT k FROM {t} INTERSECT ALL SELECT k FROM {t} WHERE v IS NULL OR v > 0",
+        "SELECT k, s IS NULL AS n FROM {t} EXCEPT ALL SELECT k, false FROM {t} WHERE v > 0",
+        "SELECT k, v FROM {t} INTERSECT ALL SELECT k, v FROM {t} WHERE v IS NULL",
+        "SELECT k FROM {t} EXCEPT SELECT k FROM {t} WHERE v > 3",
+        "SELECT k FROM {t} INTERSECT SELECT k FROM {t} WHERE v > 0",
+        "SELECT DISTINCT k FROM {t} INTERSECT ALL SELECT k FROM {t}",
+        "(SELECT k FROM {t} UNION ALL SELECT k FROM {t}) EXCEPT ALL SELECT k FROM {t}",
+        (
+            "SELECT count(*) AS n, count(k) AS c FROM (SELECT k FROM {t} EXCEPT ALL "
+            "SELECT 1 INTERSECT ALL SELECT k FROM {t})"
+        ),
         # Recursive CTEs: on their own, and seeded from a table.
         (
             "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) "

@@ -27,6 +27,7 @@ mod relations;
 mod resolve;
 mod rewrite;
 mod scan;
+mod set_operations;
 pub mod stores;
 mod strings;
 pub mod targets;
@@ -840,6 +841,7 @@ pub(crate) fn assign_types(
     let mut fields = Vec::with_capacity(batch.num_columns());
     let mut columns = Vec::with_capacity(batch.num_columns());
     let mut changed = false;
+    rules.insert(1, Arc::new(set_operations::MultisetOperations));
     for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
         let to = target
             .field_with_name(field.name())
