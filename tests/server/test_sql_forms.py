@@ -432,6 +432,34 @@ def test_integer_overflow_is_an_error_not_a_wrapped_number(client, server, schem
     )
 
 
+def test_at_time_zone_keeps_the_wall_clock_and_names_bad_zones(client, schema):
+    """`TIMESTAMPTZ … AT TIME ZONE` is the zone's wall clock, a TIMESTAMP that every client
+    sees as written (DataFusion labelled the same instant with the zone, which clients
+    showed back in UTC); an unknown zone is DuckDB's error, with one class name."""
+    client.query(f"CREATE TABLE {schema}.tz AS SELECT TIMESTAMPTZ '2024-01-15 10:30:00+00' AS at")
+    assert client.query(
+        f"SELECT at AT TIME ZONE 'America/New_York' AS ny, "
+        f"timezone('Asia/Tokyo', at) AS tokyo FROM {schema}.tz"
+    ) == (["ny", "tokyo"], [["2024-01-15T05:30:00", "2024-01-15T19:30:00"]])
+    for sql, message in [
+        (
+            f"SELECT at AT TIME ZONE 'Nowhere/X' FROM {schema}.tz",
+            "Not implemented Error: Unknown TimeZone 'Nowhere/X'",
+        ),
+        (
+            "SELECT make_timestamptz(2024, 1, 1, 0, 0, 0.0, 'Nowhere/X')",
+            "Not implemented Error: Unknown TimeZone 'Nowhere/X'",
+        ),
+        (
+            "SELECT 3 AT TIME ZONE 'UTC'",
+            "Binder Error: timezone takes a TIMESTAMP, TIMESTAMPTZ or DATE, not Int64",
+        ),
+    ]:
+        with pytest.raises(SqlError) as e:
+            client.query(sql)
+        assert e.value.message == message, sql
+
+
 def test_a_column_named_twice_gets_duckdbs_name_for_the_copy(client, schema):
     """dbt writes `SELECT DISTINCT state, state` for a unique key listed twice."""
     client.query(f"CREATE TABLE {schema}.u AS SELECT 'CT' AS state, 1 AS v")

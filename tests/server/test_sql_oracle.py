@@ -1312,6 +1312,28 @@ SEMANTICS_TABLES = {
             "doc->'$.arr[2].d' AS k FROM j"
         ),
         "SELECT k, s, ('{{\"s\": \"' || s || '\", \"k\": ' || k || '}}')->>'s' AS x FROM {t}",
+        # AT TIME ZONE (and timezone()): an instant's wall clock in a zone, a wall clock's
+        # instant, across the hours a daylight-saving change skips and repeats.
+        (
+            "SELECT k, v, CAST((TIMESTAMPTZ '2024-03-10 06:30:00+00' + v * INTERVAL 1 HOUR) "
+            "AT TIME ZONE 'America/New_York' AS VARCHAR) AS ny, "
+            "CAST((TIMESTAMP '2024-03-10 01:30:00' + v * INTERVAL 1 HOUR) "
+            "AT TIME ZONE 'America/New_York' AS VARCHAR) AS back FROM {t}"
+        ),
+        (
+            "SELECT z, CAST(x AT TIME ZONE z AS VARCHAR) AS a, "
+            "CAST(CAST(x AT TIME ZONE z AS DATE) AS VARCHAR) AS d, CAST(timezone(z, CAST(x AS TIMESTAMP)) AS VARCHAR) AS b, "
+            "CAST(DATE '2024-10-27' AT TIME ZONE z AS VARCHAR) AS c FROM (VALUES "
+            "(TIMESTAMPTZ '2024-11-03 05:30:00+00', 'America/New_York'), "
+            "(TIMESTAMPTZ '2024-10-27 00:30:00+00', 'Europe/Berlin'), "
+            "(TIMESTAMPTZ '2024-06-01 20:00:00+00', 'Asia/Kolkata'), "
+            "(NULL, 'UTC'), (TIMESTAMPTZ '2024-01-01 00:00:00+00', NULL)) v(x, z)"
+        ),
+        (
+            "SELECT CAST(date_trunc('day', (TIMESTAMPTZ '2024-01-15 03:30:00+00' + "
+            "v * INTERVAL 1 HOUR) AT TIME ZONE 'America/New_York') AS VARCHAR) AS day, "
+            "count(*) AS n FROM {t} GROUP BY 1"
+        ),
         # EXCEPT ALL / INTERSECT ALL count copies: max(l - r, 0) and min(l, r) of each row,
         # NULLs alike; without ALL each row once.
         "SELECT k FROM {t} EXCEPT ALL SELECT k FROM {t} WHERE v > 0",

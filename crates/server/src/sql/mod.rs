@@ -35,6 +35,7 @@ mod temp;
 mod temporal;
 mod text_casts;
 pub mod time_travel;
+mod time_zones;
 mod type_planner;
 mod udf;
 mod vector_scan;
@@ -156,6 +157,19 @@ pub(crate) fn sql_err(msg: impl Into<String>) -> ApiError {
     ApiError::BadRequest(msg.into())
 }
 
+/// DuckDB's error classes, as its messages begin.
+const ERROR_CLASSES: [&str; 9] = [
+    "Binder Error: ",
+    "Catalog Error: ",
+    "Constraint Error: ",
+    "Conversion Error: ",
+    "Invalid Input Error: ",
+    "Not implemented Error: ",
+    "Out of Range Error: ",
+    "Parser Error: ",
+    "Permission Error: ",
+];
+
 /// A DataFusion error as the client sees it, with DuckDB's error class names; transient
 /// storage failures underneath answer `503`.
 pub fn sql_error(e: datafusion::error::DataFusionError) -> ApiError {
@@ -165,6 +179,8 @@ pub fn sql_error(e: datafusion::error::DataFusionError) -> ApiError {
         E::Plan(m) => format!("Binder Error: {m}"),
         E::SchemaError(err, _) => format!("Binder Error: {err}"),
         E::NotImplemented(m) => format!("Not implemented Error: {m}"),
+        // A function's message that names its DuckDB class keeps it.
+        E::Execution(m) if ERROR_CLASSES.iter().any(|c| m.starts_with(c)) => m.clone(),
         E::Execution(m) => format!("Invalid Input Error: {m}"),
         E::ArrowError(err, _) => match err.as_ref() {
             arrow::error::ArrowError::ArithmeticOverflow(m) => format!("Out of Range Error: {m}"),
@@ -313,6 +329,7 @@ impl SqlSession {
             udf::now::NowMicros::new(),
         ));
         ctx.register_udf(udf::error_udf());
+        ctx.register_udf(time_zones::timezone_udf());
         ctx.register_udf(udf::row_key_udf());
         ctx.register_udf(arithmetic::integer_divide_udf());
         for f in temporal::udfs() {
@@ -824,6 +841,7 @@ pub(crate) fn assigned_rows(
 fn analyzer_rules() -> Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> {
     let mut rules = datafusion::optimizer::Analyzer::new().rules;
     rules.insert(0, Arc::new(arithmetic::DuckdbArithmetic));
+    rules.insert(1, Arc::new(set_operations::MultisetOperations));
     rules.push(Arc::new(arithmetic::CheckedIntegers));
     rules.push(Arc::new(text_casts::DuckdbText));
     rules
@@ -841,7 +859,6 @@ pub(crate) fn assign_types(
     let mut fields = Vec::with_capacity(batch.num_columns());
     let mut columns = Vec::with_capacity(batch.num_columns());
     let mut changed = false;
-    rules.insert(1, Arc::new(set_operations::MultisetOperations));
     for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
         let to = target
             .field_with_name(field.name())

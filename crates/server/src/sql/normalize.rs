@@ -66,6 +66,7 @@ fn expression(e: &mut Expr) {
     count_if(e);
     arg_max(e);
     strptime(e);
+    at_time_zone(e);
     super::json::rewrite(e);
     distinct_from_precedence(e);
     duckdb_function(e);
@@ -341,6 +342,19 @@ fn arg_max(e: &mut Expr) {
     if let Some(rewritten) = parse_expr(&sql) {
         *e = rewritten;
     }
+}
+
+/// `x AT TIME ZONE z` as DuckDB plans it, `timezone(z, x)` (`sql/time_zones.rs`).
+fn at_time_zone(e: &mut Expr) {
+    let Expr::AtTimeZone {
+        timestamp,
+        time_zone,
+    } = e
+    else {
+        return;
+    };
+    let args = vec![time_zone.as_ref().clone(), timestamp.as_ref().clone()];
+    *e = function_call(super::time_zones::TIMEZONE, args);
 }
 
 /// DuckDB's `strptime(text, format)`: `CAST(to_timestamp_micros(text, format) AS

@@ -552,17 +552,11 @@ fn make_timestamp(
             .ok_or_else(invalid)?;
         let value = match zones.map(|z| z.value(row)).or(zone) {
             None => naive.and_utc().timestamp_micros(),
-            Some(name) => {
-                let tz: arrow::array::timezone::Tz = name.parse().map_err(|_| {
-                    DataFusionError::Execution(format!(
-                        "Not implemented Error: Unknown TimeZone '{name}'"
-                    ))
-                })?;
-                tz.from_local_datetime(&naive)
-                    .earliest()
-                    .ok_or_else(invalid)?
-                    .timestamp_micros()
-            }
+            Some(name) => super::time_zones::zone_named(name)?
+                .from_local_datetime(&naive)
+                .earliest()
+                .ok_or_else(invalid)?
+                .timestamp_micros(),
         };
         out.push(Some(value));
     }
