@@ -2,11 +2,14 @@
 
 1. Ingest: a ~1 GB Parquet file POSTed to /upload (append to a matching table) vs
    deltalake.write_deltalake of the same file in-process: wall time, MB/s, server peak RSS.
-2. Query: GROUP BY day and a selective filter over a 16M-row table through /query
-   (NDJSON and Parquet) vs DuckDB reading the same Parquet files directly.
+2. Query: GROUP BY day, a selective filter, integer arithmetic (checked for overflow),
+   casts of DOUBLEs to integers (rounded), EXCEPT ALL (copies counted) and EXCEPT over
+   a 16M-row table through /query (NDJSON and Parquet) vs DuckDB reading the same
+   Parquet files directly; medians of --runs.
 
 Usage: .venv/bin/python bench/server/ingest_query.py --bin target/release/deltalite
-       [--ingest-mb 1024] [--query-rows 16000000] [--work /tmp/deltalite-server-bench]
+       [--ingest-mb 1024] [--query-rows 16000000] [--runs 3]
+       [--work /tmp/deltalite-server-bench]
 """
 
 import argparse
@@ -14,6 +17,7 @@ import base64
 import json
 import os
 import shutil
+import statistics
 import sys
 import time
 import urllib.request
@@ -89,11 +93,23 @@ def make_parquet(path: Path, rows: int, payload: int, seed: int) -> None:
             )
 
 
+# Queries whose rows are compared with DuckDB's (the others' averages may differ in
+# their last digits).
+EXACT = ("integer arithmetic", "cast to integer", "except all", "except")
+
+
+def out_rows(url: str, sql: str) -> list[bytes]:
+    """The NDJSON rows of `sql` over the bench table (after the header lines)."""
+    body = json.dumps({"statement": sql.format(t="lakehouse.bench.facts")}).encode()
+    return post(f"{url}/query", body, "application/json").splitlines()[2:]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--ingest-mb", type=int, default=1024)
     ap.add_argument("--query-rows", type=int, default=16_000_000)
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--work", default="/tmp/deltalite-server-bench")
     a = ap.parse_args()
     work = Path(a.work)
@@ -142,8 +158,18 @@ def main() -> None:
         queries = {
             "group by day": "SELECT day, count(*), sum(v), avg(x) FROM {t} GROUP BY day ORDER BY day",
             "selective filter": "SELECT id, v, x FROM {t} WHERE id BETWEEN 5000000 AND 5000100 ORDER BY id",
+            "integer arithmetic": "SELECT day, sum(v * 3 + id - 7) FROM {t} GROUP BY day ORDER BY day",
+            "cast to integer": "SELECT day, sum(CAST(x * 1000 AS BIGINT)) FROM {t} GROUP BY day ORDER BY day",
+            "except all": (
+                "SELECT count(*) FROM (SELECT day, v FROM {t} "
+                "EXCEPT ALL SELECT day, v FROM {t} WHERE id % 3 = 0)"
+            ),
+            "except": (
+                "SELECT count(*) FROM (SELECT day, v FROM {t} "
+                "EXCEPT SELECT day, v FROM {t} WHERE id % 3 = 0)"
+            ),
         }
-        print(f"query over {a.query_rows} rows")
+        print(f"query over {a.query_rows} rows, median of {a.runs}")
         con = duckdb.connect()
         for name, sql in queries.items():
             timings = {}
@@ -151,15 +177,28 @@ def main() -> None:
                 body = json.dumps(
                     {"statement": sql.format(t="lakehouse.bench.facts"), "format": fmt}
                 ).encode()
+                runs = []
+                for _ in range(a.runs):
+                    t0 = time.perf_counter()
+                    out = post(f"{url}/query", body, "application/json")
+                    runs.append(time.perf_counter() - t0)
+                    assert b'"error"' not in out[:2000] or fmt == "parquet", out[:500]
+                timings[fmt] = statistics.median(runs)
+            theirs = sql.format(t=f"read_parquet('{files}')")
+            runs = []
+            for _ in range(a.runs):
                 t0 = time.perf_counter()
-                out = post(f"{url}/query", body, "application/json")
-                timings[fmt] = time.perf_counter() - t0
-                assert b'"error"' not in out[:2000] or fmt == "parquet", out[:500]
-            t0 = time.perf_counter()
-            con.execute(sql.format(t=f"read_parquet('{files}')")).fetchall()
-            duck = time.perf_counter() - t0
+                con.execute(theirs).fetchall()
+                runs.append(time.perf_counter() - t0)
+            duck = statistics.median(runs)
+            if name in EXACT:
+                ours_rows = [json.loads(r) for r in out_rows(url, sql)]
+                assert ours_rows == [
+                    [v.isoformat() if hasattr(v, "isoformat") else v for v in r]
+                    for r in con.execute(theirs).fetchall()
+                ], name
             print(
-                f"  {name:17s} ndjson {timings['default']:6.3f} s  parquet {timings['parquet']:6.3f} s  "
+                f"  {name:18s} ndjson {timings['default']:6.3f} s  parquet {timings['parquet']:6.3f} s  "
                 f"duckdb {duck:6.3f} s  ratio {min(timings.values()) / duck:5.2f}x"
             )
         print(f"server peak RSS {server.rss_mb()[1]:.0f} MB")
