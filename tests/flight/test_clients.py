@@ -90,6 +90,22 @@ def test_adbc_ddl_dml_and_parameters(adbc_conn, client):
     ]
 
 
+def test_adbc_show_tables_lists_what_duckdb_lists(adbc_conn, client):
+    """`SHOW TABLES` and `SHOW ALL TABLES` over Flight: their result is known only by
+    running them, so GetFlightInfo runs them; ALL's column lists arrive as lists."""
+    table = unique("adbc_show")
+    cur = adbc_conn.cursor()
+    cur.execute(f"CREATE TABLE {table} (id INT, name VARCHAR)")
+    adbc_conn.commit()
+    cur.execute("SHOW TABLES")
+    assert [d[0] for d in cur.description] == ["name"]
+    assert (table,) in cur.fetchall()
+    cur.execute("SHOW ALL TABLES")
+    shown = {r[2]: r[3:5] for r in cur.fetchall()}
+    assert shown[table] == (["id", "name"], ["INTEGER", "VARCHAR"])
+    cur.close()
+
+
 def test_adbc_commit_and_rollback(adbc_conn, client):
     table = unique("adbc_tx")
     made = unique("adbc_tx_new")

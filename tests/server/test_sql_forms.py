@@ -10,8 +10,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import SqlError
+from conftest import Client, SqlError
 from deltalake import DeltaTable
+from server_process import ServerProcess
 
 _names = itertools.count()
 
@@ -436,7 +437,9 @@ def test_at_time_zone_keeps_the_wall_clock_and_names_bad_zones(client, schema):
     """`TIMESTAMPTZ … AT TIME ZONE` is the zone's wall clock, a TIMESTAMP that every client
     sees as written (DataFusion labelled the same instant with the zone, which clients
     showed back in UTC); an unknown zone is DuckDB's error, with one class name."""
-    client.query(f"CREATE TABLE {schema}.tz AS SELECT TIMESTAMPTZ '2024-01-15 10:30:00+00' AS at")
+    client.query(
+        f"CREATE TABLE {schema}.tz AS SELECT TIMESTAMPTZ '2024-01-15 10:30:00+00' AS at"
+    )
     assert client.query(
         f"SELECT at AT TIME ZONE 'America/New_York' AS ny, "
         f"timezone('Asia/Tokyo', at) AS tokyo FROM {schema}.tz"
@@ -636,3 +639,95 @@ def test_tables_are_scanned_into_plain_strings_and_binaries(client, schema):
     assert client.rows(
         f"SELECT DISTINCT arrow_typeof(s), arrow_typeof(b) FROM {schema}.typed"
     ) == [("Utf8", "Binary")]
+
+
+def test_show_statements_answer_as_duckdb_within_the_grants(tmp_path):
+    """SHOW TABLES [FROM …], SHOW ALL TABLES, SHOW SCHEMAS and SHOW DATABASES answer
+    DuckDB's rows and errors; a user granted one catalog sees nothing of another, in any
+    form (`FROM` a hidden catalog fails as a missing schema does)."""
+    setup = [
+        "CREATE SCHEMA lakehouse.s2",
+        "CREATE TABLE lakehouse.main.t (a INTEGER)",
+        "CREATE TABLE lakehouse.s2.u (b VARCHAR, a INTEGER)",
+        "CREATE TABLE lakehouse.s2.t (a INTEGER)",
+        "CREATE VIEW lakehouse.s2.w AS SELECT a FROM lakehouse.s2.t",
+        "CREATE TABLE other.main.secret (x INTEGER)",
+    ]
+    # DuckDB's default database is the file's: `lakehouse`, as the server's default.
+    duck = duckdb.connect(str(tmp_path / "lakehouse.duckdb"))
+    duck.execute("ATTACH ':memory:' AS other; SET TimeZone = 'UTC'")
+    for statement in setup:
+        duck.execute(statement)
+
+    def duckdb_answer(sql: str):
+        try:
+            cursor = duck.execute(sql)
+        except duckdb.Error as e:
+            return str(e)
+        # The HTTP API writes lists as text.
+        rows = [
+            [f"[{', '.join(v)}]" if isinstance(v, list) else v for v in row]
+            for row in cursor.fetchall()
+        ]
+        return [d[0] for d in cursor.description], rows
+
+    def ours(client: Client, sql: str):
+        try:
+            return client.query(sql)
+        except SqlError as e:
+            return e.message
+
+    with ServerProcess(
+        data=tmp_path / "lake",
+        users=(("alice", "secret"), ("bob", "pw")),
+        catalogs=("lakehouse", "other"),
+        grants={"bob": ["lakehouse"]},
+    ) as server:
+        alice, bob = Client(server), Client(server, "bob", "pw")
+        alice.query("; ".join(setup))
+        for sql in [
+            "SHOW TABLES",
+            "USE lakehouse.s2; SHOW TABLES",
+            "SHOW TABLES FROM lakehouse",
+            "SHOW TABLES FROM s2",
+            "SHOW TABLES FROM lakehouse.s2",
+            "SHOW TABLES FROM other",
+            "SHOW TABLES FROM lakehouse.nope",
+            "SHOW TABLES FROM nope",
+            "SHOW ALL TABLES",
+            "SHOW SCHEMAS",
+            "USE lakehouse.s2; SHOW SCHEMAS",
+            "SHOW DATABASES",
+        ]:
+            # DuckDB's connection keeps a `USE`: each statement starts from the default.
+            duck.execute("USE lakehouse.main")
+            assert ours(alice, sql) == duckdb_answer(sql), sql
+
+        hidden = (
+            'Catalog Error: SHOW TABLES FROM: No catalog + schema named "{}" found.'
+        )
+        assert bob.query("SHOW DATABASES") == (["database_name"], [["lakehouse"]])
+        assert bob.query("SHOW SCHEMAS") == (
+            ["database_name", "schema_name", "current"],
+            [["lakehouse", "main", True], ["lakehouse", "s2", False]],
+        )
+        assert [r[:3] for r in bob.query("SHOW ALL TABLES")[1]] == [
+            ["lakehouse", "main", "t"],
+            ["lakehouse", "s2", "t"],
+            ["lakehouse", "s2", "u"],
+            ["lakehouse", "s2", "w"],
+        ]
+        for sql, message in [
+            ("SHOW TABLES FROM other", hidden.format("lakehouse.other")),
+            ("SHOW TABLES FROM other.main", hidden.format("other.main")),
+            (
+                "SHOW TABLES LIKE 't%'",
+                (
+                    "Not implemented Error: SHOW TABLES takes no filter or limit; "
+                    "select from information_schema instead"
+                ),
+            ),
+        ]:
+            with pytest.raises(SqlError) as e:
+                bob.query(sql)
+            assert e.value.message == message, sql

@@ -151,6 +151,9 @@ pub(super) fn check_allowed(statement: &DFStatement) -> Result<(), ApiError> {
             // `ATTACH ':memory:' AS name` makes a scratch catalog for a session that has
             // room for one (`SqlSession::execute` decides); no other file is attached.
             Statement::AttachDatabase { .. } if is_memory_attach(s) => Ok(()),
+            // `SHOW TABLES` and its kin: queries over `information_schema` the server
+            // writes (`sql/show.rs`), through this guard again.
+            s if super::show::is_show(s) => Ok(()),
             Statement::DetachDuckDBDatabase { .. } => Ok(()),
             Statement::Copy { .. } | Statement::CopyIntoSnowflake { .. } => {
                 Err(sql_err("Permission Error: COPY is not allowed"))

@@ -28,6 +28,7 @@ mod resolve;
 mod rewrite;
 mod scan;
 mod set_operations;
+mod show;
 pub mod stores;
 mod strings;
 pub mod targets;
@@ -545,6 +546,7 @@ impl SqlSession {
                 | Statement::Merge(_)
                 | Statement::Truncate(_) => return Ok(Some(Self::count(0).schema())),
                 Statement::Explain { .. } | Statement::ExplainTable { .. } => return Ok(None),
+                s if show::is_show(s) => return Ok(None),
                 _ => return Ok(Some(Self::ok_status().schema())),
             },
             _ => return Ok(None),
@@ -661,6 +663,7 @@ impl SqlSession {
             Statement::ExplainTable { table_name, .. } => {
                 self.describe(&format!("SELECT * FROM {table_name}")).await
             }
+            s if show::is_show(s) => self.show(s).await,
             _ => Err(sql_err("Permission Error: statement not allowed")),
         }
     }
