@@ -43,9 +43,10 @@ ours=()
 while read -r m; do
     mountpoint -q "$m" 2>/dev/null || ours+=("$m")
 done < <(_py313_mounts "$PY313_ROOT")
-WORK="$(mktemp -d "$PY313_ROOT/tmp/deltalite-flight-sdist-XXXXXX")"
+# Made once the root exists (a fresh machine has none until py313_root builds it).
+WORK=""
 cleanup() {
-    rm -rf "$WORK"
+    [ -z "$WORK" ] || rm -rf "$WORK"
     local m
     for m in "${ours[@]}"; do
         if mountpoint -q "$m" 2>/dev/null; then
@@ -59,6 +60,7 @@ py313_root "$PY313_ROOT"
 py313_venv "$PY313_ROOT" "$VENV" requirements-clients.txt
 py313_venv "$PY313_ROOT" "$VENV" requirements-flight.txt
 py313_venv "$PY313_ROOT" "$DBT_VENV" requirements-dbt.txt
+WORK="$(mktemp -d "$PY313_ROOT/tmp/deltalite-flight-sdist-XXXXXX")"
 
 # The sdist, at its pinned version and hash (kept in the root's cache between runs).
 CACHE="$PY313_ROOT/var/cache/deltalite-sdists"
