@@ -731,3 +731,64 @@ def test_show_statements_answer_as_duckdb_within_the_grants(tmp_path):
             with pytest.raises(SqlError) as e:
                 bob.query(sql)
             assert e.value.message == message, sql
+
+
+def test_columns_are_named_without_regard_to_case(client, schema):
+    """A column with capitals (an uploaded file's header, a quoted name) is read, filtered,
+    updated and merged by any spelling, as in DuckDB, and the result keeps the table's
+    spelling; a name the statement defines in another spelling is that name, and two
+    tables' `ID` and `id` are told apart by their qualifiers."""
+    s = schema
+    setup = [
+        f'CREATE TABLE {s}.c ("CustomerID" INTEGER, "Name" VARCHAR, id INTEGER)',
+        f"INSERT INTO {s}.c VALUES (1, 'a', 10), (2, 'b', 20)",
+        f'CREATE TABLE {s}.u ("ID" INTEGER, x INTEGER)',
+        f"INSERT INTO {s}.u VALUES (10, 5), (30, 6)",
+    ]
+    duck = duckdb.connect()
+    duck.execute(f"ATTACH ':memory:' AS lakehouse; CREATE SCHEMA {s}")
+    for statement in setup:
+        duck.execute(statement)
+    client.query("; ".join(setup))
+
+    def same(sql: str):
+        cursor = duck.execute(sql)
+        expected = (
+            [d[0] for d in cursor.description],
+            [list(r) for r in cursor.fetchall()],
+        )
+        assert client.query(sql) == expected, sql
+
+    for sql in [
+        f"SELECT CustomerID, name, NAME AS n2 FROM {s}.c ORDER BY customerid",
+        f"SELECT c.customerid, count(*) AS n FROM {s}.c c GROUP BY c.CUSTOMERID ORDER BY 1",
+        f"SELECT * FROM {s}.c WHERE Name = 'b'",
+        f"SELECT u.id AS a, c.id AS b FROM {s}.c JOIN {s}.u ON c.id = u.id",
+        f"SELECT {s}.u.id FROM {s}.u ORDER BY 1",
+        f'SELECT id FROM (SELECT "ID" AS id FROM {s}.u) ORDER BY id',
+        f"SELECT x AS id FROM {s}.u ORDER BY id DESC",
+        f"WITH w AS (SELECT customerid AS k FROM {s}.c) SELECT k FROM w ORDER BY k",
+    ]:
+        same(sql)
+    for sql in [
+        f"UPDATE {s}.c SET name = name || 'z' WHERE customerid = 1",
+        f"DELETE FROM {s}.c WHERE CUSTOMERID = 2",
+        f"INSERT INTO {s}.c (customerid, name) VALUES (7, 'q')",
+        (
+            f"MERGE INTO {s}.c AS t USING (SELECT 7 AS customerid, 'm' AS name) src "
+            "ON t.customerid = src.customerid WHEN MATCHED THEN UPDATE SET name = src.name"
+        ),
+        (
+            f"MERGE INTO {s}.c AS t USING (SELECT 8 AS CustomerID, 'n' AS Name) src "
+            "ON t.customerid = src.customerid WHEN NOT MATCHED THEN INSERT BY NAME"
+        ),
+    ]:
+        duck.execute(sql)
+        client.query(sql)
+    same(f"SELECT * FROM {s}.c ORDER BY 1")
+    with pytest.raises(SqlError) as e:
+        client.query(f"UPDATE {s}.c SET nope = 1")
+    assert (
+        e.value.message
+        == 'Binder Error: Table "c" does not have a column with name "nope"'
+    )

@@ -8,6 +8,7 @@
 mod analyzer;
 mod arithmetic;
 mod catalog_view;
+mod column_case;
 mod ddl;
 mod dialect;
 mod dml;

@@ -169,17 +169,27 @@ impl SqlSession {
             .collect();
         let assignments = match assignments {
             None => None,
-            Some(set) => {
-                for (col, _) in &set {
-                    if !columns.contains(col) {
-                        return Err(sql_err(format!(
-                            "Binder Error: Table \"{}\" does not have a column with name \"{col}\"",
-                            name.table
-                        )));
-                    }
-                }
-                Some(set)
-            }
+            // A column is named without regard to case when that names one
+            // (`sql/column_case.rs`): `SET name = …` assigns `Name`.
+            Some(set) => Some(
+                set.into_iter()
+                    .map(|(col, value)| {
+                        let folded = col.to_lowercase();
+                        let mut alike = columns.iter().filter(|c| c.to_lowercase() == folded);
+                        let column = match (alike.next(), alike.next()) {
+                            _ if columns.contains(&col) => col.clone(),
+                            (Some(only), None) => only.clone(),
+                            _ => {
+                                return Err(sql_err(format!(
+                                    "Binder Error: Table \"{}\" does not have a column with name \"{col}\"",
+                                    name.table
+                                )));
+                            }
+                        };
+                        Ok((column, value))
+                    })
+                    .collect::<Result<Vec<_>, ApiError>>()?,
+            ),
         };
         // Plan (not run) the statement's expressions against the table itself first, so
         // a wrong column or type is reported as the client wrote it.

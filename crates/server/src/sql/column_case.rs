@@ -1,0 +1,229 @@
+//! Column names are matched without regard to case, as DuckDB matches them: a table
+//! whose column is `CustomerID` (an uploaded file's header, a quoted name) is read with
+//! `SELECT CustomerID` or `customerid`, and the result column keeps the table's
+//! spelling. DataFusion folds an unquoted name to lower case and then matches exactly,
+//! so neither form found the column ("No field named customerid").
+//!
+//! Before a statement is planned, each unquoted column reference (the last part of a
+//! name in an expression) is written as the spelling with capitals it stands for,
+//! quoted: a qualified one (`t.customerid`) as its table's column, when the qualifier
+//! names a table of the statement; any other as the one spelling its lower case has
+//! among the statement's tables' columns and the names the statement defines (aliases,
+//! a CTE's columns). A name spelled two ways there (`ID` and `id`; `SELECT "ID" AS id
+//! … ORDER BY id`, where `id` is the alias) is left as written, and so is every name of
+//! a statement over lower-case tables (every one dlt and dbt write).
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+use datafusion::common::TableReference;
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::{
+    Expr, Ident, ObjectName, Query, SelectItem, SetExpr, Statement, TableAlias, TableFactor, Visit,
+    Visitor, visit_expressions_mut,
+};
+
+use super::{SqlSession, name_parts};
+
+/// A name as DataFusion reads it: unquoted ones folded to lower case.
+fn read(ident: &Ident) -> String {
+    match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_lowercase(),
+    }
+}
+
+/// The SQL statement inside `statement` (an `EXPLAIN`'s too).
+fn inner(statement: &mut DFStatement) -> Option<&mut Statement> {
+    match statement {
+        DFStatement::Statement(s) => Some(s.as_mut()),
+        DFStatement::Explain(e) => match e.statement.as_mut() {
+            DFStatement::Statement(s) => Some(s.as_mut()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// How a statement's column names are spelled.
+#[derive(Default)]
+struct Spellings {
+    /// Lower case → its one spelling among every column and defined name (`None`:
+    /// spelled several ways).
+    all: HashMap<String, Option<String>>,
+    /// A qualifier (a table's alias, or its name) → its table's columns by lower case.
+    tables: HashMap<String, HashMap<String, String>>,
+}
+
+impl Spellings {
+    fn add(&mut self, name: &str) {
+        let folded = name.to_lowercase();
+        match self.all.get(&folded) {
+            None => {
+                self.all.insert(folded, Some(name.to_string()));
+            }
+            Some(Some(other)) if other != name => {
+                self.all.insert(folded, None);
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Whether any name has capitals (else nothing can need a new spelling).
+    fn has_capitals(&self) -> bool {
+        self.all
+            .iter()
+            .any(|(folded, spelling)| spelling.as_deref() != Some(folded.as_str()))
+    }
+
+    /// The spelling `column` (qualified by `qualifier`) stands for, when it is not its
+    /// own.
+    fn respelled(&self, qualifier: Option<&Ident>, column: &Ident) -> Option<String> {
+        if column.quote_style.is_some() {
+            return None;
+        }
+        let folded = column.value.to_lowercase();
+        let spelling = match qualifier.and_then(|q| self.tables.get(&read(q))) {
+            Some(columns) => columns.get(&folded),
+            None => self.all.get(&folded).and_then(Option::as_ref),
+        }?;
+        (*spelling != folded).then(|| spelling.clone())
+    }
+}
+
+impl SqlSession {
+    /// `statement` with its column references spelled as the tables it reads spell them
+    /// (the tables must be registered: `register_references`).
+    pub(super) async fn spell_columns(&self, mut statement: DFStatement) -> DFStatement {
+        let Some(sql) = inner(&mut statement) else {
+            return statement;
+        };
+        let mut names = Names::default();
+        let _ = sql.visit(&mut names);
+        let mut spellings = Spellings::default();
+        for (qualifier, table) in &names.tables {
+            let Some(columns) = self.columns_of(table).await else {
+                continue;
+            };
+            for column in &columns {
+                spellings.add(column);
+            }
+            let by_case = columns.into_iter().map(|c| (c.to_lowercase(), c)).collect();
+            spellings.tables.insert(qualifier.clone(), by_case);
+        }
+        for name in &names.defined {
+            spellings.add(name);
+        }
+        if !spellings.has_capitals() {
+            return statement;
+        }
+        let respell = |qualifier: Option<&Ident>, column: &mut Ident| {
+            if let Some(spelling) = spellings.respelled(qualifier, column) {
+                column.value = spelling;
+                column.quote_style = Some('"');
+            }
+        };
+        let _ = visit_expressions_mut(sql, |e| {
+            match e {
+                Expr::Identifier(ident) => respell(None, ident),
+                Expr::CompoundIdentifier(parts) => {
+                    if let [.., qualifier, column] = parts.as_mut_slice() {
+                        respell(Some(&*qualifier), column);
+                    }
+                }
+                _ => {}
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        statement
+    }
+
+    /// The column names of the registered table `name` (`None`: not a table, e.g. a
+    /// CTE's name).
+    async fn columns_of(&self, name: &ObjectName) -> Option<Vec<String>> {
+        let reference = match name_parts(name).ok()?.as_slice() {
+            [t] => TableReference::bare(t.as_str()),
+            [s, t] => TableReference::partial(s.as_str(), t.as_str()),
+            [c, s, t] => TableReference::full(c.as_str(), s.as_str(), t.as_str()),
+            _ => return None,
+        };
+        let table = self.ctx.table_provider(reference).await.ok()?;
+        Some(
+            table
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect(),
+        )
+    }
+}
+
+/// The tables a statement reads (with the qualifier each is known by) and the column
+/// names it defines (select aliases, a CTE's or derived table's column names).
+#[derive(Default)]
+struct Names {
+    tables: Vec<(String, ObjectName)>,
+    defined: Vec<String>,
+}
+
+impl Names {
+    fn add_table_alias(&mut self, alias: &TableAlias) {
+        for column in &alias.columns {
+            self.defined.push(read(&column.name));
+        }
+    }
+
+    fn add_select_aliases(&mut self, body: &SetExpr) {
+        match body {
+            SetExpr::Select(select) => {
+                for item in &select.projection {
+                    if let SelectItem::ExprWithAlias { alias, .. } = item {
+                        self.defined.push(read(alias));
+                    }
+                }
+            }
+            SetExpr::SetOperation { left, right, .. } => {
+                self.add_select_aliases(left);
+                self.add_select_aliases(right);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Visitor for Names {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+        for cte in query.with.iter().flat_map(|w| &w.cte_tables) {
+            self.add_table_alias(&cte.alias);
+        }
+        self.add_select_aliases(&query.body);
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_table_factor(&mut self, table: &TableFactor) -> ControlFlow<()> {
+        match table {
+            TableFactor::Table { name, alias, .. } => {
+                let qualifier = match alias {
+                    Some(alias) => read(&alias.name),
+                    None => name
+                        .0
+                        .last()
+                        .and_then(|p| p.as_ident())
+                        .map_or_else(String::new, read),
+                };
+                self.tables.push((qualifier, name.clone()));
+                if let Some(alias) = alias {
+                    self.add_table_alias(alias);
+                }
+            }
+            TableFactor::Derived {
+                alias: Some(alias), ..
+            } => self.add_table_alias(alias),
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
