@@ -736,8 +736,9 @@ def test_show_statements_answer_as_duckdb_within_the_grants(tmp_path):
 def test_columns_are_named_without_regard_to_case(client, schema):
     """A column with capitals (an uploaded file's header, a quoted name) is read, filtered,
     updated and merged by any spelling, as in DuckDB, and the result keeps the table's
-    spelling; a name the statement defines in another spelling is that name, and two
-    tables' `ID` and `id` are told apart by their qualifiers."""
+    spelling; an alias keeps its capitals too (`AS MyName`, also in CREATE TABLE … AS);
+    a name the statement defines in another spelling is that name, and two tables' `ID`
+    and `id` are told apart by their qualifiers."""
     s = schema
     setup = [
         f'CREATE TABLE {s}.c ("CustomerID" INTEGER, "Name" VARCHAR, id INTEGER)',
@@ -768,8 +769,19 @@ def test_columns_are_named_without_regard_to_case(client, schema):
         f'SELECT id FROM (SELECT "ID" AS id FROM {s}.u) ORDER BY id',
         f"SELECT x AS id FROM {s}.u ORDER BY id DESC",
         f"WITH w AS (SELECT customerid AS k FROM {s}.c) SELECT k FROM w ORDER BY k",
+        # Names the statement defines keep their case, and are theirs by any spelling.
+        "SELECT 1 AS MyName",
+        f"SELECT x AS Total FROM {s}.u ORDER BY total DESC",
+        f"SELECT total FROM (SELECT x AS Total FROM {s}.u) q ORDER BY 1",
+        "WITH w(A, b) AS (SELECT 1, 2) SELECT a, B FROM w",
+        "SELECT k FROM (SELECT 1) q(K)",
     ]:
         same(sql)
+    ctas = f"CREATE TABLE {s}.m AS SELECT 1 AS MyCol, 'x' AS lower_col"
+    duck.execute(ctas)
+    client.query(ctas)
+    same(f"SELECT * FROM {s}.m")
+    same(f"SELECT mycol AS v FROM {s}.m")
     for sql in [
         f"UPDATE {s}.c SET name = name || 'z' WHERE customerid = 1",
         f"DELETE FROM {s}.c WHERE CUSTOMERID = 2",

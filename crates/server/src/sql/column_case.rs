@@ -12,6 +12,10 @@
 //! a CTE's columns). A name spelled two ways there (`ID` and `id`; `SELECT "ID" AS id
 //! … ORDER BY id`, where `id` is the alias) is left as written, and so is every name of
 //! a statement over lower-case tables (every one dlt and dbt write).
+//!
+//! The names a statement defines keep their case the same way (`SELECT 1 AS MyName`
+//! names its column `MyName`, as DuckDB does, and `ORDER BY myname` is that column):
+//! an unquoted alias with capitals is quoted when it is its lower case's one spelling.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -20,7 +24,7 @@ use datafusion::common::TableReference;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     Expr, Ident, ObjectName, Query, SelectItem, SetExpr, Statement, TableAlias, TableFactor, Visit,
-    Visitor, visit_expressions_mut,
+    VisitMut, Visitor, VisitorMut, visit_expressions_mut,
 };
 
 use super::{SqlSession, name_parts};
@@ -76,6 +80,14 @@ impl Spellings {
             .any(|(folded, spelling)| spelling.as_deref() != Some(folded.as_str()))
     }
 
+    /// Whether an unquoted name the statement defines keeps its capitals: when it is the
+    /// one spelling of its lower case (its references are then respelled to it).
+    fn keeps_case(&self, name: &Ident) -> bool {
+        name.quote_style.is_none()
+            && name.value != name.value.to_lowercase()
+            && self.all.get(&name.value.to_lowercase()) == Some(&Some(name.value.clone()))
+    }
+
     /// The spelling `column` (qualified by `qualifier`) stands for, when it is not its
     /// own.
     fn respelled(&self, qualifier: Option<&Ident>, column: &Ident) -> Option<String> {
@@ -99,7 +111,7 @@ impl SqlSession {
             return statement;
         };
         let mut names = Names::default();
-        let _ = sql.visit(&mut names);
+        let _ = Visit::visit(&*sql, &mut names);
         let mut spellings = Spellings::default();
         for (qualifier, table) in &names.tables {
             let Some(columns) = self.columns_of(table).await else {
@@ -117,6 +129,7 @@ impl SqlSession {
         if !spellings.has_capitals() {
             return statement;
         }
+        let _ = VisitMut::visit(sql, &mut KeptCase(&spellings));
         let respell = |qualifier: Option<&Ident>, column: &mut Ident| {
             if let Some(spelling) = spellings.respelled(qualifier, column) {
                 column.value = spelling;
@@ -160,7 +173,8 @@ impl SqlSession {
 }
 
 /// The tables a statement reads (with the qualifier each is known by) and the column
-/// names it defines (select aliases, a CTE's or derived table's column names).
+/// names it defines (select aliases, a CTE's or derived table's column names), as
+/// written.
 #[derive(Default)]
 struct Names {
     tables: Vec<(String, ObjectName)>,
@@ -170,7 +184,7 @@ struct Names {
 impl Names {
     fn add_table_alias(&mut self, alias: &TableAlias) {
         for column in &alias.columns {
-            self.defined.push(read(&column.name));
+            self.defined.push(column.name.value.clone());
         }
     }
 
@@ -179,7 +193,7 @@ impl Names {
             SetExpr::Select(select) => {
                 for item in &select.projection {
                     if let SelectItem::ExprWithAlias { alias, .. } = item {
-                        self.defined.push(read(alias));
+                        self.defined.push(alias.value.clone());
                     }
                 }
             }
@@ -223,6 +237,67 @@ impl Visitor for Names {
                 alias: Some(alias), ..
             } => self.add_table_alias(alias),
             _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Quotes the names a statement defines that keep their capitals
+/// ([`Spellings::keeps_case`]): `SELECT 1 AS MyName` names its column `MyName`, as
+/// DuckDB does (DataFusion folded it to `myname`).
+struct KeptCase<'a>(&'a Spellings);
+
+impl KeptCase<'_> {
+    fn keep(&self, name: &mut Ident) {
+        if self.0.keeps_case(name) {
+            name.quote_style = Some('"');
+        }
+    }
+
+    fn keep_table_alias(&self, alias: &mut TableAlias) {
+        for column in &mut alias.columns {
+            self.keep(&mut column.name);
+        }
+    }
+
+    fn keep_select_aliases(&self, body: &mut SetExpr) {
+        match body {
+            SetExpr::Select(select) => {
+                for item in &mut select.projection {
+                    if let SelectItem::ExprWithAlias { alias, .. } = item {
+                        self.keep(alias);
+                    }
+                }
+            }
+            SetExpr::SetOperation { left, right, .. } => {
+                self.keep_select_aliases(left);
+                self.keep_select_aliases(right);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl VisitorMut for KeptCase<'_> {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        for cte in query.with.iter_mut().flat_map(|w| &mut w.cte_tables) {
+            self.keep_table_alias(&mut cte.alias);
+        }
+        self.keep_select_aliases(&mut query.body);
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_table_factor(&mut self, table: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table {
+            alias: Some(alias), ..
+        }
+        | TableFactor::Derived {
+            alias: Some(alias), ..
+        } = table
+        {
+            self.keep_table_alias(alias);
         }
         ControlFlow::Continue(())
     }
