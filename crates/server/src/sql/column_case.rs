@@ -302,3 +302,47 @@ impl VisitorMut for KeptCase<'_> {
         ControlFlow::Continue(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use datafusion::sql::sqlparser::ast::Ident;
+
+    use super::Spellings;
+
+    #[test]
+    fn one_spelling_with_capitals_is_taken_two_are_left_to_qualifiers() {
+        let mut spellings = Spellings::default();
+        for name in ["CustomerID", "id", "ID", "v"] {
+            spellings.add(name);
+        }
+        spellings
+            .tables
+            .insert("u".into(), HashMap::from([("id".into(), "ID".into())]));
+        let unquoted = Ident::new;
+        assert_eq!(
+            spellings.respelled(None, &unquoted("customerid")),
+            Some("CustomerID".to_string())
+        );
+        // `id` and `ID`: only a qualifier tells which.
+        assert_eq!(spellings.respelled(None, &unquoted("id")), None);
+        assert_eq!(
+            spellings.respelled(Some(&unquoted("U")), &unquoted("id")),
+            Some("ID".to_string())
+        );
+        // Quoted names and lower-case ones are DataFusion's, as written.
+        assert_eq!(
+            spellings.respelled(None, &Ident::with_quote('"', "customerid")),
+            None
+        );
+        assert_eq!(spellings.respelled(None, &unquoted("V")), None);
+        assert!(spellings.has_capitals());
+        assert!(spellings.keeps_case(&unquoted("CustomerID")));
+        assert!(!spellings.keeps_case(&unquoted("ID")));
+
+        let mut lower = Spellings::default();
+        lower.add("id");
+        assert!(!lower.has_capitals());
+    }
+}
