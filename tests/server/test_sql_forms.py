@@ -764,6 +764,8 @@ def test_columns_are_named_without_regard_to_case(client, schema):
         f"SELECT CustomerID, name, NAME AS n2 FROM {s}.c ORDER BY customerid",
         f"SELECT c.customerid, count(*) AS n FROM {s}.c c GROUP BY c.CUSTOMERID ORDER BY 1",
         f"SELECT * FROM {s}.c WHERE Name = 'b'",
+        f"SELECT * EXCLUDE (customerid) FROM {s}.c ORDER BY id",
+        f"SELECT q.* EXCLUDE name FROM {s}.c AS q ORDER BY id",
         f"SELECT u.id AS a, c.id AS b FROM {s}.c JOIN {s}.u ON c.id = u.id",
         f"SELECT {s}.u.id FROM {s}.u ORDER BY 1",
         f'SELECT id FROM (SELECT "ID" AS id FROM {s}.u) ORDER BY id',

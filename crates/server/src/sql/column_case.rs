@@ -23,8 +23,9 @@ use std::ops::ControlFlow;
 use datafusion::common::TableReference;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    Expr, Ident, ObjectName, Query, SelectItem, SetExpr, Statement, TableAlias, TableFactor, Visit,
-    VisitMut, Visitor, VisitorMut, visit_expressions_mut,
+    ExcludeSelectItem, Expr, Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr,
+    Statement, TableAlias, TableFactor, Visit, VisitMut, Visitor, VisitorMut,
+    visit_expressions_mut,
 };
 
 use super::{SqlSession, name_parts};
@@ -244,7 +245,8 @@ impl Visitor for Names {
 
 /// Quotes the names a statement defines that keep their capitals
 /// ([`Spellings::keeps_case`]): `SELECT 1 AS MyName` names its column `MyName`, as
-/// DuckDB does (DataFusion folded it to `myname`).
+/// DuckDB does (DataFusion folded it to `myname`); respells the columns `* EXCLUDE`
+/// names, which are no expressions.
 struct KeptCase<'a>(&'a Spellings);
 
 impl KeptCase<'_> {
@@ -264,8 +266,26 @@ impl KeptCase<'_> {
         match body {
             SetExpr::Select(select) => {
                 for item in &mut select.projection {
-                    if let SelectItem::ExprWithAlias { alias, .. } = item {
-                        self.keep(alias);
+                    match item {
+                        SelectItem::ExprWithAlias { alias, .. } => self.keep(alias),
+                        // `* EXCLUDE (customerid)` names columns outside an expression.
+                        SelectItem::Wildcard(options)
+                        | SelectItem::QualifiedWildcard(_, options) => {
+                            let excluded = match &mut options.opt_exclude {
+                                Some(ExcludeSelectItem::Single(name)) => std::slice::from_mut(name),
+                                Some(ExcludeSelectItem::Multiple(names)) => names.as_mut_slice(),
+                                None => &mut [],
+                            };
+                            for name in excluded {
+                                if let [ObjectNamePart::Identifier(column)] = name.0.as_mut_slice()
+                                    && let Some(spelling) = self.0.respelled(None, column)
+                                {
+                                    column.value = spelling;
+                                    column.quote_style = Some('"');
+                                }
+                            }
+                        }
+                        _ => {}
                     }
                 }
             }
