@@ -642,8 +642,8 @@ def test_tables_are_scanned_into_plain_strings_and_binaries(client, schema):
 
 
 def test_show_statements_answer_as_duckdb_within_the_grants(tmp_path):
-    """SHOW TABLES [FROM …], SHOW ALL TABLES, SHOW SCHEMAS and SHOW DATABASES answer
-    DuckDB's rows and errors; a user granted one catalog sees nothing of another, in any
+    """SHOW TABLES [FROM …], SHOW ALL TABLES, SHOW SCHEMAS, SHOW DATABASES and SHOW
+    table answer DuckDB's rows and errors; a user granted one catalog sees nothing of another, in any
     form (`FROM` a hidden catalog fails as a missing schema does)."""
     setup = [
         "CREATE SCHEMA lakehouse.s2",
@@ -698,6 +698,8 @@ def test_show_statements_answer_as_duckdb_within_the_grants(tmp_path):
             "SHOW SCHEMAS",
             "USE lakehouse.s2; SHOW SCHEMAS",
             "SHOW DATABASES",
+            "SHOW lakehouse.s2.u",
+            "USE lakehouse.s2; SHOW w",
         ]:
             # DuckDB's connection keeps a `USE`: each statement starts from the default.
             duck.execute("USE lakehouse.main")
@@ -720,6 +722,10 @@ def test_show_statements_answer_as_duckdb_within_the_grants(tmp_path):
         for sql, message in [
             ("SHOW TABLES FROM other", hidden.format("lakehouse.other")),
             ("SHOW TABLES FROM other.main", hidden.format("other.main")),
+            (
+                "SHOW other.main.secret",
+                "Catalog Error: Catalog with name other does not exist!",
+            ),
             (
                 "SHOW TABLES LIKE 't%'",
                 (

@@ -7,7 +7,8 @@
 //! - `SHOW TABLES FROM c` (a catalog: all its tables), `FROM s` (a schema of the current
 //!   catalog), `FROM c.s`; a schema that does not exist is DuckDB's `Catalog Error`;
 //! - `SHOW ALL TABLES`: every table with its column names and types;
-//! - `SHOW SCHEMAS`, `SHOW DATABASES`.
+//! - `SHOW SCHEMAS`, `SHOW DATABASES`;
+//! - `SHOW [catalog.][schema.]table`: `DESCRIBE` of the table.
 
 use datafusion::sql::sqlparser::ast::{
     ObjectName, ShowStatementIn, ShowStatementOptions, Statement,
@@ -24,6 +25,16 @@ pub(super) fn is_show(statement: &Statement) -> bool {
             | Statement::ShowSchemas { .. }
             | Statement::ShowDatabases { .. }
     ) || all_tables(statement)
+        || shown_table(statement).is_some()
+}
+
+/// The table of `SHOW name` (sqlparser reads the name as a variable's).
+fn shown_table(statement: &Statement) -> Option<ObjectName> {
+    let Statement::ShowVariable { variable } = statement else {
+        return None;
+    };
+    ((1..=3).contains(&variable.len()) && !all_tables(statement))
+        .then(|| ObjectName::from(variable.clone()))
 }
 
 /// `SHOW ALL TABLES`, which sqlparser reads as the variable `ALL TABLES`.
@@ -71,6 +82,9 @@ impl SqlSession {
                  GROUP BY table_catalog, table_schema, table_name \
                  ORDER BY \"database\", \"schema\", name"
                     .to_string()
+            }
+            s if let Some(table) = shown_table(s) => {
+                return self.describe(&format!("SELECT * FROM {table}")).await;
             }
             other => {
                 return Err(ApiError::Internal(format!("not a SHOW statement: {other}")));
