@@ -253,6 +253,27 @@ def test_adbc_ingest_every_mode(adbc_conn, client):
     cur.close()
 
 
+def test_adbc_ingest_of_zero_rows_is_refused_with_a_reason(adbc_conn, client):
+    """The Go driver sends no message at all for an empty table (not even the one that
+    names the command), so the server cannot know the table: it says so, as an invalid
+    argument, and nothing is created."""
+    table = unique("adbc_zero")
+    cur = adbc_conn.cursor()
+    empty = pa.table({"a": pa.array([], pa.int64())})
+    with pytest.raises(adbc.ProgrammingError) as e:
+        cur.adbc_ingest(table, empty, mode="create")
+    assert str(e.value) == (
+        "INVALID_ARGUMENT: [FlightSQL] Invalid Input Error: the DoPut stream holds no "
+        "message, so no command: nothing was written (an ADBC ingest of zero rows sends "
+        "none) (InvalidArgument; FlightSQL.BulkIngest.Execute)"
+    )
+    cur.close()
+    assert rows(
+        client,
+        f"SELECT count(*) AS n FROM information_schema.tables WHERE table_name = '{table}'",
+    ) == [{"n": 0}]
+
+
 # -- altertable-flightsql --------------------------------------------------------------
 
 

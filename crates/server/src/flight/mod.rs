@@ -34,7 +34,7 @@ use arrow::record_batch::RecordBatch;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
-use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
+use arrow_flight::sql::server::{DoPutError, FlightSqlService, PeekableFlightDataStream};
 use arrow_flight::sql::{
     ActionBeginTransactionRequest, ActionBeginTransactionResult,
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
@@ -727,6 +727,26 @@ impl FlightSqlService for FlightSql {
     ) -> Result<i64, Status> {
         let session = self.session(&request)?;
         ingest::ingest(&self.state, &session, cmd, request.into_inner()).await
+    }
+
+    /// A `DoPut` with no message at all, or whose first message names no command: the
+    /// Go ADBC driver sends nothing for an ingest of zero rows, so there is no table to
+    /// name (a client's mistake, not a missing feature); nothing was written.
+    async fn do_put_error_callback(
+        &self,
+        _request: Request<PeekableFlightDataStream>,
+        error: DoPutError,
+    ) -> Result<Response<<Self as FlightService>::DoPutStream>, Status> {
+        Err(Status::invalid_argument(match error {
+            DoPutError::MissingCommand => {
+                "Invalid Input Error: the DoPut stream holds no message, so no command: \
+                 nothing was written (an ADBC ingest of zero rows sends none)"
+            }
+            DoPutError::MissingFlightDescriptor => {
+                "Invalid Input Error: the DoPut stream's first message has no flight \
+                 descriptor, so no command: nothing was written"
+            }
+        }))
     }
 
     async fn do_put_prepared_statement_query(
