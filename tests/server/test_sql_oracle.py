@@ -1334,6 +1334,20 @@ SEMANTICS_TABLES = {
             "v * INTERVAL 1 HOUR) AT TIME ZONE 'America/New_York') AS VARCHAR) AS day, "
             "count(*) AS n FROM {t} GROUP BY 1"
         ),
+        # FULL / RIGHT JOIN … USING (k): k is either side's; a.k and b.k their own.
+        (
+            "SELECT * FROM (SELECT k, v FROM {t} WHERE v > 0) a "
+            "FULL JOIN (SELECT k, s FROM {t} WHERE s IS NOT NULL) b USING (k)"
+        ),
+        (
+            "SELECT k, count(*) AS n FROM (SELECT k FROM {t} WHERE v > 0) a "
+            "RIGHT JOIN (SELECT k FROM {t} WHERE v < 0 OR v IS NULL) b USING (k) GROUP BY k"
+        ),
+        (
+            "SELECT a.k AS ak, b.k AS bk, k, k * 2 AS twice FROM (SELECT k FROM {t} "
+            "WHERE v > 0) a FULL OUTER JOIN (SELECT k FROM {t} WHERE v < 3) b USING (k) "
+            "WHERE k IS NOT NULL OR a.k IS NULL"
+        ),
         # EXCEPT ALL / INTERSECT ALL count copies: max(l - r, 0) and min(l, r) of each row,
         # NULLs alike; without ALL each row once.
         "SELECT k FROM {t} EXCEPT ALL SELECT k FROM {t} WHERE v > 0",

@@ -40,6 +40,7 @@ pub mod time_travel;
 mod time_zones;
 mod type_planner;
 mod udf;
+mod using_joins;
 mod vector_scan;
 mod views;
 

@@ -47,6 +47,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 
 /// Apply every rewrite to `statement`.
 pub(super) fn statement(statement: &mut Statement) {
+    super::using_joins::coalesce_keys(statement);
     let _ = statement.visit(&mut WrittenNames);
     let _ = visit_expressions_mut(statement, |e| {
         expression(e);

@@ -1,0 +1,202 @@
+//! The key of a `FULL` or `RIGHT JOIN … USING (k)` is both sides' `k`, as DuckDB (and
+//! SQL) has it: `COALESCE(left.k, right.k)`. DataFusion answers the left side's `k`
+//! for an unqualified `k` and for `*`, which is NULL on every row only the right side
+//! has: `(1),(2) FULL JOIN (2),(3) USING (k)` listed `1, 2, NULL` instead of `1, 2, 3`.
+//!
+//! A select whose `FROM` is one such join of two named sides (tables or aliased
+//! subqueries) has its unqualified key references written as the `COALESCE` (in its
+//! select list, `WHERE`, `GROUP BY`, `HAVING` and `QUALIFY`, not inside subqueries,
+//! whose own columns may be named alike), and its `*` replaces the key by it
+//! (`* REPLACE (… AS k)`). A qualified `a.k` stays that side's value. Chains of several
+//! joins are planned as DataFusion plans them.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    Expr, GroupByExpr, Ident, JoinConstraint, JoinOperator, ObjectNamePart, Query,
+    ReplaceSelectElement, ReplaceSelectItem, Select, SelectItem, SetExpr, Statement, TableFactor,
+    TableWithJoins, VisitMut, VisitorMut,
+};
+
+use super::normalize::function_call;
+
+/// Every select of `statement` with its `FULL`/`RIGHT JOIN … USING` keys coalesced.
+pub(super) fn coalesce_keys(statement: &mut Statement) {
+    let _ = statement.visit(&mut Selects);
+}
+
+struct Selects;
+
+impl VisitorMut for Selects {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        body(&mut query.body);
+        ControlFlow::Continue(())
+    }
+}
+
+fn body(set: &mut SetExpr) {
+    match set {
+        SetExpr::Select(s) => select(s),
+        SetExpr::SetOperation { left, right, .. } => {
+            body(left);
+            body(right);
+        }
+        _ => {}
+    }
+}
+
+/// The qualifier a side's columns are read with: its alias, or its table's name.
+fn qualifier(side: &TableFactor) -> Option<Vec<Ident>> {
+    match side {
+        TableFactor::Table {
+            alias: Some(alias), ..
+        }
+        | TableFactor::Derived {
+            alias: Some(alias), ..
+        } => Some(vec![alias.name.clone()]),
+        TableFactor::Table {
+            name, alias: None, ..
+        } => name
+            .0
+            .iter()
+            .map(|p| match p {
+                ObjectNamePart::Identifier(i) => Some(i.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+fn select(select: &mut Select) {
+    let [TableWithJoins { relation, joins }] = select.from.as_slice() else {
+        return;
+    };
+    let [join] = joins.as_slice() else {
+        return;
+    };
+    let (JoinOperator::FullOuter(JoinConstraint::Using(columns))
+    | JoinOperator::Right(JoinConstraint::Using(columns))
+    | JoinOperator::RightOuter(JoinConstraint::Using(columns))) = &join.join_operator
+    else {
+        return;
+    };
+    let (Some(left), Some(right)) = (qualifier(relation), qualifier(&join.relation)) else {
+        return;
+    };
+    let column = |side: &[Ident], key: &Ident| {
+        let mut parts = side.to_vec();
+        parts.push(key.clone());
+        Expr::CompoundIdentifier(parts)
+    };
+    let keys: Vec<(Ident, Expr)> = columns
+        .iter()
+        .filter_map(|name| match name.0.as_slice() {
+            [ObjectNamePart::Identifier(key)] => Some((
+                key.clone(),
+                function_call("coalesce", vec![column(&left, key), column(&right, key)]),
+            )),
+            _ => None,
+        })
+        .collect();
+    if keys.len() != columns.len() {
+        return;
+    }
+    let mut keyed = Keys {
+        keys: &keys,
+        depth: 0,
+    };
+    for item in &mut select.projection {
+        match item {
+            SelectItem::UnnamedExpr(e) => {
+                let written = e.clone();
+                let _ = e.visit(&mut keyed);
+                if *e != written {
+                    // Named as written, as the plain reference was.
+                    let alias = match &written {
+                        Expr::Identifier(ident) => ident.clone(),
+                        other => Ident::with_quote('"', other.to_string()),
+                    };
+                    let expr = std::mem::replace(
+                        e,
+                        Expr::Value(datafusion::sql::sqlparser::ast::Value::Null.into()),
+                    );
+                    *item = SelectItem::ExprWithAlias { expr, alias };
+                }
+            }
+            SelectItem::ExprWithAlias { expr, .. } => {
+                let _ = expr.visit(&mut keyed);
+            }
+            SelectItem::Wildcard(options) => {
+                let replace = options
+                    .opt_replace
+                    .get_or_insert_with(|| ReplaceSelectItem { items: vec![] });
+                for (key, coalesced) in &keys {
+                    let named = |e: &ReplaceSelectElement| same_name(&e.column_name, key);
+                    if !replace.items.iter().any(|e| named(e)) {
+                        replace.items.push(Box::new(ReplaceSelectElement {
+                            expr: coalesced.clone(),
+                            column_name: key.clone(),
+                            as_keyword: true,
+                        }));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let clauses = [
+        select.selection.as_mut(),
+        select.having.as_mut(),
+        select.qualify.as_mut(),
+    ];
+    for e in clauses.into_iter().flatten() {
+        let _ = e.visit(&mut keyed);
+    }
+    if let GroupByExpr::Expressions(exprs, _) = &mut select.group_by {
+        for e in exprs {
+            let _ = e.visit(&mut keyed);
+        }
+    }
+}
+
+/// Writes an unqualified key as its `COALESCE`, outside subqueries.
+struct Keys<'a> {
+    keys: &'a [(Ident, Expr)],
+    depth: usize,
+}
+
+impl VisitorMut for Keys<'_> {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
+        self.depth += 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
+        self.depth -= 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        if self.depth == 0
+            && let Expr::Identifier(ident) = e
+            && let Some((_, coalesced)) = self.keys.iter().find(|(k, _)| same_name(k, ident))
+        {
+            *e = coalesced.clone();
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Whether two names name the same column (unquoted ones without regard to case).
+fn same_name(a: &Ident, b: &Ident) -> bool {
+    let read = |i: &Ident| match i.quote_style {
+        Some(_) => i.value.clone(),
+        None => i.value.to_lowercase(),
+    };
+    read(a) == read(b)
+}
