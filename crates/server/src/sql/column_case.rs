@@ -24,31 +24,10 @@ use datafusion::common::TableReference;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     ExcludeSelectItem, Expr, Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr,
-    Statement, TableAlias, TableFactor, Visit, VisitMut, Visitor, VisitorMut,
-    visit_expressions_mut,
+    TableAlias, TableFactor, Visit, VisitMut, Visitor, VisitorMut, visit_expressions_mut,
 };
 
-use super::{SqlSession, name_parts};
-
-/// A name as DataFusion reads it: unquoted ones folded to lower case.
-fn read(ident: &Ident) -> String {
-    match ident.quote_style {
-        Some(_) => ident.value.clone(),
-        None => ident.value.to_lowercase(),
-    }
-}
-
-/// The SQL statement inside `statement` (an `EXPLAIN`'s too).
-fn inner(statement: &mut DFStatement) -> Option<&mut Statement> {
-    match statement {
-        DFStatement::Statement(s) => Some(s.as_mut()),
-        DFStatement::Explain(e) => match e.statement.as_mut() {
-            DFStatement::Statement(s) => Some(s.as_mut()),
-            _ => None,
-        },
-        _ => None,
-    }
-}
+use super::{SqlSession, folded, name_parts, sql_statement};
 
 /// How a statement's column names are spelled.
 #[derive(Default)]
@@ -96,7 +75,7 @@ impl Spellings {
             return None;
         }
         let folded = column.value.to_lowercase();
-        let spelling = match qualifier.and_then(|q| self.tables.get(&read(q))) {
+        let spelling = match qualifier.and_then(|q| self.tables.get(&super::folded(q))) {
             Some(columns) => columns.get(&folded),
             None => self.all.get(&folded).and_then(Option::as_ref),
         }?;
@@ -108,7 +87,7 @@ impl SqlSession {
     /// `statement` with its column references spelled as the tables it reads spell them
     /// (the tables must be registered: `register_references`).
     pub(super) async fn spell_columns(&self, mut statement: DFStatement) -> DFStatement {
-        let Some(sql) = inner(&mut statement) else {
+        let Some(sql) = sql_statement(&mut statement) else {
             return statement;
         };
         let mut names = Names::default();
@@ -222,12 +201,12 @@ impl Visitor for Names {
         match table {
             TableFactor::Table { name, alias, .. } => {
                 let qualifier = match alias {
-                    Some(alias) => read(&alias.name),
+                    Some(alias) => folded(&alias.name),
                     None => name
                         .0
                         .last()
                         .and_then(|p| p.as_ident())
-                        .map_or_else(String::new, read),
+                        .map_or_else(String::new, folded),
                 };
                 self.tables.push((qualifier, name.clone()));
                 if let Some(alias) = alias {

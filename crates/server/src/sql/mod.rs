@@ -60,7 +60,8 @@ use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
-    AlterTableOperation, DescribeAlias, ObjectName, ObjectNamePart, RenameTableNameKind, Statement,
+    AlterTableOperation, DescribeAlias, Ident, ObjectName, ObjectNamePart, RenameTableNameKind,
+    Statement,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use futures::TryStreamExt;
@@ -216,15 +217,31 @@ pub fn table_missing(table: &str) -> ApiError {
 
 /// Identifier parts of an object name; unquoted parts are folded to lower case, the way
 /// DataFusion (and DuckDB's case-insensitive lookup) treats them.
+/// A name as DataFusion reads it: an unquoted one folded to lower case.
+pub(crate) fn folded(id: &Ident) -> String {
+    match id.quote_style {
+        Some(_) => id.value.clone(),
+        None => id.value.to_lowercase(),
+    }
+}
+
+/// The SQL statement inside a parsed one (an `EXPLAIN`'s too).
+fn sql_statement(statement: &mut DFStatement) -> Option<&mut Statement> {
+    match statement {
+        DFStatement::Statement(s) => Some(s.as_mut()),
+        DFStatement::Explain(e) => match e.statement.as_mut() {
+            DFStatement::Statement(s) => Some(s.as_mut()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 pub(crate) fn name_parts(name: &ObjectName) -> Result<Vec<String>, ApiError> {
     name.0
         .iter()
         .map(|p| match p {
-            ObjectNamePart::Identifier(id) => Ok(if id.quote_style.is_some() {
-                id.value.clone()
-            } else {
-                id.value.to_lowercase()
-            }),
+            ObjectNamePart::Identifier(id) => Ok(folded(id)),
             other => Err(sql_err(format!(
                 "Parser Error: unsupported name part {other}"
             ))),
@@ -460,14 +477,8 @@ impl SqlSession {
         for s in statements.iter_mut() {
             // Depth first: the other passes recurse.
             guard::check_depth(s)?;
-            match s {
-                DFStatement::Statement(inner) => normalize::statement(inner),
-                DFStatement::Explain(e) => {
-                    if let DFStatement::Statement(inner) = e.statement.as_mut() {
-                        normalize::statement(inner);
-                    }
-                }
-                _ => {}
+            if let Some(inner) = sql_statement(s) {
+                normalize::statement(inner);
             }
             guard::check_allowed(s)?;
         }

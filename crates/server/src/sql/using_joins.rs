@@ -194,9 +194,5 @@ impl VisitorMut for Keys<'_> {
 
 /// Whether two names name the same column (unquoted ones without regard to case).
 fn same_name(a: &Ident, b: &Ident) -> bool {
-    let read = |i: &Ident| match i.quote_style {
-        Some(_) => i.value.clone(),
-        None => i.value.to_lowercase(),
-    };
-    read(a) == read(b)
+    super::folded(a) == super::folded(b)
 }
