@@ -644,7 +644,8 @@ def test_tables_are_scanned_into_plain_strings_and_binaries(client, schema):
 def test_show_statements_answer_as_duckdb_within_the_grants(tmp_path):
     """SHOW TABLES [FROM …], SHOW ALL TABLES, SHOW SCHEMAS, SHOW DATABASES and SHOW
     table answer DuckDB's rows and errors; a user granted one catalog sees nothing of another, in any
-    form (`FROM` a hidden catalog fails as a missing schema does)."""
+    form (`FROM` a hidden catalog fails as a missing schema does). A catalog without a table
+    is listed too, with its `main`; other dialects' words (`SHOW FULL TABLES`) are refused."""
     setup = [
         "CREATE SCHEMA lakehouse.s2",
         "CREATE TABLE lakehouse.main.t (a INTEGER)",
@@ -655,7 +656,9 @@ def test_show_statements_answer_as_duckdb_within_the_grants(tmp_path):
     ]
     # DuckDB's default database is the file's: `lakehouse`, as the server's default.
     duck = duckdb.connect(str(tmp_path / "lakehouse.duckdb"))
-    duck.execute("ATTACH ':memory:' AS other; SET TimeZone = 'UTC'")
+    duck.execute(
+        "ATTACH ':memory:' AS other; ATTACH ':memory:' AS empty; SET TimeZone = 'UTC'"
+    )
     for statement in setup:
         duck.execute(statement)
 
@@ -680,7 +683,7 @@ def test_show_statements_answer_as_duckdb_within_the_grants(tmp_path):
     with ServerProcess(
         data=tmp_path / "lake",
         users=(("alice", "secret"), ("bob", "pw")),
-        catalogs=("lakehouse", "other"),
+        catalogs=("lakehouse", "other", "empty"),
         grants={"bob": ["lakehouse"]},
     ) as server:
         alice, bob = Client(server), Client(server, "bob", "pw")
@@ -694,6 +697,9 @@ def test_show_statements_answer_as_duckdb_within_the_grants(tmp_path):
             "SHOW TABLES FROM other",
             "SHOW TABLES FROM lakehouse.nope",
             "SHOW TABLES FROM nope",
+            "SHOW TABLES FROM empty",
+            "SHOW TABLES FROM empty.main",
+            "USE empty; SHOW TABLES",
             "SHOW ALL TABLES",
             "SHOW SCHEMAS",
             "USE lakehouse.s2; SHOW SCHEMAS",
@@ -726,6 +732,21 @@ def test_show_statements_answer_as_duckdb_within_the_grants(tmp_path):
                 "SHOW other.main.secret",
                 "Catalog Error: Catalog with name other does not exist!",
             ),
+            ("SHOW TABLES FROM empty.main", hidden.format("empty.main")),
+            *(
+                (
+                    sql,
+                    "Parser Error: SHOW takes no TERSE, FULL, EXTENDED, EXTERNAL or HISTORY",
+                )
+                for sql in [
+                    "SHOW FULL TABLES",
+                    "SHOW TERSE TABLES",
+                    "SHOW EXTENDED TABLES FROM lakehouse",
+                    "SHOW TABLES HISTORY",
+                    "SHOW TERSE SCHEMAS",
+                    "SHOW TERSE DATABASES",
+                ]
+            ),
             (
                 "SHOW TABLES LIKE 't%'",
                 (
@@ -744,7 +765,8 @@ def test_columns_are_named_without_regard_to_case(client, schema):
     updated and merged by any spelling, as in DuckDB, and the result keeps the table's
     spelling; an alias keeps its capitals too (`AS MyName`, also in CREATE TABLE … AS);
     a name the statement defines in another spelling is that name, and two tables' `ID`
-    and `id` are told apart by their qualifiers."""
+    and `id` are told apart by their qualifiers. A quoted name in another case
+    (`"customerid"`, `"X"` for `x`) and a `USING` list are matched the same way."""
     s = schema
     setup = [
         f'CREATE TABLE {s}.c ("CustomerID" INTEGER, "Name" VARCHAR, id INTEGER)',
@@ -783,6 +805,12 @@ def test_columns_are_named_without_regard_to_case(client, schema):
         f"SELECT total FROM (SELECT x AS Total FROM {s}.u) q ORDER BY 1",
         "WITH w(A, b) AS (SELECT 1, 2) SELECT a, B FROM w",
         "SELECT k FROM (SELECT 1) q(K)",
+        # Quoted names in another case, and USING lists.
+        f'SELECT "customerid", c."NAME" FROM {s}.c ORDER BY "CUSTOMERID"',
+        f'SELECT "X" FROM {s}.u ORDER BY 1',
+        f'SELECT "total" FROM (SELECT x AS Total FROM {s}.u) ORDER BY 1',
+        f"SELECT * FROM {s}.c JOIN (SELECT 1 AS CustomerID) k USING (CUSTOMERID)",
+        f'SELECT name FROM {s}.c JOIN (SELECT 2 AS "CustomerID") k USING ("customerid")',
     ]:
         same(sql)
     ctas = f"CREATE TABLE {s}.m AS SELECT 1 AS MyCol, 'x' AS lower_col"

@@ -1348,6 +1348,12 @@ SEMANTICS_TABLES = {
             "WHERE v > 0) a FULL OUTER JOIN (SELECT k FROM {t} WHERE v < 3) b USING (k) "
             "WHERE k IS NOT NULL OR a.k IS NULL"
         ),
+        # `*` over a join USING lists the left side's columns, the key in its place and
+        # its value the left's (COALESCE for RIGHT/FULL), then the right's without it.
+        "SELECT * FROM {t} LEFT JOIN (SELECT 1 AS k, 'z' AS w) b USING (k)",
+        "SELECT * FROM (SELECT s, k FROM {t}) x LEFT JOIN (SELECT 2 AS k, 7 AS v) b USING (k)",
+        "SELECT * FROM (SELECT s, k, v FROM {t}) x JOIN {t} USING (v, k)",
+        "SELECT * FROM (SELECT s, k FROM {t}) x RIGHT JOIN (SELECT 2 AS k, 7 AS v) b USING (k)",
         # EXCEPT ALL / INTERSECT ALL count copies: max(l - r, 0) and min(l, r) of each row,
         # NULLs alike; without ALL each row once.
         "SELECT k FROM {t} EXCEPT ALL SELECT k FROM {t} WHERE v > 0",
@@ -1361,6 +1367,26 @@ SEMANTICS_TABLES = {
         (
             "SELECT count(*) AS n, count(k) AS c FROM (SELECT k FROM {t} EXCEPT ALL "
             "SELECT 1 INTERSECT ALL SELECT k FROM {t})"
+        ),
+        # A sum of integers is a HUGEINT: past BIGINT's range it is the exact sum, where
+        # DataFusion's BIGINT sum wrapped (grouped, whole, over a window, count_if too).
+        "SELECT sum(CAST(v AS BIGINT) * 1800000000000000000) AS s, sum(v) AS t FROM {t}",
+        (
+            "SELECT k, sum(CAST(v AS BIGINT) * 1800000000000000000) + 9223372036854775807 "
+            "AS s, sum(v) / 4 AS q FROM {t} GROUP BY k"
+        ),
+        (
+            "SELECT k, v, sum(CAST(v AS BIGINT) * 1800000000000000000) OVER (ORDER BY v "
+            "NULLS FIRST ROWS UNBOUNDED PRECEDING) AS run FROM {t} WHERE v IS NOT NULL"
+        ),
+        (
+            "SELECT k, v, s, sum(CAST(v AS BIGINT) * 1800000000000000000) OVER (ORDER BY s "
+            "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS pair, sum(DISTINCT k) OVER (ORDER BY "
+            "s ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS keys FROM {t} WHERE s IS NOT NULL"
+        ),
+        (
+            "SELECT sum(DISTINCT v) AS d, count_if(v > 0) AS c, sum(CAST(v AS SMALLINT)) AS h, "
+            "sum(CAST(v AS TINYINT)) FILTER (WHERE v > 0) AS u, sum(NULL) AS n FROM {t}"
         ),
         # Recursive CTEs: on their own, and seeded from a table.
         (

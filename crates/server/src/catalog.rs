@@ -14,6 +14,9 @@ use crate::error::ApiError;
 use crate::snapshots::Snapshots;
 use crate::staged_log::StagedLog;
 
+/// The schema every catalog has and a session starts in (DuckDB's `main`).
+pub const DEFAULT_SCHEMA: &str = "main";
+
 /// Marker object that makes an empty schema visible on object stores, which have no
 /// directories.
 const SCHEMA_MARKER: &str = ".deltalite_schema";
@@ -398,7 +401,7 @@ impl Storage {
             }
             let dir = local.join(name);
             let filled = std::fs::write(dir.join(SCRATCH_MARKER), b"")
-                .and_then(|()| std::fs::create_dir(dir.join("main")));
+                .and_then(|()| std::fs::create_dir(dir.join(DEFAULT_SCHEMA)));
             if let Err(e) = filled {
                 // The folder is this call's own: leave nothing behind.
                 let _ = std::fs::remove_dir_all(&dir);
@@ -425,7 +428,7 @@ impl Storage {
             Err(object_store::Error::AlreadyExists { .. }) => return Ok(false),
             Err(e) => return Err(internal(e)),
         }
-        self.create_schema(name, "main").await?;
+        self.create_schema(name, DEFAULT_SCHEMA).await?;
         Ok(true)
     }
 
@@ -510,6 +513,16 @@ impl Storage {
     /// Schemas of a catalog, sorted.
     pub async fn list_schemas(&self, catalog: &str) -> Result<Vec<String>, ApiError> {
         self.list_children(&[catalog]).await
+    }
+
+    /// The schemas a listing shows for a catalog, sorted: its schemas and `main`, which
+    /// every catalog has (DuckDB's default schema; its folder is made by its first table).
+    pub async fn shown_schemas(&self, catalog: &str) -> Result<Vec<String>, ApiError> {
+        let mut schemas = self.list_schemas(catalog).await?;
+        if let Err(at) = schemas.binary_search_by(|s| s.as_str().cmp(DEFAULT_SCHEMA)) {
+            schemas.insert(at, DEFAULT_SCHEMA.to_string());
+        }
+        Ok(schemas)
     }
 
     /// Tables (folders with a `_delta_log`) of a schema, sorted; the folders are asked a

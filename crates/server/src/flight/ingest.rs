@@ -17,7 +17,7 @@ use tonic::Status;
 use super::result::status;
 use super::session::Session;
 use super::transaction::before_statement;
-use crate::catalog::TableName;
+use crate::catalog::{DEFAULT_SCHEMA, TableName};
 use crate::error::ApiError;
 use crate::ingest::{self, Format, INGEST_ERR, IngestMode, IngestRequest, SpoolOrigin, UploadMode};
 use crate::spool::spool_file;
@@ -135,7 +135,7 @@ pub async fn ingest(
         .clone()
         .filter(|s| !s.is_empty())
         .or(default_schema)
-        .unwrap_or_else(|| "main".into());
+        .unwrap_or_else(|| DEFAULT_SCHEMA.into());
     let name = TableName::new(&catalog, &schema, &cmd.table).map_err(status)?;
     if !user.can_see(&name.catalog) {
         return Err(status(ApiError::NotFound(format!(

@@ -59,7 +59,7 @@ pub async fn schemas(
     let pattern = cmd.db_schema_filter_pattern.clone();
     let mut builder = cmd.into_builder();
     for c in catalogs_for(user, filter.as_deref()) {
-        for s in storage.list_schemas(c).await.map_err(status)? {
+        for s in storage.shown_schemas(c).await.map_err(status)? {
             if pattern.as_deref().is_none_or(|p| like(&s, p)) {
                 builder.append(c, &s);
             }

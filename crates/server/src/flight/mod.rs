@@ -54,7 +54,7 @@ use prost::Message;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::catalog::validate_name;
+use crate::catalog::{DEFAULT_SCHEMA, validate_name};
 use crate::error::ApiError;
 use crate::sql::SqlSession;
 use crate::state::AppState;
@@ -376,7 +376,7 @@ impl FlightSql {
                         .unwrap_or_default();
                     let exists = validate_name("schema", s).is_ok()
                         && user.can_see(&c)
-                        && (s == "main"
+                        && (s == DEFAULT_SCHEMA
                             || self
                                 .state
                                 .storage
@@ -425,7 +425,7 @@ impl FlightSql {
         }
         options.insert(
             "schema".to_string(),
-            string(schema.unwrap_or_else(|| "main".into())),
+            string(schema.unwrap_or_else(|| DEFAULT_SCHEMA.into())),
         );
         GetSessionOptionsResult {
             session_options: options,

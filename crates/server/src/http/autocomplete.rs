@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::S;
 use crate::auth::User;
+use crate::catalog::DEFAULT_SCHEMA;
 use crate::error::{ApiError, ApiResult};
 
 /// Suggestions answered when the request does not say.
@@ -65,14 +66,14 @@ pub(super) async fn autocomplete(
     }
     if let Some(catalog) = &catalog {
         let storage = Arc::clone(&state.storage);
-        for s in storage.list_schemas(catalog).await? {
+        for s in storage.shown_schemas(catalog).await? {
             candidates.push(Candidate {
                 text: s,
                 kind: "schema",
                 score: 40,
             });
         }
-        let schema = req.schema.unwrap_or_else(|| "main".to_string());
+        let schema = req.schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_string());
         if crate::catalog::validate_name("schema", &schema).is_ok() {
             for t in storage.list_tables(catalog, &schema).await? {
                 candidates.push(Candidate {

@@ -23,8 +23,9 @@ use std::ops::ControlFlow;
 use datafusion::common::TableReference;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    ExcludeSelectItem, Expr, Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr,
-    TableAlias, TableFactor, Visit, VisitMut, Visitor, VisitorMut, visit_expressions_mut,
+    ExcludeSelectItem, Expr, Ident, JoinConstraint, JoinOperator, ObjectName, ObjectNamePart,
+    Query, SelectItem, SetExpr, TableAlias, TableFactor, Visit, VisitMut, Visitor, VisitorMut,
+    visit_expressions_mut,
 };
 
 use super::{SqlSession, folded, name_parts, sql_statement};
@@ -69,17 +70,19 @@ impl Spellings {
     }
 
     /// The spelling `column` (qualified by `qualifier`) stands for, when it is not its
-    /// own.
+    /// own: as DataFusion reads it, lower case unquoted, as written quoted (`"customerid"`
+    /// is DuckDB's `CustomerID` too).
     fn respelled(&self, qualifier: Option<&Ident>, column: &Ident) -> Option<String> {
-        if column.quote_style.is_some() {
-            return None;
-        }
         let folded = column.value.to_lowercase();
+        let own = match column.quote_style {
+            None => &folded,
+            Some(_) => &column.value,
+        };
         let spelling = match qualifier.and_then(|q| self.tables.get(&super::folded(q))) {
             Some(columns) => columns.get(&folded),
             None => self.all.get(&folded).and_then(Option::as_ref),
         }?;
-        (*spelling != folded).then(|| spelling.clone())
+        (spelling != own).then(|| spelling.clone())
     }
 }
 
@@ -106,7 +109,7 @@ impl SqlSession {
         for name in &names.defined {
             spellings.add(name);
         }
-        if !spellings.has_capitals() {
+        if !spellings.has_capitals() && !names.quoted_capitals {
             return statement;
         }
         let _ = VisitMut::visit(sql, &mut KeptCase(&spellings));
@@ -159,6 +162,9 @@ impl SqlSession {
 struct Names {
     tables: Vec<(String, ObjectName)>,
     defined: Vec<String>,
+    /// Whether a column is referred to by a quoted name with capitals (`"CustomerID"`,
+    /// which is DuckDB's `customerid` too).
+    quoted_capitals: bool,
 }
 
 impl Names {
@@ -188,6 +194,21 @@ impl Names {
 
 impl Visitor for Names {
     type Break = ();
+
+    fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+        let column = match e {
+            Expr::Identifier(ident) => Some(ident),
+            Expr::CompoundIdentifier(parts) => parts.last(),
+            _ => None,
+        };
+        if let Some(column) = column
+            && column.quote_style.is_some()
+            && column.value != column.value.to_lowercase()
+        {
+            self.quoted_capitals = true;
+        }
+        ControlFlow::Continue(())
+    }
 
     fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
         for cte in query.with.iter().flat_map(|w| &w.cte_tables) {
@@ -241,9 +262,27 @@ impl KeptCase<'_> {
         }
     }
 
+    /// Respells a column named outside an expression (`* EXCLUDE (c)`, `USING (c)`).
+    fn respell(&self, name: &mut ObjectName) {
+        if let [ObjectNamePart::Identifier(column)] = name.0.as_mut_slice()
+            && let Some(spelling) = self.0.respelled(None, column)
+        {
+            column.value = spelling;
+            column.quote_style = Some('"');
+        }
+    }
+
     fn keep_select_aliases(&self, body: &mut SetExpr) {
         match body {
             SetExpr::Select(select) => {
+                let joins = select.from.iter_mut().flat_map(|t| &mut t.joins);
+                for join in joins {
+                    if let Some(JoinConstraint::Using(columns)) =
+                        join_constraint(&mut join.join_operator)
+                    {
+                        columns.iter_mut().for_each(|c| self.respell(c));
+                    }
+                }
                 for item in &mut select.projection {
                     match item {
                         SelectItem::ExprWithAlias { alias, .. } => self.keep(alias),
@@ -255,14 +294,7 @@ impl KeptCase<'_> {
                                 Some(ExcludeSelectItem::Multiple(names)) => names.as_mut_slice(),
                                 None => &mut [],
                             };
-                            for name in excluded {
-                                if let [ObjectNamePart::Identifier(column)] = name.0.as_mut_slice()
-                                    && let Some(spelling) = self.0.respelled(None, column)
-                                {
-                                    column.value = spelling;
-                                    column.quote_style = Some('"');
-                                }
-                            }
+                            excluded.iter_mut().for_each(|name| self.respell(name));
                         }
                         _ => {}
                     }
@@ -302,6 +334,30 @@ impl VisitorMut for KeptCase<'_> {
     }
 }
 
+/// A join's constraint (`ON …`, `USING (…)`), whatever its kind.
+fn join_constraint(operator: &mut JoinOperator) -> Option<&mut JoinConstraint> {
+    use JoinOperator as J;
+    match operator {
+        J::Join(c)
+        | J::Inner(c)
+        | J::Left(c)
+        | J::LeftOuter(c)
+        | J::Right(c)
+        | J::RightOuter(c)
+        | J::FullOuter(c)
+        | J::CrossJoin(c)
+        | J::Semi(c)
+        | J::LeftSemi(c)
+        | J::RightSemi(c)
+        | J::Anti(c)
+        | J::LeftAnti(c)
+        | J::RightAnti(c)
+        | J::StraightJoin(c)
+        | J::AsOf { constraint: c, .. } => Some(c),
+        J::CrossApply | J::OuterApply | J::ArrayJoin | J::LeftArrayJoin | J::InnerArrayJoin => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -330,11 +386,16 @@ mod tests {
             spellings.respelled(Some(&unquoted("U")), &unquoted("id")),
             Some("ID".to_string())
         );
-        // Quoted names and lower-case ones are DataFusion's, as written.
+        // A quoted name in another case is the one spelling too; as it is, it is kept.
         assert_eq!(
             spellings.respelled(None, &Ident::with_quote('"', "customerid")),
+            Some("CustomerID".to_string())
+        );
+        assert_eq!(
+            spellings.respelled(None, &Ident::with_quote('"', "CustomerID")),
             None
         );
+        // Lower-case ones are DataFusion's, as written.
         assert_eq!(spellings.respelled(None, &unquoted("V")), None);
         assert!(spellings.has_capitals());
         assert!(spellings.keeps_case(&unquoted("CustomerID")));

@@ -23,7 +23,7 @@ use super::{
     Output, SqlSession, column_named, delta_err, engine_rows, name_parts, sql_err, sql_error,
     table_missing, take_failure,
 };
-use crate::catalog::validate_name;
+use crate::catalog::{DEFAULT_SCHEMA, validate_name};
 use crate::error::ApiError;
 use crate::types::{duckdb_field_type, field_for_sql_type, is_widening};
 
@@ -602,14 +602,14 @@ impl SqlSession {
             ))
         };
         let (c, s) = match parts {
-            [s] if self.user.can_see(s) => (s.clone(), "main".to_string()),
+            [s] if self.user.can_see(s) => (s.clone(), DEFAULT_SCHEMA.to_string()),
             [s] => (self.catalog.clone(), s.clone()),
             [c, s] => (c.clone(), s.clone()),
             _ => return Err(not_found(&parts.join("."))),
         };
         if !self.user.can_see(&c)
             || validate_name("schema", &s).is_err()
-            || !self.storage.schema_exists(&c, &s).await?
+            || (s != DEFAULT_SCHEMA && !self.storage.schema_exists(&c, &s).await?)
         {
             return Err(not_found(&parts.join(".")));
         }

@@ -188,7 +188,7 @@ impl SqlSession {
             "duckdb_schemas" => {
                 let (mut db, mut schema) = (Vec::new(), Vec::new());
                 for c in &catalogs {
-                    for s in self.storage.list_schemas(c).await? {
+                    for s in self.storage.shown_schemas(c).await? {
                         db.push(c.clone());
                         schema.push(s);
                     }

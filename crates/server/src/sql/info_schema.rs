@@ -26,7 +26,7 @@ impl SqlSession {
             "schemata" => {
                 let mut rows: Vec<[Option<String>; 7]> = Vec::new();
                 for c in &catalogs {
-                    for s in self.storage.list_schemas(c).await? {
+                    for s in self.storage.shown_schemas(c).await? {
                         rows.push([
                             Some(c.clone()),
                             Some(s),

@@ -32,6 +32,7 @@ mod set_operations;
 mod show;
 pub mod stores;
 mod strings;
+mod sums;
 pub mod targets;
 mod temp;
 mod temporal;
@@ -67,7 +68,7 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use futures::TryStreamExt;
 
 use crate::auth::User;
-use crate::catalog::{Storage, validate_name};
+use crate::catalog::{DEFAULT_SCHEMA, Storage, validate_name};
 use crate::error::ApiError;
 
 /// One statement of a request.
@@ -303,7 +304,7 @@ impl SqlSession {
         }
         let schema = schema
             .filter(|s| !s.is_empty())
-            .unwrap_or("main")
+            .unwrap_or(DEFAULT_SCHEMA)
             .to_string();
         validate_name("schema", &schema)?;
         let mut config = SessionConfig::new()
@@ -352,6 +353,7 @@ impl SqlSession {
         ctx.register_udf(time_zones::timezone_udf());
         ctx.register_udf(udf::row_key_udf());
         ctx.register_udf(arithmetic::integer_divide_udf());
+        ctx.register_udaf(sums::sum_udaf());
         for f in temporal::udfs() {
             ctx.register_udf(f);
         }

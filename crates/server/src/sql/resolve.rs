@@ -12,7 +12,7 @@ use datafusion::sql::sqlparser::ast::ObjectName;
 use super::catalog_view::{CatalogView, Listing};
 use super::time_travel;
 use super::{Output, SqlSession, delta_err, name_parts, sql_err, sql_error, table_missing};
-use crate::catalog::{TableName, validate_name};
+use crate::catalog::{DEFAULT_SCHEMA, TableName, validate_name};
 use crate::error::ApiError;
 
 impl SqlSession {
@@ -177,7 +177,7 @@ impl SqlSession {
                 // An unqualified name in a default schema that does not exist fails the way
                 // DuckDB's implicit `SET schema` does; clients match on that message.
                 if matches!(r, TableReference::Bare { .. })
-                    && s != "main"
+                    && s != DEFAULT_SCHEMA
                     && !self.storage.schema_exists(&c, &s).await?
                 {
                     return Err(sql_err(format!(

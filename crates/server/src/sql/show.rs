@@ -7,7 +7,7 @@
 //! - `SHOW TABLES FROM c` (a catalog: all its tables), `FROM s` (a schema of the current
 //!   catalog), `FROM c.s`; a schema that does not exist is DuckDB's `Catalog Error`;
 //! - `SHOW ALL TABLES`: every table with its column names and types;
-//! - `SHOW SCHEMAS`, `SHOW DATABASES`;
+//! - `SHOW SCHEMAS` (every catalog has `main`), `SHOW DATABASES` (the granted catalogs);
 //! - `SHOW [catalog.][schema.]table`: `DESCRIBE` of the table.
 
 use datafusion::sql::sqlparser::ast::{
@@ -15,6 +15,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use super::{Output, SqlSession, name_parts, sql_err};
+use crate::catalog::DEFAULT_SCHEMA;
 use crate::error::ApiError;
 
 /// Whether `statement` is one of the `SHOW` statements this module answers.
@@ -56,8 +57,23 @@ impl SqlSession {
     /// Answer a statement [`is_show`] accepts.
     pub(super) async fn show(&mut self, statement: &Statement) -> Result<Output, ApiError> {
         let query = match statement {
-            Statement::ShowTables { show_options, .. } => self.show_tables(show_options).await?,
-            Statement::ShowSchemas { show_options, .. } => {
+            Statement::ShowTables {
+                terse,
+                history,
+                extended,
+                full,
+                external,
+                show_options,
+            } => {
+                duckdb_form(*terse || *history || *extended || *full || *external)?;
+                self.show_tables(show_options).await?
+            }
+            Statement::ShowSchemas {
+                terse,
+                history,
+                show_options,
+            } => {
+                duckdb_form(*terse || *history)?;
                 plain(show_options, "SHOW SCHEMAS")?;
                 format!(
                     "SELECT catalog_name AS database_name, schema_name, \
@@ -67,11 +83,15 @@ impl SqlSession {
                     literal(&self.schema)
                 )
             }
-            Statement::ShowDatabases { show_options, .. } => {
+            Statement::ShowDatabases {
+                terse,
+                history,
+                show_options,
+            } => {
+                duckdb_form(*terse || *history)?;
                 plain(show_options, "SHOW DATABASES")?;
-                "SELECT DISTINCT catalog_name AS database_name FROM information_schema.schemata \
-                 ORDER BY database_name"
-                    .to_string()
+                // Every granted catalog, with schemas or without.
+                "SELECT database_name FROM information_schema.duckdb_databases ORDER BY database_name".to_string()
             }
             s if all_tables(s) => {
                 "SELECT table_catalog AS \"database\", table_schema AS \"schema\", \
@@ -160,13 +180,27 @@ impl SqlSession {
             }
         };
         // A catalog outside the grants looks like a missing one.
-        if !self.user.can_see(&catalog) || !self.storage.schema_exists(&catalog, &schema).await? {
+        if !self.user.can_see(&catalog)
+            || (schema != DEFAULT_SCHEMA && !self.storage.schema_exists(&catalog, &schema).await?)
+        {
             return Err(sql_err(format!(
                 "Catalog Error: SHOW TABLES FROM: No catalog + schema named \"{catalog}.{schema}\" found."
             )));
         }
         Ok((catalog, Some(schema)))
     }
+}
+
+/// Refuse the words other dialects put in a `SHOW` (`SHOW FULL TABLES`, `SHOW TERSE
+/// SCHEMAS`, `SHOW TABLES HISTORY`, …), which DuckDB does not parse: answering them as the
+/// plain form would ignore what was asked.
+fn duckdb_form(other_dialects: bool) -> Result<(), ApiError> {
+    if other_dialects {
+        return Err(sql_err(
+            "Parser Error: SHOW takes no TERSE, FULL, EXTENDED, EXTERNAL or HISTORY",
+        ));
+    }
+    Ok(())
 }
 
 /// Refuse the options of `SHOW` that DuckDB does not have (`LIKE`, `LIMIT`, …).

@@ -9,13 +9,20 @@
 //! whose own columns may be named alike), and its `*` replaces the key by it
 //! (`* REPLACE (… AS k)`). A qualified `a.k` stays that side's value. Chains of several
 //! joins are planned as DataFusion plans them.
+//!
+//! **`*` over any join `USING (k)`** is DuckDB's: the left side's columns, `k` in its
+//! place, then the right side's without `k`. DataFusion kept whichever side's `k` sorts
+//! first by qualifier and put it there: `SELECT * FROM main.c LEFT JOIN (…) k USING
+//! (id)` listed `id` last, and NULL on every row without a match. A plain `*` over one
+//! join of two named sides is written `left.* [REPLACE (… AS k)], right.* EXCLUDE (k)`.
 
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    Expr, GroupByExpr, Ident, JoinConstraint, JoinOperator, ObjectNamePart, Query,
-    ReplaceSelectElement, ReplaceSelectItem, Select, SelectItem, SetExpr, Statement, TableFactor,
-    TableWithJoins, VisitMut, VisitorMut,
+    ExcludeSelectItem, Expr, GroupByExpr, Ident, JoinConstraint, JoinOperator, ObjectName,
+    ObjectNamePart, Query, ReplaceSelectElement, ReplaceSelectItem, Select, SelectItem,
+    SelectItemQualifiedWildcardKind, SetExpr, Statement, TableFactor, TableWithJoins, VisitMut,
+    VisitorMut, WildcardAdditionalOptions,
 };
 
 use super::normalize::function_call;
@@ -77,11 +84,15 @@ fn select(select: &mut Select) {
     let [join] = joins.as_slice() else {
         return;
     };
-    let (JoinOperator::FullOuter(JoinConstraint::Using(columns))
-    | JoinOperator::Right(JoinConstraint::Using(columns))
-    | JoinOperator::RightOuter(JoinConstraint::Using(columns))) = &join.join_operator
-    else {
-        return;
+    let (coalesced, columns) = match &join.join_operator {
+        JoinOperator::FullOuter(JoinConstraint::Using(columns))
+        | JoinOperator::Right(JoinConstraint::Using(columns))
+        | JoinOperator::RightOuter(JoinConstraint::Using(columns)) => (true, columns),
+        JoinOperator::Join(JoinConstraint::Using(columns))
+        | JoinOperator::Inner(JoinConstraint::Using(columns))
+        | JoinOperator::Left(JoinConstraint::Using(columns))
+        | JoinOperator::LeftOuter(JoinConstraint::Using(columns)) => (false, columns),
+        _ => return,
     };
     let (Some(left), Some(right)) = (qualifier(relation), qualifier(&join.relation)) else {
         return;
@@ -102,6 +113,18 @@ fn select(select: &mut Select) {
         })
         .collect();
     if keys.len() != columns.len() {
+        return;
+    }
+    select.projection = std::mem::take(&mut select.projection)
+        .into_iter()
+        .flat_map(|item| match item {
+            SelectItem::Wildcard(options) if options == plain(&options) => {
+                both_sides(options, (&left, &right), &keys, coalesced)
+            }
+            other => vec![other],
+        })
+        .collect();
+    if !coalesced {
         return;
     }
     let mut keyed = Keys {
@@ -160,6 +183,62 @@ fn select(select: &mut Select) {
             let _ = e.visit(&mut keyed);
         }
     }
+}
+
+/// `options` without any option (`*` as written with none).
+fn plain(options: &WildcardAdditionalOptions) -> WildcardAdditionalOptions {
+    WildcardAdditionalOptions {
+        wildcard_token: options.wildcard_token.clone(),
+        ..Default::default()
+    }
+}
+
+/// `*` over a join `USING` as its two sides: `left.* [REPLACE (coalesced keys)],
+/// right.* EXCLUDE (keys)`.
+fn both_sides(
+    options: WildcardAdditionalOptions,
+    (left, right): (&[Ident], &[Ident]),
+    keys: &[(Ident, Expr)],
+    coalesced: bool,
+) -> Vec<SelectItem> {
+    let side = |name: &[Ident], options| {
+        SelectItem::QualifiedWildcard(
+            SelectItemQualifiedWildcardKind::ObjectName(ObjectName::from(name.to_vec())),
+            options,
+        )
+    };
+    let replace = coalesced.then(|| ReplaceSelectItem {
+        items: keys
+            .iter()
+            .map(|(key, expr)| {
+                Box::new(ReplaceSelectElement {
+                    expr: expr.clone(),
+                    column_name: key.clone(),
+                    as_keyword: true,
+                })
+            })
+            .collect(),
+    });
+    vec![
+        side(
+            left,
+            WildcardAdditionalOptions {
+                opt_replace: replace,
+                ..options.clone()
+            },
+        ),
+        side(
+            right,
+            WildcardAdditionalOptions {
+                opt_exclude: Some(ExcludeSelectItem::Multiple(
+                    keys.iter()
+                        .map(|(k, _)| ObjectName::from(vec![k.clone()]))
+                        .collect(),
+                )),
+                ..options
+            },
+        ),
+    ]
 }
 
 /// Writes an unqualified key as its `COALESCE`, outside subqueries.
