@@ -1348,6 +1348,21 @@ SEMANTICS_TABLES = {
             "WHERE v > 0) a FULL OUTER JOIN (SELECT k FROM {t} WHERE v < 3) b USING (k) "
             "WHERE k IS NOT NULL OR a.k IS NULL"
         ),
+        # The average of DECIMALs is a DOUBLE of the exact sum (DataFusion's was a DECIMAL
+        # with four more digits of scale, truncated).
+        (
+            "SELECT k, avg(CAST(v AS DECIMAL(10,2)) * 1.25) AS a, mean(1.0 * v) AS m, "
+            "avg(DISTINCT CAST(v AS DECIMAL(5,1))) AS d FROM {t} GROUP BY k"
+        ),
+        (
+            "SELECT v > 0 AS p, avg(CAST(v AS DECIMAL(10,2))) AS a, avg(0.1 * v) AS b, "
+            "avg(DISTINCT CAST(v AS DECIMAL(4,1)) + 0.01) AS d FROM {t} GROUP BY v > 0"
+        ),
+        "SELECT avg(CAST(v AS DECIMAL(9,3))) AS a, count(v) AS n FROM {t} WHERE v > 0",
+        (
+            "SELECT s, avg(CAST(v AS DECIMAL(9,3))) OVER (ORDER BY s ROWS BETWEEN 2 "
+            "PRECEDING AND CURRENT ROW) AS w FROM {t} WHERE s IS NOT NULL"
+        ),
         # `*` over a join USING lists the left side's columns, the key in its place and
         # its value the left's (COALESCE for RIGHT/FULL), then the right's without it.
         "SELECT * FROM {t} LEFT JOIN (SELECT 1 AS k, 'z' AS w) b USING (k)",

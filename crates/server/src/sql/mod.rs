@@ -7,6 +7,7 @@
 
 mod analyzer;
 mod arithmetic;
+mod averages;
 mod catalog_view;
 mod column_case;
 mod ddl;
@@ -354,6 +355,7 @@ impl SqlSession {
         ctx.register_udf(udf::row_key_udf());
         ctx.register_udf(arithmetic::integer_divide_udf());
         ctx.register_udaf(sums::sum_udaf());
+        ctx.register_udaf(averages::avg_udaf());
         for f in temporal::udfs() {
             ctx.register_udf(f);
         }
