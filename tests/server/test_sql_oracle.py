@@ -1363,6 +1363,18 @@ SEMANTICS_TABLES = {
             "SELECT s, avg(CAST(v AS DECIMAL(9,3))) OVER (ORDER BY s ROWS BETWEEN 2 "
             "PRECEDING AND CURRENT ROW) AS w FROM {t} WHERE s IS NOT NULL"
         ),
+        # Lateral column aliases: an item and WHERE may use an earlier item's alias, unless
+        # a column of the select's tables has that name (the column is taken).
+        "SELECT 1 AS a, a + 1 AS b",
+        "SELECT v * 2 AS d, d + 1 AS e FROM {t} WHERE d > 0",
+        "SELECT v * 10 AS k, k + 1 AS j FROM {t}",
+        "SELECT sum(v) AS total, total * 2 AS twice, count(*) AS n, total / n AS mean FROM {t}",
+        "WITH w AS (SELECT v * 2 AS d, d + 1 AS e FROM {t}) SELECT d, e FROM w WHERE e > 0",
+        "SELECT V * 2 AS Dbl, dbl + 1 AS n FROM {t}",
+        (
+            "SELECT a.v + b.v AS s2, s2 * 2 AS d FROM {t} a JOIN {t} b ON a.k = b.k "
+            "WHERE s2 > 0 AND s2 < (SELECT max(v) FROM {t})"
+        ),
         # `*` over a join USING lists the left side's columns, the key in its place and
         # its value the left's (COALESCE for RIGHT/FULL), then the right's without it.
         "SELECT * FROM {t} LEFT JOIN (SELECT 1 AS k, 'z' AS w) b USING (k)",

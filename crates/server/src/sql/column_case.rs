@@ -136,7 +136,7 @@ impl SqlSession {
 
     /// The column names of the registered table `name` (`None`: not a table, e.g. a
     /// CTE's name).
-    async fn columns_of(&self, name: &ObjectName) -> Option<Vec<String>> {
+    pub(super) async fn columns_of(&self, name: &ObjectName) -> Option<Vec<String>> {
         let reference = match name_parts(name).ok()?.as_slice() {
             [t] => TableReference::bare(t.as_str()),
             [s, t] => TableReference::partial(s.as_str(), t.as_str()),

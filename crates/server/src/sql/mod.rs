@@ -17,6 +17,7 @@ mod duckdb_catalog;
 mod guard;
 mod info_schema;
 mod json;
+mod lateral_aliases;
 mod layout;
 pub mod maintenance;
 mod merge;

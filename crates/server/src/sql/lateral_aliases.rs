@@ -1,0 +1,253 @@
+//! DuckDB's lateral column aliases: a select item, and the `WHERE` clause, may use an
+//! alias an earlier item of the same select list defines (`SELECT price * qty AS total,
+//! total * 0.2 AS tax FROM orders WHERE total > 100`). DataFusion resolves names against
+//! the `FROM` clause only ("No field named total").
+//!
+//! Before a statement is planned, such a reference is written as the aliased expression
+//! (in parentheses) when DuckDB would read it as the alias: the name is no column of the
+//! select's tables (a column is taken first, as DuckDB takes it), and the alias is
+//! defined before the item that uses it. Only selects whose `FROM` holds nothing but
+//! tables are rewritten, since only their columns are known before planning; references
+//! inside subqueries are left alone. `GROUP BY`, `HAVING` and `ORDER BY` already take
+//! aliases in DataFusion.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
+
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::{
+    Expr, ObjectName, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins, Visit,
+    VisitMut, Visitor, VisitorMut,
+};
+
+use super::{SqlSession, folded, sql_statement};
+
+impl SqlSession {
+    /// `statement` with the lateral aliases of its selects written as their expressions
+    /// (the tables must be registered: `register_references`).
+    pub(super) async fn substitute_aliases(&self, mut statement: DFStatement) -> DFStatement {
+        let Some(sql) = sql_statement(&mut statement) else {
+            return statement;
+        };
+        let mut candidates = Candidates::default();
+        let _ = Visit::visit(&*sql, &mut candidates);
+        if candidates.tables.is_empty() && !candidates.without_from {
+            return statement;
+        }
+        let mut columns = HashMap::new();
+        for table in candidates.tables {
+            // A CTE's name is not the table it may shadow.
+            if candidates.ctes.contains(&table.to_string().to_lowercase()) {
+                continue;
+            }
+            if let Some(names) = self.columns_of(&table).await {
+                let names = names.iter().map(|c| c.to_lowercase()).collect();
+                columns.insert(table.to_string(), names);
+            }
+        }
+        let _ = VisitMut::visit(
+            sql,
+            &mut Substitute {
+                columns: &columns,
+                subqueries: 0,
+            },
+        );
+        statement
+    }
+}
+
+/// The tables of a select's `FROM`, when it holds nothing else (`None`: it does).
+fn tables(from: &[TableWithJoins]) -> Option<Vec<&ObjectName>> {
+    let mut names = Vec::new();
+    for t in from {
+        for factor in std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)) {
+            match factor {
+                TableFactor::Table {
+                    name, args: None, ..
+                } => names.push(name),
+                _ => return None,
+            }
+        }
+    }
+    Some(names)
+}
+
+/// Whether a select uses one of its aliases laterally, cheaply: some item after the
+/// first alias, or the `WHERE` clause, exists at all.
+fn may_use_aliases(select: &Select) -> bool {
+    let first = select
+        .projection
+        .iter()
+        .position(|item| matches!(item, SelectItem::ExprWithAlias { .. }));
+    first.is_some_and(|i| i + 1 < select.projection.len() || select.selection.is_some())
+}
+
+/// The tables of the selects that may use lateral aliases.
+#[derive(Default)]
+struct Candidates {
+    tables: Vec<ObjectName>,
+    /// Whether such a select has no `FROM` (`SELECT 1 AS a, a + 1`).
+    without_from: bool,
+    /// The statement's CTEs' names, in lower case.
+    ctes: HashSet<String>,
+}
+
+impl Visitor for Candidates {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+        for cte in query.with.iter().flat_map(|w| &w.cte_tables) {
+            self.ctes.insert(cte.alias.name.value.to_lowercase());
+        }
+        for_selects(&query.body, &mut |select| {
+            if !may_use_aliases(select) {
+                return;
+            }
+            match tables(&select.from) {
+                Some(names) if names.is_empty() => self.without_from = true,
+                Some(names) => self.tables.extend(names.into_iter().cloned()),
+                None => {}
+            }
+        });
+        ControlFlow::Continue(())
+    }
+}
+
+fn for_selects(body: &SetExpr, f: &mut impl FnMut(&Select)) {
+    match body {
+        SetExpr::Select(select) => f(select),
+        SetExpr::SetOperation { left, right, .. } => {
+            for_selects(left, f);
+            for_selects(right, f);
+        }
+        _ => {}
+    }
+}
+
+fn for_selects_mut(body: &mut SetExpr, f: &mut impl FnMut(&mut Select)) {
+    match body {
+        SetExpr::Select(select) => f(select),
+        SetExpr::SetOperation { left, right, .. } => {
+            for_selects_mut(left, f);
+            for_selects_mut(right, f);
+        }
+        _ => {}
+    }
+}
+
+/// Rewrites the selects outside expression subqueries (whose names may be an outer
+/// query's columns).
+struct Substitute<'a> {
+    /// A table's columns in lower case, by its name as written.
+    columns: &'a HashMap<String, HashSet<String>>,
+    subqueries: usize,
+}
+
+impl Substitute<'_> {
+    fn select(&self, select: &mut Select) {
+        if !may_use_aliases(select) {
+            return;
+        }
+        let Some(names) = tables(&select.from) else {
+            return;
+        };
+        let mut columns = HashSet::new();
+        for name in names {
+            match self.columns.get(&name.to_string()) {
+                Some(c) => columns.extend(c.iter().cloned()),
+                // A table whose columns are unknown (a CTE's name): nothing is certain.
+                None => return,
+            }
+        }
+        let mut aliases: HashMap<String, Expr> = HashMap::new();
+        for item in &mut select.projection {
+            match item {
+                SelectItem::UnnamedExpr(e) => substitute(e, &aliases, &columns),
+                SelectItem::ExprWithAlias { expr, alias } => {
+                    substitute(expr, &aliases, &columns);
+                    let name = folded(alias).to_lowercase();
+                    if !columns.contains(&name) {
+                        aliases.insert(name, expr.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(selection) = &mut select.selection {
+            substitute(selection, &aliases, &columns);
+        }
+    }
+}
+
+impl VisitorMut for Substitute<'_> {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        if matches!(
+            e,
+            Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. }
+        ) {
+            self.subqueries += 1;
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        if matches!(
+            e,
+            Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. }
+        ) {
+            self.subqueries -= 1;
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        if self.subqueries == 0 {
+            for_selects_mut(&mut query.body, &mut |select| self.select(select));
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `e` with each unqualified name that is one of `aliases` and none of `columns` written
+/// as the alias's expression, outside subqueries.
+fn substitute(e: &mut Expr, aliases: &HashMap<String, Expr>, columns: &HashSet<String>) {
+    if aliases.is_empty() {
+        return;
+    }
+    struct Names<'a> {
+        aliases: &'a HashMap<String, Expr>,
+        columns: &'a HashSet<String>,
+        depth: usize,
+    }
+    impl VisitorMut for Names<'_> {
+        type Break = ();
+        fn pre_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
+            self.depth += 1;
+            ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
+            self.depth -= 1;
+            ControlFlow::Continue(())
+        }
+        fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+            if self.depth == 0
+                && let Expr::Identifier(ident) = e
+            {
+                let name = folded(ident).to_lowercase();
+                if !self.columns.contains(&name)
+                    && let Some(aliased) = self.aliases.get(&name)
+                {
+                    *e = Expr::Nested(Box::new(aliased.clone()));
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = e.visit(&mut Names {
+        aliases,
+        columns,
+        depth: 0,
+    });
+}
