@@ -1363,6 +1363,13 @@ SEMANTICS_TABLES = {
             "SELECT s, avg(CAST(v AS DECIMAL(9,3))) OVER (ORDER BY s ROWS BETWEEN 2 "
             "PRECEDING AND CURRENT ROW) AS w FROM {t} WHERE s IS NOT NULL"
         ),
+        # DuckDB's other names for aggregates DataFusion has.
+        (
+            "SELECT k, variance(v) AS va, list(v ORDER BY v NULLS FIRST)[2] AS l, "
+            "first(v ORDER BY v NULLS FIRST) AS f FROM {t} GROUP BY k"
+        ),
+        "SELECT k, group_concat(s, '-' ORDER BY s) AS g, last(s ORDER BY s) AS z FROM {t} GROUP BY k",
+        "SELECT k, listagg(s, ',' ORDER BY s DESC) AS la FROM {t} GROUP BY k",
         # Lateral column aliases: an item and WHERE may use an earlier item's alias, unless
         # a column of the select's tables has that name (the column is taken).
         "SELECT 1 AS a, a + 1 AS b",

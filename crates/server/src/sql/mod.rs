@@ -357,6 +357,7 @@ impl SqlSession {
         ctx.register_udf(arithmetic::integer_divide_udf());
         ctx.register_udaf(sums::sum_udaf());
         ctx.register_udaf(averages::avg_udaf());
+        udf::register_aggregate_aliases(&ctx);
         for f in temporal::udfs() {
             ctx.register_udf(f);
         }
