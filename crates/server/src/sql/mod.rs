@@ -5,9 +5,9 @@
 //! reachable and nothing else: no URL tables, no external tables, no COPY). DDL and DML are
 //! executed here, each as one Delta commit through the engine or delta-rs.
 
+mod aggregates;
 mod analyzer;
 mod arithmetic;
-mod averages;
 mod catalog_view;
 mod column_case;
 mod ddl;
@@ -34,7 +34,6 @@ mod set_operations;
 mod show;
 pub mod stores;
 mod strings;
-mod sums;
 pub mod targets;
 mod temp;
 mod temporal;
@@ -355,9 +354,7 @@ impl SqlSession {
         ctx.register_udf(time_zones::timezone_udf());
         ctx.register_udf(udf::row_key_udf());
         ctx.register_udf(arithmetic::integer_divide_udf());
-        ctx.register_udaf(sums::sum_udaf());
-        ctx.register_udaf(averages::avg_udaf());
-        udf::register_aggregate_aliases(&ctx);
+        aggregates::register(&ctx);
         for f in temporal::udfs() {
             ctx.register_udf(f);
         }

@@ -10,13 +10,11 @@ use arrow::array::{Array, ArrayRef, BinaryArray, StringArray};
 use arrow::datatypes::{DataType, FieldRef};
 use base64::Engine;
 use datafusion::common::{Result, ScalarValue};
-use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
 use datafusion::logical_expr::{
     ColumnarValue, Documentation, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
     ScalarUDFImpl, Signature, Volatility, create_udf,
 };
-use datafusion::prelude::SessionContext;
 
 /// `kernel` over the arguments' values as arrays; a scalar again when every argument was
 /// one, so that a call of constants stays a constant.
@@ -105,23 +103,6 @@ impl ScalarUDFImpl for Marker {
             [arg] => (self.kernel)(arg),
             _ => datafusion::common::internal_err!("{} takes one argument", self.name),
         })
-    }
-}
-
-/// DuckDB's other names for aggregates DataFusion has under its own: `variance`, `list`,
-/// `group_concat` and `listagg`, `first`, `last`.
-pub(super) fn register_aggregate_aliases(ctx: &SessionContext) {
-    let aliases: [(&str, &[&'static str]); 5] = [
-        ("var_samp", &["variance"]),
-        ("array_agg", &["list"]),
-        ("string_agg", &["group_concat", "listagg"]),
-        ("first_value", &["first"]),
-        ("last_value", &["last"]),
-    ];
-    for (name, aliases) in aliases {
-        if let Ok(f) = ctx.udaf(name) {
-            ctx.register_udaf(f.as_ref().clone().with_aliases(aliases.iter().copied()));
-        }
     }
 }
 

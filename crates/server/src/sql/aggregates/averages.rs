@@ -8,14 +8,12 @@
 //! values into 128 bits and divide once at the end, `sum / (count * 10^s)` in DOUBLEs, as
 //! DuckDB does: grouped, whole, over a sliding window frame, and `DISTINCT`.
 
-use std::collections::HashMap;
 use std::mem::size_of;
 use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float64Array, PrimitiveArray, UInt64Array,
 };
-use arrow::buffer::NullBuffer;
 use arrow::datatypes::{
     DECIMAL128_MAX_PRECISION, DataType, Decimal128Type, Field, FieldRef, UInt64Type,
 };
@@ -28,6 +26,8 @@ use datafusion::logical_expr::{
     ReversedUDAF, SetMonotonicity, Signature,
 };
 use datafusion_functions_aggregate_common::aggregate::groups_accumulator::accumulate::NullState;
+
+use super::{DistinctValues, kept};
 
 /// `avg`, replacing DataFusion's under its name.
 pub(super) fn avg_udaf() -> AggregateUDF {
@@ -95,7 +95,7 @@ impl AggregateUDFImpl for DecimalAverages {
                 scale,
             }),
             (Some(scale), true) => Box::new(Distinct {
-                counts: HashMap::new(),
+                values: DistinctValues::default(),
                 scale,
             }),
             (None, _) => self.inner.accumulator(args)?,
@@ -247,36 +247,23 @@ impl Accumulator for Whole {
     }
 }
 
-/// `avg(DISTINCT …)`: each value once, counted so that a window's frame can retract it.
+/// `avg(DISTINCT …)`.
 #[derive(Debug)]
 struct Distinct {
-    counts: HashMap<i128, u64>,
+    values: DistinctValues,
     scale: i8,
-}
-
-impl Distinct {
-    fn add(&mut self, values: &PrimitiveArray<Decimal128Type>) {
-        for v in values.iter().flatten() {
-            *self.counts.entry(v).or_default() += 1;
-        }
-    }
 }
 
 impl Accumulator for Distinct {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        self.add(values[0].as_primitive::<Decimal128Type>());
+        self.values
+            .add(values[0].as_primitive::<Decimal128Type>().iter());
         Ok(())
     }
 
     fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        for v in values[0].as_primitive::<Decimal128Type>().iter().flatten() {
-            if let Some(n) = self.counts.get_mut(&v) {
-                *n -= 1;
-                if *n == 0 {
-                    self.counts.remove(&v);
-                }
-            }
-        }
+        self.values
+            .retract(values[0].as_primitive::<Decimal128Type>().iter());
         Ok(())
     }
 
@@ -285,34 +272,24 @@ impl Accumulator for Distinct {
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        for part in states[0].as_list::<i32>().iter().flatten() {
-            self.add(part.as_primitive::<Decimal128Type>());
-        }
+        self.values.merge(&states[0]);
         Ok(())
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        let values: Vec<ScalarValue> = self
-            .counts
-            .keys()
-            .map(|&v| ScalarValue::Decimal128(Some(v), DECIMAL128_MAX_PRECISION, self.scale))
-            .collect();
-        Ok(vec![ScalarValue::List(ScalarValue::new_list_nullable(
-            &values,
-            &sum_type(self.scale),
-        ))])
+        Ok(vec![self.values.state(&sum_type(self.scale))])
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        let sum = self.counts.keys().fold(0i128, |a, &v| a.wrapping_add(v));
-        let count = self.counts.len() as u64;
         Ok(ScalarValue::Float64(
-            (count > 0).then(|| mean(sum, count, self.scale)),
+            self.values
+                .sum()
+                .map(|(sum, count)| mean(sum, count, self.scale)),
         ))
     }
 
     fn size(&self) -> usize {
-        size_of::<Self>() + self.counts.capacity() * (size_of::<i128>() + size_of::<u64>())
+        self.values.size()
     }
 }
 
@@ -417,14 +394,7 @@ impl GroupsAccumulator for Grouped {
         // Each row its own group: a count of 1 and its value, or 0 and NULL where it is
         // NULL or filtered out.
         let values = values[0].as_primitive::<Decimal128Type>();
-        let filtered = opt_filter.map(|f| {
-            let kept = match f.nulls() {
-                Some(nulls) => nulls.inner() & f.values(),
-                None => f.values().clone(),
-            };
-            NullBuffer::from(kept)
-        });
-        let nulls = NullBuffer::union(values.nulls(), filtered.as_ref());
+        let nulls = kept(values.nulls(), opt_filter);
         let counts: UInt64Array = (0..values.len())
             .map(|i| u64::from(nulls.as_ref().is_none_or(|n| n.is_valid(i))))
             .map(Some)
