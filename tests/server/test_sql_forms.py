@@ -760,6 +760,27 @@ def test_show_statements_answer_as_duckdb_within_the_grants(tmp_path):
             assert e.value.message == message, sql
 
 
+def test_lateral_alias_chains_are_refused_past_their_bound(client):
+    """Each use of a lateral alias copies its expression, so a chain of aliases each used
+    twice doubles with every link: past 100000 expression nodes the statement is refused
+    before planning (forty links would be a trillion nodes), and the server answers the
+    next statement."""
+    chain = ["1 AS a0"] + [f"a{i} + a{i} AS a{i + 1}" for i in range(40)]
+    with pytest.raises(SqlError) as e:
+        client.query("SELECT " + ", ".join(chain))
+    assert e.value.message == (
+        "Binder Error: lateral column aliases expand past 100000 expression nodes; "
+        "name the expression in a subquery instead"
+    )
+    # As every SQL error: the response's error line, after a 200.
+    assert e.value.status == 200
+    short = ", ".join(chain[:5])
+    assert client.query(f"SELECT {short}") == (
+        ["a0", "a1", "a2", "a3", "a4"],
+        [[1, 2, 4, 8, 16]],
+    )
+
+
 def test_columns_are_named_without_regard_to_case(client, schema):
     """A column with capitals (an uploaded file's header, a quoted name) is read, filtered,
     updated and merged by any spelling, as in DuckDB, and the result keeps the table's

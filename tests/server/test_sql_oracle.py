@@ -1378,6 +1378,7 @@ SEMANTICS_TABLES = {
         "SELECT sum(v) AS total, total * 2 AS twice, count(*) AS n, total / n AS mean FROM {t}",
         "WITH w AS (SELECT v * 2 AS d, d + 1 AS e FROM {t}) SELECT d, e FROM w WHERE e > 0",
         "SELECT V * 2 AS Dbl, dbl + 1 AS n FROM {t}",
+        "SELECT v * 2 AS y, y + 1, abs(y), -y, y * 2 + 1, NOT (y > 1) FROM {t}",
         (
             "SELECT a.v + b.v AS s2, s2 * 2 AS d FROM {t} a JOIN {t} b ON a.k = b.k "
             "WHERE s2 > 0 AND s2 < (SELECT max(v) FROM {t})"

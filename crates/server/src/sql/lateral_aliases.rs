@@ -9,30 +9,36 @@
 //! defined before the item that uses it. Only selects whose `FROM` holds nothing but
 //! tables are rewritten, since only their columns are known before planning; references
 //! inside subqueries are left alone. `GROUP BY`, `HAVING` and `ORDER BY` already take
-//! aliases in DataFusion.
+//! aliases in DataFusion. An unnamed item that used one is named as written, as DuckDB
+//! names it (`(total + 1)`), not by the expression it became. Each use copies the
+//! alias's expression, so the copies of one statement are bounded ([`MAX_EXPANSION`]).
 
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    Expr, ObjectName, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins, Visit,
-    VisitMut, Visitor, VisitorMut,
+    Expr, Ident, ObjectName, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins,
+    UnaryOperator, Value, Visit, VisitMut, Visitor, VisitorMut, visit_expressions,
 };
 
-use super::{SqlSession, folded, sql_statement};
+use super::{SqlSession, folded, sql_err, sql_statement};
+use crate::error::ApiError;
 
 impl SqlSession {
     /// `statement` with the lateral aliases of its selects written as their expressions
     /// (the tables must be registered: `register_references`).
-    pub(super) async fn substitute_aliases(&self, mut statement: DFStatement) -> DFStatement {
+    pub(super) async fn substitute_aliases(
+        &self,
+        mut statement: DFStatement,
+    ) -> Result<DFStatement, ApiError> {
         let Some(sql) = sql_statement(&mut statement) else {
-            return statement;
+            return Ok(statement);
         };
         let mut candidates = Candidates::default();
         let _ = Visit::visit(&*sql, &mut candidates);
         if candidates.tables.is_empty() && !candidates.without_from {
-            return statement;
+            return Ok(statement);
         }
         let mut columns = HashMap::new();
         for table in candidates.tables {
@@ -45,15 +51,34 @@ impl SqlSession {
                 columns.insert(table.to_string(), names);
             }
         }
-        let _ = VisitMut::visit(
-            sql,
-            &mut Substitute {
-                columns: &columns,
-                subqueries: 0,
-            },
-        );
-        statement
+        let mut substitute = Substitute {
+            columns: &columns,
+            subqueries: 0,
+            budget: MAX_EXPANSION,
+        };
+        if VisitMut::visit(sql, &mut substitute).is_break() {
+            return Err(sql_err(format!(
+                "Binder Error: lateral column aliases expand past {MAX_EXPANSION} expression \
+                 nodes; name the expression in a subquery instead"
+            )));
+        }
+        Ok(statement)
     }
+}
+
+/// How many expression nodes the substitutions of one statement may add: each alias used
+/// copies its expression, so a chain of aliases each used twice (`a + a AS b, b + b AS
+/// c, …`) doubles with every link, and sixty links would not fit in memory.
+const MAX_EXPANSION: usize = 100_000;
+
+/// The number of expression nodes in `e`.
+fn size(e: &Expr) -> usize {
+    let mut n = 0;
+    let _ = visit_expressions(e, |_| {
+        n += 1;
+        ControlFlow::<()>::Continue(())
+    });
+    n
 }
 
 /// The tables of a select's `FROM`, when it holds nothing else (`None`: it does).
@@ -124,14 +149,17 @@ fn for_selects(body: &SetExpr, f: &mut impl FnMut(&Select)) {
     }
 }
 
-fn for_selects_mut(body: &mut SetExpr, f: &mut impl FnMut(&mut Select)) {
+fn for_selects_mut(
+    body: &mut SetExpr,
+    f: &mut impl FnMut(&mut Select) -> ControlFlow<()>,
+) -> ControlFlow<()> {
     match body {
         SetExpr::Select(select) => f(select),
         SetExpr::SetOperation { left, right, .. } => {
-            for_selects_mut(left, f);
-            for_selects_mut(right, f);
+            for_selects_mut(left, f)?;
+            for_selects_mut(right, f)
         }
-        _ => {}
+        _ => ControlFlow::Continue(()),
     }
 }
 
@@ -141,41 +169,59 @@ struct Substitute<'a> {
     /// A table's columns in lower case, by its name as written.
     columns: &'a HashMap<String, HashSet<String>>,
     subqueries: usize,
+    /// Expression nodes the substitutions may still add ([`MAX_EXPANSION`]).
+    budget: usize,
 }
 
 impl Substitute<'_> {
-    fn select(&self, select: &mut Select) {
+    /// Rewrite `select`; `Break` when the substitutions would pass the budget.
+    fn select(&mut self, select: &mut Select) -> ControlFlow<()> {
         if !may_use_aliases(select) {
-            return;
+            return ControlFlow::Continue(());
         }
         let Some(names) = tables(&select.from) else {
-            return;
+            return ControlFlow::Continue(());
         };
         let mut columns = HashSet::new();
         for name in names {
             match self.columns.get(&name.to_string()) {
                 Some(c) => columns.extend(c.iter().cloned()),
                 // A table whose columns are unknown (a CTE's name): nothing is certain.
-                None => return,
+                None => return ControlFlow::Continue(()),
             }
         }
-        let mut aliases: HashMap<String, Expr> = HashMap::new();
+        let budget = &mut self.budget;
+        let mut aliases: HashMap<String, (Expr, usize)> = HashMap::new();
         for item in &mut select.projection {
             match item {
-                SelectItem::UnnamedExpr(e) => substitute(e, &aliases, &columns),
+                SelectItem::UnnamedExpr(e) => {
+                    let written = e.clone();
+                    substitute(e, &aliases, &columns, budget)?;
+                    if *e != written {
+                        // Named as written, as DuckDB names it (`y`, `(y + 1)`, `abs(y)`),
+                        // not by the expression it became.
+                        let alias = match written {
+                            Expr::Identifier(ident) => ident,
+                            other => Ident::with_quote('"', duckdb_name(&other)),
+                        };
+                        let expr = std::mem::replace(e, Expr::Value(Value::Null.into()));
+                        *item = SelectItem::ExprWithAlias { expr, alias };
+                    }
+                }
                 SelectItem::ExprWithAlias { expr, alias } => {
-                    substitute(expr, &aliases, &columns);
+                    substitute(expr, &aliases, &columns, budget)?;
                     let name = folded(alias).to_lowercase();
                     if !columns.contains(&name) {
-                        aliases.insert(name, expr.clone());
+                        aliases.insert(name, (expr.clone(), size(expr)));
                     }
                 }
                 _ => {}
             }
         }
         if let Some(selection) = &mut select.selection {
-            substitute(selection, &aliases, &columns);
+            substitute(selection, &aliases, &columns, budget)?;
         }
+        ControlFlow::Continue(())
     }
 }
 
@@ -204,22 +250,49 @@ impl VisitorMut for Substitute<'_> {
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
         if self.subqueries == 0 {
-            for_selects_mut(&mut query.body, &mut |select| self.select(select));
+            for_selects_mut(&mut query.body, &mut |select| self.select(select))?;
         }
         ControlFlow::Continue(())
     }
 }
 
-/// `e` with each unqualified name that is one of `aliases` and none of `columns` written
-/// as the alias's expression, outside subqueries.
-fn substitute(e: &mut Expr, aliases: &HashMap<String, Expr>, columns: &HashSet<String>) {
+/// An expression's name as DuckDB prints it: each operation in parentheses, the
+/// statement's own parentheses dropped (`((y * 2) + 1)`, `(-(y))`, `(NOT (y > 1))`).
+fn duckdb_name(e: &Expr) -> String {
+    match e {
+        Expr::BinaryOp { left, op, right } => {
+            format!("({} {op} {})", duckdb_name(left), duckdb_name(right))
+        }
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => format!("(-({}))", duckdb_name(expr)),
+        Expr::UnaryOp {
+            op: UnaryOperator::Not,
+            expr,
+        } => format!("(NOT {})", duckdb_name(expr)),
+        Expr::Nested(inner) => duckdb_name(inner),
+        other => other.to_string(),
+    }
+}
+
+/// `e` with each unqualified name that is one of `aliases` (with its expression's size)
+/// and none of `columns` written as the alias's expression, outside subqueries; `Break`
+/// when that would pass `budget`.
+fn substitute(
+    e: &mut Expr,
+    aliases: &HashMap<String, (Expr, usize)>,
+    columns: &HashSet<String>,
+    budget: &mut usize,
+) -> ControlFlow<()> {
     if aliases.is_empty() {
-        return;
+        return ControlFlow::Continue(());
     }
     struct Names<'a> {
-        aliases: &'a HashMap<String, Expr>,
+        aliases: &'a HashMap<String, (Expr, usize)>,
         columns: &'a HashSet<String>,
         depth: usize,
+        budget: &'a mut usize,
     }
     impl VisitorMut for Names<'_> {
         type Break = ();
@@ -237,17 +310,22 @@ fn substitute(e: &mut Expr, aliases: &HashMap<String, Expr>, columns: &HashSet<S
             {
                 let name = folded(ident).to_lowercase();
                 if !self.columns.contains(&name)
-                    && let Some(aliased) = self.aliases.get(&name)
+                    && let Some((aliased, size)) = self.aliases.get(&name)
                 {
+                    let Some(left) = self.budget.checked_sub(*size) else {
+                        return ControlFlow::Break(());
+                    };
+                    *self.budget = left;
                     *e = Expr::Nested(Box::new(aliased.clone()));
                 }
             }
             ControlFlow::Continue(())
         }
     }
-    let _ = e.visit(&mut Names {
+    e.visit(&mut Names {
         aliases,
         columns,
         depth: 0,
-    });
+        budget,
+    })
 }
