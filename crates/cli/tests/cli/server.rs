@@ -1125,9 +1125,14 @@ fn s3_data_root() {
         ]
     );
     s.rows("CREATE SCHEMA lakehouse.empty");
+    // `other` has no folder yet; it has its `main` all the same, as every catalog.
     assert_eq!(
-        s.rows("SELECT schema_name FROM information_schema.schemata ORDER BY 1"),
-        vec![vec![json!("empty")], vec![json!("main")]]
+        s.rows("SELECT catalog_name, schema_name FROM information_schema.schemata ORDER BY 1, 2"),
+        vec![
+            vec![json!("lakehouse"), json!("empty")],
+            vec![json!("lakehouse"), json!("main")],
+            vec![json!("other"), json!("main")]
+        ]
     );
     let (st, _) = s.upload(
         &format!("{T}&table=bad&mode=create_append"),
