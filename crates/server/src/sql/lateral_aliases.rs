@@ -22,6 +22,7 @@ use datafusion::sql::sqlparser::ast::{
     UnaryOperator, Value, Visit, VisitMut, Visitor, VisitorMut, visit_expressions,
 };
 
+use super::normalize::replace_names;
 use super::{SqlSession, folded, sql_err, sql_statement};
 use crate::error::ApiError;
 
@@ -288,44 +289,18 @@ fn substitute(
     if aliases.is_empty() {
         return ControlFlow::Continue(());
     }
-    struct Names<'a> {
-        aliases: &'a HashMap<String, (Expr, usize)>,
-        columns: &'a HashSet<String>,
-        depth: usize,
-        budget: &'a mut usize,
-    }
-    impl VisitorMut for Names<'_> {
-        type Break = ();
-        fn pre_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
-            self.depth += 1;
-            ControlFlow::Continue(())
+    replace_names(e, |ident| {
+        let name = folded(ident).to_lowercase();
+        if columns.contains(&name) {
+            return ControlFlow::Continue(None);
         }
-        fn post_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
-            self.depth -= 1;
-            ControlFlow::Continue(())
-        }
-        fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
-            if self.depth == 0
-                && let Expr::Identifier(ident) = e
-            {
-                let name = folded(ident).to_lowercase();
-                if !self.columns.contains(&name)
-                    && let Some((aliased, size)) = self.aliases.get(&name)
-                {
-                    let Some(left) = self.budget.checked_sub(*size) else {
-                        return ControlFlow::Break(());
-                    };
-                    *self.budget = left;
-                    *e = Expr::Nested(Box::new(aliased.clone()));
-                }
-            }
-            ControlFlow::Continue(())
-        }
-    }
-    e.visit(&mut Names {
-        aliases,
-        columns,
-        depth: 0,
-        budget,
+        let Some((aliased, size)) = aliases.get(&name) else {
+            return ControlFlow::Continue(None);
+        };
+        let Some(left) = budget.checked_sub(*size) else {
+            return ControlFlow::Break(());
+        };
+        *budget = left;
+        ControlFlow::Continue(Some(Expr::Nested(Box::new(aliased.clone()))))
     })
 }

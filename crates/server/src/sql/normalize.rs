@@ -901,6 +901,39 @@ fn parse_expr(sql: &str) -> Option<Expr> {
         .ok()
 }
 
+/// Each unqualified name in `e` outside its subqueries (whose names may be their own
+/// columns) replaced by what `replace` answers for it (`None`: kept); `Break` stops.
+pub(super) fn replace_names(
+    e: &mut Expr,
+    replace: impl FnMut(&Ident) -> ControlFlow<(), Option<Expr>>,
+) -> ControlFlow<()> {
+    struct Names<F> {
+        replace: F,
+        depth: usize,
+    }
+    impl<F: FnMut(&Ident) -> ControlFlow<(), Option<Expr>>> VisitorMut for Names<F> {
+        type Break = ();
+        fn pre_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
+            self.depth += 1;
+            ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
+            self.depth -= 1;
+            ControlFlow::Continue(())
+        }
+        fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+            if self.depth == 0
+                && let Expr::Identifier(ident) = e
+                && let Some(replacement) = (self.replace)(ident)?
+            {
+                *e = replacement;
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    e.visit(&mut Names { replace, depth: 0 })
+}
+
 #[cfg(test)]
 mod tests {
     use datafusion::sql::sqlparser::dialect::GenericDialect;

@@ -25,7 +25,7 @@ use datafusion::sql::sqlparser::ast::{
     VisitorMut, WildcardAdditionalOptions,
 };
 
-use super::normalize::function_call;
+use super::normalize::{function_call, replace_names};
 
 /// Every select of `statement` with its `FULL`/`RIGHT JOIN … USING` keys coalesced.
 pub(super) fn coalesce_keys(statement: &mut Statement) {
@@ -127,15 +127,11 @@ fn select(select: &mut Select) {
     if !coalesced {
         return;
     }
-    let mut keyed = Keys {
-        keys: &keys,
-        depth: 0,
-    };
     for item in &mut select.projection {
         match item {
             SelectItem::UnnamedExpr(e) => {
                 let written = e.clone();
-                let _ = e.visit(&mut keyed);
+                coalesce_in(e, &keys);
                 if *e != written {
                     // Named as written, as the plain reference was.
                     let alias = match &written {
@@ -150,7 +146,7 @@ fn select(select: &mut Select) {
                 }
             }
             SelectItem::ExprWithAlias { expr, .. } => {
-                let _ = expr.visit(&mut keyed);
+                coalesce_in(expr, &keys);
             }
             SelectItem::Wildcard(options) => {
                 let replace = options
@@ -176,11 +172,11 @@ fn select(select: &mut Select) {
         select.qualify.as_mut(),
     ];
     for e in clauses.into_iter().flatten() {
-        let _ = e.visit(&mut keyed);
+        coalesce_in(e, &keys);
     }
     if let GroupByExpr::Expressions(exprs, _) = &mut select.group_by {
         for e in exprs {
-            let _ = e.visit(&mut keyed);
+            coalesce_in(e, &keys);
         }
     }
 }
@@ -241,34 +237,15 @@ fn both_sides(
     ]
 }
 
-/// Writes an unqualified key as its `COALESCE`, outside subqueries.
-struct Keys<'a> {
-    keys: &'a [(Ident, Expr)],
-    depth: usize,
-}
-
-impl VisitorMut for Keys<'_> {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
-        self.depth += 1;
-        ControlFlow::Continue(())
-    }
-
-    fn post_visit_query(&mut self, _query: &mut Query) -> ControlFlow<()> {
-        self.depth -= 1;
-        ControlFlow::Continue(())
-    }
-
-    fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
-        if self.depth == 0
-            && let Expr::Identifier(ident) = e
-            && let Some((_, coalesced)) = self.keys.iter().find(|(k, _)| same_name(k, ident))
-        {
-            *e = coalesced.clone();
-        }
-        ControlFlow::Continue(())
-    }
+/// Writes the unqualified keys in `e` as their `COALESCE`, outside subqueries.
+fn coalesce_in(e: &mut Expr, keys: &[(Ident, Expr)]) {
+    let _ = replace_names(e, |ident| {
+        ControlFlow::Continue(
+            keys.iter()
+                .find(|(k, _)| same_name(k, ident))
+                .map(|(_, coalesced)| coalesced.clone()),
+        )
+    });
 }
 
 /// Whether two names name the same column (unquoted ones without regard to case).
