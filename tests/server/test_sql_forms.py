@@ -286,29 +286,34 @@ def test_unaliased_subqueries_in_one_select_list_are_named_after_their_text(
     client, schema
 ):
     """DataFusion names every scalar subquery `(<subquery>)` and refused two in one list;
-    DuckDB names each after its text, and so do we (an alias still wins)."""
+    DuckDB names each after its text as it prints it, and so do we (an alias still
+    wins)."""
     client.query(
         f"CREATE TABLE {schema}.t AS SELECT * FROM (VALUES (1), (2), (3)) AS v(id)"
     )
-    columns, rows = client.query(
-        f"SELECT (SELECT count(*) FROM {schema}.t), (SELECT max(id) FROM {schema}.t), "
-        f"EXISTS (SELECT 1 FROM {schema}.t WHERE id = 9), "
-        f"(SELECT min(id) FROM {schema}.t) AS low"
+    select = (
+        "SELECT (SELECT count(*) FROM {t}), (SELECT max(id) FROM {t}), "
+        "EXISTS (SELECT 1 FROM {t} WHERE id = 9), "
+        "(SELECT min(id) FROM {t}) AS low, id IN (SELECT id FROM {t} WHERE id < 2) "
+        "FROM {t} WHERE id = 1"
     )
+    columns, rows = client.query(select.format(t=f"{schema}.t"))
     assert columns == [
-        f"(SELECT count(*) FROM {schema}.t)",
+        f"(SELECT count_star() FROM {schema}.t)",
         f"(SELECT max(id) FROM {schema}.t)",
-        f"EXISTS (SELECT 1 FROM {schema}.t WHERE id = 9)",
+        f"EXISTS(SELECT 1 FROM {schema}.t WHERE (id = 9))",
         "low",
+        f"(id = ANY(SELECT id FROM {schema}.t WHERE (id < 2)))",
     ]
-    assert rows == [[3, 3, False, 1]]
-    # DuckDB answers the same values.
+    assert rows == [[3, 3, False, 1, True]]
+    # DuckDB answers the same values, under the same names.
     duck = duckdb.connect()
     duck.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1), (2), (3)) AS v(id)")
-    assert duck.execute(
-        "SELECT (SELECT count(*) FROM t), (SELECT max(id) FROM t), "
-        "EXISTS (SELECT 1 FROM t WHERE id = 9), (SELECT min(id) FROM t) AS low"
-    ).fetchall() == [(3, 3, False, 1)]
+    cursor = duck.execute(select.format(t="t"))
+    assert cursor.fetchall() == [(3, 3, False, 1, True)]
+    assert [c[0] for c in cursor.description] == [
+        c.replace(f"{schema}.t", "t") for c in columns
+    ]
 
 
 def duck_rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple]:

@@ -1441,6 +1441,43 @@ def test_duckdb_semantics(lake, statement):
 @pytest.mark.parametrize(
     "statement",
     [
+        # Operators, constants, casts and conjunctions, printed as DuckDB prints them.
+        "SELECT k + 1, v * 2 - 1, -v, -1, NOT (k > 1), k = 1 AND v <> 2 AND s IS NOT NULL, "
+        "s LIKE 'a%', s NOT ILIKE 'B%', 'it''s', 2.50, NULL, true FROM {t}",
+        "SELECT CAST(k AS VARCHAR), k::BIGINT, v::INT, CAST(v AS DECIMAL(10,2)), "
+        "TRY_CAST(s AS INTEGER), k IN (1, 2), k NOT BETWEEN 1 AND 2, s || 'x' FROM {t}",
+        "SELECT coalesce(s, 'x'), ifnull(k, 0), nullif(k, 1), upper(s), \"mode\", "
+        "CASE k WHEN 1 THEN 'a' END, CASE WHEN v > 1 THEN 'y' ELSE 'n' END "
+        "FROM (SELECT *, 1 AS \"mode\" FROM {t})",
+        "SELECT k IS DISTINCT FROM 1, year(DATE '2024-01-01'), "
+        "hour(TIMESTAMP '2024-01-01 10:00:00' + INTERVAL 2 HOUR) FROM {t}",
+        # Aggregates and windows.
+        "SELECT count(*), count(k), count(DISTINCT k), sum(v) FILTER (WHERE k > 1), "
+        "string_agg(s, ',' ORDER BY s DESC), median(v) FROM {t}",
+        "SELECT k, v, row_number() OVER (PARTITION BY k ORDER BY v DESC NULLS FIRST, s), "
+        "sum(v) OVER (ORDER BY v, s ROWS BETWEEN 1 PRECEDING AND CURRENT ROW), "
+        "count(*) OVER w FROM {t} WINDOW w AS (PARTITION BY k)",
+        # Subqueries, with the select they hold printed too.
+        "SELECT k, (SELECT max(v) FROM {t}), EXISTS (SELECT 1 FROM {t} WHERE v > 4), "
+        "k IN (SELECT k FROM {t} WHERE v < 0) FROM {t}",
+        # Two items of one name: DuckDB's suffix, as it names them in a table.
+        "SELECT * FROM (SELECT k + 1, k + 1, k, k FROM {t})",
+        "SELECT \"(k + 1)\" * 2 FROM (SELECT k + 1 FROM {t})",
+        # A DISTINCT's ordering by an item's expression.
+        "SELECT DISTINCT k + 1 FROM {t} ORDER BY k + 1 NULLS FIRST",
+        "SELECT DISTINCT upper(s), k FROM {t} ORDER BY upper(s), k",
+    ],
+)
+def test_unaliased_items_are_named_as_duckdb_names_them(lake, statement):
+    """An unaliased item is named by DuckDB's printing of it, as written (DataFusion named
+    it after its plan, `t.k + Int64(1)`, and refused `CAST(k AS VARCHAR), k::BIGINT` as
+    two items of one name)."""
+    check_query(lake, SEMANTICS_TABLES, statement)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
         "SELECT v FROM {t} ORDER BY v DESC",
         "SELECT v FROM {t} ORDER BY v",
         "SELECT k, v FROM {t} ORDER BY k DESC, v DESC",

@@ -19,7 +19,7 @@ use std::ops::ControlFlow;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     Expr, Ident, ObjectName, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins,
-    UnaryOperator, Value, Visit, VisitMut, Visitor, VisitorMut, visit_expressions,
+    Value, Visit, VisitMut, Visitor, VisitorMut, visit_expressions,
 };
 
 use super::normalize::replace_names;
@@ -203,7 +203,7 @@ impl Substitute<'_> {
                         // not by the expression it became.
                         let alias = match written {
                             Expr::Identifier(ident) => ident,
-                            other => Ident::with_quote('"', duckdb_name(&other)),
+                            other => Ident::with_quote('"', super::names::duckdb_name(&other)),
                         };
                         let expr = std::mem::replace(e, Expr::Value(Value::Null.into()));
                         *item = SelectItem::ExprWithAlias { expr, alias };
@@ -254,26 +254,6 @@ impl VisitorMut for Substitute<'_> {
             for_selects_mut(&mut query.body, &mut |select| self.select(select))?;
         }
         ControlFlow::Continue(())
-    }
-}
-
-/// An expression's name as DuckDB prints it: each operation in parentheses, the
-/// statement's own parentheses dropped (`((y * 2) + 1)`, `(-(y))`, `(NOT (y > 1))`).
-fn duckdb_name(e: &Expr) -> String {
-    match e {
-        Expr::BinaryOp { left, op, right } => {
-            format!("({} {op} {})", duckdb_name(left), duckdb_name(right))
-        }
-        Expr::UnaryOp {
-            op: UnaryOperator::Minus,
-            expr,
-        } => format!("(-({}))", duckdb_name(expr)),
-        Expr::UnaryOp {
-            op: UnaryOperator::Not,
-            expr,
-        } => format!("(NOT {})", duckdb_name(expr)),
-        Expr::Nested(inner) => duckdb_name(inner),
-        other => other.to_string(),
     }
 }
 

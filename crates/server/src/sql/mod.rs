@@ -21,6 +21,7 @@ mod lateral_aliases;
 mod layout;
 pub mod maintenance;
 mod merge;
+mod names;
 mod normalize;
 mod overrides;
 pub mod params;
@@ -472,7 +473,8 @@ impl SqlSession {
         Ok(parsed)
     }
 
-    /// DataFusion's parser, then the depth guard, normalization and the statement guard.
+    /// DataFusion's parser, then the depth guard, DuckDB's output names, normalization and
+    /// the statement guard.
     fn parse_sql(sql: &str) -> Result<Vec<DFStatement>, ApiError> {
         let statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})
             .map_err(|e| sql_err(format!("Parser Error: {e}")))?;
@@ -481,6 +483,8 @@ impl SqlSession {
             // Depth first: the other passes recurse.
             guard::check_depth(s)?;
             if let Some(inner) = sql_statement(s) {
+                // Names first: DuckDB names an item as written, before any rewrite.
+                names::name_items(inner);
                 normalize::statement(inner);
             }
             guard::check_allowed(s)?;

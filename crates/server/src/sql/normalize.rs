@@ -30,17 +30,15 @@
 //!   filtered; `strptime` as `to_timestamp_micros`.
 //! - dbt-duckdb's cross-database macros: `n * INTERVAL '…'` (`sql/temporal.rs`),
 //!   `list_aggr(l, 'string_agg', sep)`, `string_split`, `arbitrary`; `count_if`.
-//! - An unaliased subquery in a select list is named after its text, as DuckDB names it
-//!   (DataFusion names them all `(<subquery>)`, so two in one list collided).
 
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, CastKind, DataType, DuplicateTreatment, ExactNumberInfo, Expr, Function,
-    FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, JoinConstraint,
-    JoinOperator, ObjectName, OrderBy, OrderByExpr, OrderByKind, Query, SelectItem, SetExpr,
-    Statement, TableAlias, TableAliasColumnDef, TableFactor, TimezoneInfo, UnaryOperator, Value,
-    VisitMut, VisitorMut, visit_expressions_mut,
+    BinaryOperator, CastKind, DataType, Distinct, DuplicateTreatment, ExactNumberInfo, Expr,
+    Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident,
+    JoinConstraint, JoinOperator, ObjectName, OrderBy, OrderByExpr, OrderByKind, Query, SelectItem,
+    SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor, TimezoneInfo, UnaryOperator,
+    Value, VisitMut, VisitorMut, visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -48,7 +46,6 @@ use datafusion::sql::sqlparser::parser::Parser;
 /// Apply every rewrite to `statement`.
 pub(super) fn statement(statement: &mut Statement) {
     super::using_joins::coalesce_keys(statement);
-    let _ = statement.visit(&mut WrittenNames);
     let _ = visit_expressions_mut(statement, |e| {
         expression(e);
         ControlFlow::<()>::Continue(())
@@ -56,6 +53,7 @@ pub(super) fn statement(statement: &mut Statement) {
     let _ = statement.visit(&mut Subqueries);
     let _ = statement.visit(&mut SeriesColumns);
     let _ = statement.visit(&mut OrderByAll);
+    let _ = statement.visit(&mut DistinctOrderBy);
 }
 
 /// The rewrites of one expression (applied to each, its parts first).
@@ -72,50 +70,6 @@ fn expression(e: &mut Expr) {
     distinct_from_precedence(e);
     duckdb_function(e);
     count_distinct_row(e);
-}
-
-/// An unaliased select item the rewrites change keeps the name it was written with
-/// (`arg_max(x, y)`, `year(ts)`), as DuckDB names it: DataFusion would name it after the
-/// rewritten form, and two items rewritten alike (`arg_max(x, y), max_by(x, y)`) would
-/// collide ("Projections require unique expression names").
-struct WrittenNames;
-
-impl VisitorMut for WrittenNames {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        keep_written_names(query.body.as_mut());
-        ControlFlow::Continue(())
-    }
-}
-
-/// [`WrittenNames`] for each select of a body (a set operation's too: its first names
-/// the output).
-fn keep_written_names(body: &mut SetExpr) {
-    match body {
-        SetExpr::Select(select) => {
-            for item in select.projection.iter_mut() {
-                let SelectItem::UnnamedExpr(e) = item else {
-                    continue;
-                };
-                let mut rewritten = e.clone();
-                let _ = visit_expressions_mut(&mut rewritten, |e| {
-                    expression(e);
-                    ControlFlow::<()>::Continue(())
-                });
-                if rewritten != *e {
-                    let alias = Ident::with_quote('"', e.to_string());
-                    let expr = std::mem::replace(e, Expr::Value(Value::Null.into()));
-                    *item = SelectItem::ExprWithAlias { expr, alias };
-                }
-            }
-        }
-        SetExpr::SetOperation { left, right, .. } => {
-            keep_written_names(left);
-            keep_written_names(right);
-        }
-        _ => {}
-    }
 }
 
 /// DuckDB's `ORDER BY ALL [ASC|DESC] [NULLS …]`: by every output column, left to right.
@@ -155,6 +109,47 @@ impl VisitorMut for OrderByAll {
                 with_fill: None,
             })
             .collect();
+        ControlFlow::Continue(())
+    }
+}
+
+/// `SELECT DISTINCT k + 1 … ORDER BY k + 1`: an ordering key that is a select item's
+/// expression becomes that item's position, as DuckDB reads it. DataFusion matches a
+/// `DISTINCT`'s keys against the items' columns only ("For SELECT DISTINCT, ORDER BY
+/// expressions k must appear in select list").
+struct DistinctOrderBy;
+
+impl VisitorMut for DistinctOrderBy {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        let SetExpr::Select(select) = query.body.as_ref() else {
+            return ControlFlow::Continue(());
+        };
+        if !matches!(select.distinct, Some(Distinct::Distinct)) {
+            return ControlFlow::Continue(());
+        }
+        let Some(OrderBy {
+            kind: OrderByKind::Expressions(keys),
+            ..
+        }) = &mut query.order_by
+        else {
+            return ControlFlow::Continue(());
+        };
+        for key in keys.iter_mut() {
+            if matches!(key.expr, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
+                continue;
+            }
+            let position = select.projection.iter().position(|item| match item {
+                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                    *e == key.expr
+                }
+                _ => false,
+            });
+            if let Some(i) = position {
+                key.expr = Expr::Value(Value::Number((i + 1).to_string(), false).into());
+            }
+        }
         ControlFlow::Continue(())
     }
 }
@@ -620,7 +615,6 @@ fn rewrite_body(body: &mut SetExpr) {
     match body {
         SetExpr::Select(select) => {
             for item in select.projection.iter_mut() {
-                name_subquery(item);
                 if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item
                 {
                     valued(e);
@@ -648,25 +642,6 @@ fn rewrite_body(body: &mut SetExpr) {
         SetExpr::Query(q) => rewrite_body(q.body.as_mut()),
         _ => {}
     }
-}
-
-/// An unaliased subquery in a select list (`(SELECT …)`, `EXISTS (…)`, `k IN (…)`) named
-/// after its text, as DuckDB names it: DataFusion names every scalar subquery
-/// `(<subquery>)`, so two of them in one list collided ("Projections require unique
-/// expression names"). Named before the rewrites below change the text.
-fn name_subquery(item: &mut SelectItem) {
-    let SelectItem::UnnamedExpr(e) = item else {
-        return;
-    };
-    if !matches!(
-        unnested(e),
-        Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. }
-    ) {
-        return;
-    }
-    let alias = Ident::with_quote('"', e.to_string());
-    let expr = std::mem::replace(e, Expr::Value(Value::Null.into()));
-    *item = SelectItem::ExprWithAlias { expr, alias };
 }
 
 /// A column named a second time in one select list (`SELECT DISTINCT state, state`, what
@@ -953,8 +928,8 @@ mod tests {
         );
         assert_eq!(
             normalized("SELECT count(DISTINCT (a, b)), count(DISTINCT ROW(a)) FROM t"),
-            "SELECT count(DISTINCT __deltalite_row_key(a, b)) AS \"count(DISTINCT (a, b))\", \
-             count(DISTINCT __deltalite_row_key(a)) AS \"count(DISTINCT ROW(a))\" FROM t"
+            "SELECT count(DISTINCT __deltalite_row_key(a, b)), \
+             count(DISTINCT __deltalite_row_key(a)) FROM t"
         );
         let kept = r#"SELECT count(row(a)), count(DISTINCT a), count(DISTINCT "row"(a)) FROM t"#;
         assert_eq!(normalized(kept), kept);
@@ -983,7 +958,7 @@ mod tests {
     fn duckdb_function_names() {
         assert_eq!(
             normalized("SELECT (DAYOFWEEK(d) + 6) % 7, strftime(ts, '%Y'), epoch(ts) FROM t"),
-            "SELECT (date_part('dow', d) + 6) % 7 AS \"(DAYOFWEEK(d) + 6) % 7\", to_char(ts, '%Y') AS \"strftime(ts, '%Y')\", date_part('epoch', ts) AS \"epoch(ts)\" FROM t"
+            "SELECT (date_part('dow', d) + 6) % 7, to_char(ts, '%Y'), date_part('epoch', ts) FROM t"
         );
         let quoted = "SELECT \"dayofweek\"(d) FROM t";
         assert_eq!(normalized(quoted), quoted);
@@ -997,7 +972,7 @@ mod tests {
         );
         assert_eq!(
             normalized("SELECT a IS DISTINCT FROM b AND c OR d IS NOT DISTINCT FROM e OR f"),
-            "SELECT (a IS DISTINCT FROM b) AND c OR (d IS NOT DISTINCT FROM e) OR f AS \"a IS DISTINCT FROM b AND c OR d IS NOT DISTINCT FROM e OR f\""
+            "SELECT (a IS DISTINCT FROM b) AND c OR (d IS NOT DISTINCT FROM e) OR f"
         );
         // Written parentheses and comparisons keep their meaning.
         let kept = "SELECT a IS DISTINCT FROM (b AND c), a IS NOT DISTINCT FROM b = c";
