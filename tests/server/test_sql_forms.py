@@ -786,6 +786,32 @@ def test_lateral_alias_chains_are_refused_past_their_bound(client):
     )
 
 
+def test_quantile_disc_takes_a_constant_fraction(client, schema):
+    """`quantile_disc(x, q)` needs `q` constant and between 0 and 1, as DuckDB does (which
+    also takes -1 to 0, for the order reversed; we do not): exact messages, and the
+    server answers the next statement."""
+    client.query(f"CREATE TABLE {schema}.q AS SELECT * FROM (VALUES (1), (2), (3)) v(x)")
+    for sql, message in [
+        (
+            f"SELECT quantile_disc(x, x) FROM {schema}.q",
+            'Binder Error: The "quantile" argument in function "quantile_disc" must '
+            "be a constant expression",
+        ),
+        (
+            f"SELECT quantile(x, 1.5) FROM {schema}.q",
+            "Binder Error: QUANTILE can only take parameters in the range [0, 1], got 1.5",
+        ),
+    ]:
+        with pytest.raises(SqlError) as e:
+            client.query(sql)
+        assert e.value.message == message
+        assert e.value.status == 200
+    assert client.query(f"SELECT quantile_disc(x, 0.5) FROM {schema}.q") == (
+        ["quantile_disc(x, 0.5)"],
+        [[2]],
+    )
+
+
 def test_columns_are_named_without_regard_to_case(client, schema):
     """A column with capitals (an uploaded file's header, a quoted name) is read, filtered,
     updated and merged by any spelling, as in DuckDB, and the result keeps the table's

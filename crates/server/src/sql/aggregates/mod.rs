@@ -1,9 +1,13 @@
 //! DuckDB's aggregates where DataFusion's answer otherwise: `sum` of integers a HUGEINT
-//! ([`sums`]), `avg` of DECIMALs a DOUBLE ([`averages`]), and DuckDB's names for
-//! DataFusion's aggregates. Each replaces DataFusion's function under its name and
-//! computes only the types it changes; what the two share is here.
+//! ([`sums`]), `avg` of DECIMALs a DOUBLE ([`averages`]), each replacing DataFusion's
+//! function under its name and computing only the types it changes (what the two share
+//! is here); DuckDB's aggregates DataFusion lacks ([`moments`], [`frequencies`],
+//! [`quantiles`]); and DuckDB's names for DataFusion's aggregates.
 
 mod averages;
+mod frequencies;
+mod moments;
+mod quantiles;
 mod sums;
 
 use std::collections::HashMap;
@@ -21,6 +25,10 @@ use datafusion::prelude::SessionContext;
 pub(super) fn register(ctx: &SessionContext) {
     ctx.register_udaf(sums::sum_udaf());
     ctx.register_udaf(averages::avg_udaf());
+    ctx.register_udaf(quantiles::udaf());
+    for f in moments::udafs().into_iter().chain(frequencies::udafs()) {
+        ctx.register_udaf(f);
+    }
     let aliases: [(&str, &[&'static str]); 5] = [
         ("var_samp", &["variance"]),
         ("array_agg", &["list"]),
