@@ -790,12 +790,16 @@ def test_quantile_disc_takes_a_constant_fraction(client, schema):
     """`quantile_disc(x, q)` needs `q` constant and between 0 and 1, as DuckDB does (which
     also takes -1 to 0, for the order reversed; we do not): exact messages, and the
     server answers the next statement."""
-    client.query(f"CREATE TABLE {schema}.q AS SELECT * FROM (VALUES (1), (2), (3)) v(x)")
+    client.query(
+        f"CREATE TABLE {schema}.q AS SELECT * FROM (VALUES (1), (2), (3)) v(x)"
+    )
     for sql, message in [
         (
             f"SELECT quantile_disc(x, x) FROM {schema}.q",
-            'Binder Error: The "quantile" argument in function "quantile_disc" must '
-            "be a constant expression",
+            (
+                'Binder Error: The "quantile" argument in function "quantile_disc" must '
+                "be a constant expression"
+            ),
         ),
         (
             f"SELECT quantile(x, 1.5) FROM {schema}.q",

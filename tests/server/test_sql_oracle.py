@@ -1442,27 +1442,41 @@ def test_duckdb_semantics(lake, statement):
     "statement",
     [
         # Operators, constants, casts and conjunctions, printed as DuckDB prints them.
-        "SELECT k + 1, v * 2 - 1, -v, -1, NOT (k > 1), k = 1 AND v <> 2 AND s IS NOT NULL, "
-        "s LIKE 'a%', s NOT ILIKE 'B%', 'it''s', 2.50, NULL, true FROM {t}",
-        "SELECT CAST(k AS VARCHAR), k::BIGINT, v::INT, CAST(v AS DECIMAL(10,2)), "
-        "TRY_CAST(s AS INTEGER), k IN (1, 2), k NOT BETWEEN 1 AND 2, s || 'x' FROM {t}",
-        "SELECT coalesce(s, 'x'), ifnull(k, 0), nullif(k, 1), upper(s), \"mode\", "
-        "CASE k WHEN 1 THEN 'a' END, CASE WHEN v > 1 THEN 'y' ELSE 'n' END "
-        "FROM (SELECT *, 1 AS \"mode\" FROM {t})",
-        "SELECT k IS DISTINCT FROM 1, year(DATE '2024-01-01'), "
-        "hour(TIMESTAMP '2024-01-01 10:00:00' + INTERVAL 2 HOUR) FROM {t}",
+        (
+            "SELECT k + 1, v * 2 - 1, -v, -1, NOT (k > 1), k = 1 AND v <> 2 AND s IS NOT NULL, "
+            "s LIKE 'a%', s NOT ILIKE 'B%', 'it''s', 2.50, NULL, true FROM {t}"
+        ),
+        (
+            "SELECT CAST(k AS VARCHAR), k::BIGINT, v::INT, CAST(v AS DECIMAL(10,2)), "
+            "TRY_CAST(s AS INTEGER), k IN (1, 2), k NOT BETWEEN 1 AND 2, s || 'x' FROM {t}"
+        ),
+        (
+            "SELECT coalesce(s, 'x'), ifnull(k, 0), nullif(k, 1), upper(s), \"mode\", "
+            "CASE k WHEN 1 THEN 'a' END, CASE WHEN v > 1 THEN 'y' ELSE 'n' END "
+            'FROM (SELECT *, 1 AS "mode" FROM {t})'
+        ),
+        (
+            "SELECT k IS DISTINCT FROM 1, year(DATE '2024-01-01'), "
+            "hour(TIMESTAMP '2024-01-01 10:00:00' + INTERVAL 2 HOUR) FROM {t}"
+        ),
         # Aggregates and windows.
-        "SELECT count(*), count(k), count(DISTINCT k), sum(v) FILTER (WHERE k > 1), "
-        "string_agg(s, ',' ORDER BY s DESC), median(v) FROM {t}",
-        "SELECT k, v, row_number() OVER (PARTITION BY k ORDER BY v DESC NULLS FIRST, s), "
-        "sum(v) OVER (ORDER BY v, s ROWS BETWEEN 1 PRECEDING AND CURRENT ROW), "
-        "count(*) OVER w FROM {t} WINDOW w AS (PARTITION BY k)",
+        (
+            "SELECT count(*), count(k), count(DISTINCT k), sum(v) FILTER (WHERE k > 1), "
+            "string_agg(s, ',' ORDER BY s DESC), median(v) FROM {t}"
+        ),
+        (
+            "SELECT k, v, row_number() OVER (PARTITION BY k ORDER BY v DESC NULLS FIRST, s), "
+            "sum(v) OVER (ORDER BY v, s ROWS BETWEEN 1 PRECEDING AND CURRENT ROW), "
+            "count(*) OVER w FROM {t} WINDOW w AS (PARTITION BY k)"
+        ),
         # Subqueries, with the select they hold printed too.
-        "SELECT k, (SELECT max(v) FROM {t}), EXISTS (SELECT 1 FROM {t} WHERE v > 4), "
-        "k IN (SELECT k FROM {t} WHERE v < 0) FROM {t}",
+        (
+            "SELECT k, (SELECT max(v) FROM {t}), EXISTS (SELECT 1 FROM {t} WHERE v > 4), "
+            "k IN (SELECT k FROM {t} WHERE v < 0) FROM {t}"
+        ),
         # Two items of one name: DuckDB's suffix, as it names them in a table.
         "SELECT * FROM (SELECT k + 1, k + 1, k, k FROM {t})",
-        "SELECT \"(k + 1)\" * 2 FROM (SELECT k + 1 FROM {t})",
+        'SELECT "(k + 1)" * 2 FROM (SELECT k + 1 FROM {t})',
         # A DISTINCT's ordering by an item's expression.
         "SELECT DISTINCT k + 1 FROM {t} ORDER BY k + 1 NULLS FIRST",
         "SELECT DISTINCT upper(s), k FROM {t} ORDER BY upper(s), k",
@@ -1480,21 +1494,29 @@ def test_unaliased_items_are_named_as_duckdb_names_them(lake, statement):
     [
         # DuckDB's aggregates DataFusion lacks; the moments rounded, since DuckDB's
         # last digits depend on the order it adds in.
-        "SELECT product(v), round(geomean(abs(v)), 9), round(skewness(v), 9), "
-        "round(kurtosis(v), 9), round(kurtosis_pop(v), 9), mode(k), round(entropy(k), 9), "
-        "round(entropy(s), 9), quantile_disc(v, 0.25), quantile(s, 0.5), "
-        "quantile_disc(k, 0.9) FROM {t}",
-        "SELECT k, product(v), quantile_disc(v, 0.5), round(entropy(s), 9), "
-        "round(kurtosis_pop(v), 9), round(geometric_mean(v + 4), 9) FROM {t} GROUP BY k",
+        (
+            "SELECT product(v), round(geomean(abs(v)), 9), round(skewness(v), 9), "
+            "round(kurtosis(v), 9), round(kurtosis_pop(v), 9), mode(k), round(entropy(k), 9), "
+            "round(entropy(s), 9), quantile_disc(v, 0.25), quantile(s, 0.5), "
+            "quantile_disc(k, 0.9) FROM {t}"
+        ),
+        (
+            "SELECT k, product(v), quantile_disc(v, 0.5), round(entropy(s), 9), "
+            "round(kurtosis_pop(v), 9), round(geometric_mean(v + 4), 9) FROM {t} GROUP BY k"
+        ),
         # Sliding frames retract what leaves them.
-        "SELECT k, v, s, round(skewness(v) OVER (ORDER BY s, k ROWS BETWEEN 2 PRECEDING "
-        "AND 1 FOLLOWING), 9), product(v) OVER (ORDER BY s, k ROWS BETWEEN 1 PRECEDING AND "
-        "CURRENT ROW), round(kurtosis_pop(v) OVER (ORDER BY s, k ROWS BETWEEN 2 PRECEDING "
-        "AND CURRENT ROW), 9), round(entropy(k) OVER (ORDER BY s, k ROWS 2 PRECEDING), 9) "
-        "FROM {t}",
+        (
+            "SELECT k, v, s, round(skewness(v) OVER (ORDER BY s, k ROWS BETWEEN 2 PRECEDING "
+            "AND 1 FOLLOWING), 9), product(v) OVER (ORDER BY s, k ROWS BETWEEN 1 PRECEDING AND "
+            "CURRENT ROW), round(kurtosis_pop(v) OVER (ORDER BY s, k ROWS BETWEEN 2 PRECEDING "
+            "AND CURRENT ROW), 9), round(entropy(k) OVER (ORDER BY s, k ROWS 2 PRECEDING), 9) "
+            "FROM {t}"
+        ),
         # Over no values.
-        "SELECT product(v), entropy(v), mode(v), quantile_disc(v, 0.5), skewness(v), "
-        "kurtosis(v) FROM {t} WHERE k > 10",
+        (
+            "SELECT product(v), entropy(v), mode(v), quantile_disc(v, 0.5), skewness(v), "
+            "kurtosis(v) FROM {t} WHERE k > 10"
+        ),
     ],
 )
 def test_duckdb_aggregates_datafusion_lacks(lake, statement):
