@@ -1529,6 +1529,24 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
 @pytest.mark.parametrize(
     "statement",
     [
+        # DuckDB's `FROM t` alone (with more clauses it is still refused).
+        "FROM {t}",
+        # `typeof`, as DESCRIBE spells types.
+        (
+            "SELECT typeof(k), typeof(s), typeof(v / 2), typeof(CAST(k AS DECIMAL(10,2))), "
+            "typeof(DATE '2024-01-01'), typeof(NULL), typeof(count(*) OVER ()) FROM {t}"
+        ),
+    ],
+)
+def test_duckdb_select_forms(lake, statement):
+    """`FROM t` without a select list was refused ('SELECT list is empty'); `typeof` was
+    'Invalid function'."""
+    check_query(lake, SEMANTICS_TABLES, statement)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
         "SELECT v FROM {t} ORDER BY v DESC",
         "SELECT v FROM {t} ORDER BY v",
         "SELECT k, v FROM {t} ORDER BY k DESC, v DESC",

@@ -347,6 +347,7 @@ impl SqlSession {
             .build();
         let ctx = SessionContext::new_with_state(state);
         ctx.register_udf(udf::from_base64_udf());
+        ctx.register_udf(udf::typeof_udf());
         ctx.register_udf(udf::sha256_udf());
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
             udf::now::NowMicros::new(),

@@ -250,6 +250,41 @@ pub(super) mod capped {
     }
 }
 
+/// DuckDB's `typeof(x)`: the name of `x`'s type, as `DESCRIBE` spells it (`INTEGER`,
+/// `DECIMAL(18,3)`, `TIMESTAMP WITH TIME ZONE`).
+pub(super) fn typeof_udf() -> ScalarUDF {
+    ScalarUDF::new_from_impl(TypeOf {
+        signature: Signature::any(1, Volatility::Immutable),
+    })
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct TypeOf {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for TypeOf {
+    fn name(&self) -> &str {
+        "typeof"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let name = args
+            .arg_fields
+            .first()
+            .map(|f| crate::types::duckdb_field_type(f));
+        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(name)))
+    }
+}
+
 /// `from_base64(text) -> BLOB`, as DuckDB has it.
 pub(super) fn from_base64_udf() -> datafusion::logical_expr::ScalarUDF {
     create_udf(
