@@ -1536,11 +1536,20 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
             "SELECT typeof(k), typeof(s), typeof(v / 2), typeof(CAST(k AS DECIMAL(10,2))), "
             "typeof(DATE '2024-01-01'), typeof(NULL), typeof(count(*) OVER ()) FROM {t}"
         ),
+        # An integer literal takes the type of the integer it meets, when it fits.
+        (
+            "SELECT typeof(k + 1), typeof(2 * k - 1), typeof(k // 2), typeof(k % 3), "
+            "typeof(k + 3000000000), typeof(CAST(k AS TINYINT) + 1), "
+            "typeof(CAST(k AS TINYINT) + 1000), typeof(CAST(k AS SMALLINT) * 2), "
+            "typeof(CAST(k AS BIGINT) + 1), k + 1, 2 * k - 1 FROM {t}"
+        ),
+        "SELECT typeof(x), x FROM (SELECT v + 1 AS x FROM {t})",
     ],
 )
 def test_duckdb_select_forms(lake, statement):
     """`FROM t` without a select list was refused ('SELECT list is empty'); `typeof` was
-    'Invalid function'."""
+    'Invalid function'; `k + 1` of an INTEGER `k` was a BIGINT (DataFusion's literals
+    are BIGINTs)."""
     check_query(lake, SEMANTICS_TABLES, statement)
 
 

@@ -18,6 +18,12 @@
 //! each such operation on integers [`CHECKED`]'s call, which runs Arrow's checked
 //! kernels.
 //!
+//! **An integer literal takes the type of the integer it meets** (DuckDB's integer
+//! literals), when its value fits: `k + 1`, `k * 2`, `k = 1` of an INTEGER `k` are
+//! INTEGERs (DataFusion's literals are BIGINTs, so each was a BIGINT, and `CREATE TABLE
+//! … AS SELECT k + 1` made a BIGINT column where DuckDB makes an INTEGER one); `ti + 1` of
+//! a TINYINT is a TINYINT. The same rule, first, before the divisions ([`literal_type`]).
+//!
 //! **Casts to integers round** (DuckDB), where Arrow's cast truncates: a DECIMAL half away
 //! from zero (`CAST(2.5 AS INTEGER)` is 3, `-2.5` is -3), a DOUBLE or REAL half to even
 //! (`2.5::DOUBLE` is 2, `3.5::DOUBLE` is 4). The same rule, after the divisions (whose
@@ -31,7 +37,7 @@ use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, Decimal128Type, Decimal256Type, Float32Type, Float64Type, i256};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{DFSchema, Result};
+use datafusion::common::{DFSchema, Result, ScalarValue};
 use datafusion::logical_expr::expr::{BinaryExpr, Cast, ScalarFunction, TryCast};
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF,
@@ -72,10 +78,73 @@ impl AnalyzerRule for DuckdbArithmetic {
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
         super::analyzer::rewrite_expressions(plan, |e, schema| {
-            e.transform_down(|e| divide(e, schema))?
+            e.transform_up(|e| literal_type(e, schema))?
+                .transform_parent(|e| e.transform_down(|e| divide(e, schema)))?
                 .transform_parent(|e| e.transform_up(|e| round_cast(e, schema)))
         })
     }
+}
+
+/// A BIGINT literal beside an integer of a narrower type, in an arithmetic or comparison
+/// operation, as a literal of that type when its value fits.
+fn literal_type(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
+        return Ok(Transformed::no(e));
+    };
+    let typed = op.is_numerical_operators()
+        || matches!(
+            op,
+            Operator::Eq
+                | Operator::NotEq
+                | Operator::Lt
+                | Operator::LtEq
+                | Operator::Gt
+                | Operator::GtEq
+                | Operator::IsDistinctFrom
+                | Operator::IsNotDistinctFrom
+                | Operator::BitwiseAnd
+                | Operator::BitwiseOr
+                | Operator::BitwiseXor
+                | Operator::BitwiseShiftLeft
+                | Operator::BitwiseShiftRight
+        );
+    let narrowed = |literal: &Expr, other: &Expr| -> Result<Option<Expr>> {
+        let Expr::Literal(value @ ScalarValue::Int64(Some(_)), metadata) = literal else {
+            return Ok(None);
+        };
+        let t = other.get_type(schema)?;
+        if !t.is_integer() || t == DataType::Int64 {
+            return Ok(None);
+        }
+        // A value that does not fit is an INTEGER if it fits one (`ti + 1000` of a
+        // TINYINT), else stays a BIGINT.
+        let fits = |t: &DataType| value.cast_to(t).ok().filter(|v| !v.is_null());
+        Ok(fits(&t)
+            .or_else(|| {
+                matches!(
+                    t,
+                    DataType::Int8 | DataType::Int16 | DataType::UInt8 | DataType::UInt16
+                )
+                .then(|| fits(&DataType::Int32))
+                .flatten()
+            })
+            .map(|v| Expr::Literal(v, metadata.clone())))
+    };
+    let (l, r) = match typed {
+        true => (narrowed(&left, &right)?, narrowed(&right, &left)?),
+        false => (None, None),
+    };
+    let changed = l.is_some() || r.is_some();
+    let e = Expr::BinaryExpr(BinaryExpr {
+        left: l.map_or(left, Box::new),
+        op,
+        right: r.map_or(right, Box::new),
+    });
+    Ok(if changed {
+        Transformed::yes(e)
+    } else {
+        Transformed::no(e)
+    })
 }
 
 /// One expression's division, before its children (whose types are still the ones
