@@ -1529,8 +1529,10 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
 @pytest.mark.parametrize(
     "statement",
     [
-        # DuckDB's `FROM t` alone (with more clauses it is still refused).
+        # DuckDB's `FROM t` without a select list, also as a subquery.
         "FROM {t}",
+        "FROM {t} WHERE k > 1 ORDER BY v DESC NULLS FIRST, s",
+        "SELECT count(*), max(v) FROM (FROM {t} WHERE s IS NOT NULL)",
         # `typeof`, as DESCRIBE spells types.
         (
             "SELECT typeof(k), typeof(s), typeof(v / 2), typeof(CAST(k AS DECIMAL(10,2))), "

@@ -24,6 +24,7 @@
 //! | `current_catalog()`                      | `"current_catalog"()`                               |
 //! | `ALTER VIEW v RENAME TO w`               | `ALTER TABLE v RENAME TO w` (views answer it too)   |
 //! | `duckdb_tables()` (and `duckdb_databases`, `_schemas`, `_views`, `_columns`) | `information_schema.duckdb_tables` (`sql/duckdb_catalog.rs`) |
+//! | `FROM t WHERE …` (no select list)       | `SELECT * FROM t WHERE …`                           |
 //! | `FROM t VERSION AS OF 3` / `TIMESTAMP AS OF '…'`, `t AT (VERSION => 3)` / `AT (TIMESTAMP => '…')` | `FROM "t\u{1}v3" AS t` (`sql/time_travel.rs`) |
 //!
 //! The splice works on sqlparser's own tokens, so text inside strings, quoted names and
@@ -148,6 +149,7 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
         return;
     };
     edit_anywhere(tokens, edits);
+    edit_from_first(tokens, edits);
     edit_time_travel(tokens, edits);
     if first.is(Keyword::MERGE) {
         edit_merge(tokens, edits);
@@ -222,6 +224,38 @@ fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
                 edits.push((t.start, t.end, "\"current_catalog\"".to_string()));
             }
             _ => {}
+        }
+    }
+}
+
+/// DuckDB's `FROM t [WHERE …] [ORDER BY …] …` without a select list, at a statement's
+/// start or a subquery's: the parser takes `FROM t` alone, so `SELECT *` goes first.
+/// One with a `SELECT` after its `FROM` (`FROM t SELECT k`) the parser takes as it is.
+fn edit_from_first(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
+    for (i, t) in tokens.iter().enumerate() {
+        let opens = match i.checked_sub(1).and_then(|p| tokens.get(p)) {
+            None => true,
+            Some(p) => p.token == Token::LParen,
+        };
+        if !t.is(Keyword::FROM) || !opens {
+            continue;
+        }
+        let mut depth = 0usize;
+        let mut selects = false;
+        for next in &tokens[i + 1..] {
+            match &next.token {
+                Token::LParen => depth += 1,
+                Token::RParen if depth == 0 => break,
+                Token::RParen => depth -= 1,
+                _ if depth == 0 && next.is(Keyword::SELECT) => {
+                    selects = true;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        if !selects {
+            edits.push((t.start, t.start, "SELECT * ".to_string()));
         }
     }
 }
@@ -558,6 +592,26 @@ mod tests {
             to_generic("RESTORE TABLE t TO VERSION AS OF 3"),
             "RESTORE TABLE t TO VERSION AS OF 3"
         );
+    }
+
+    #[test]
+    fn from_without_a_select_list_selects_every_column() {
+        assert_eq!(
+            generic("FROM t WHERE k > 1 ORDER BY k"),
+            "SELECT * FROM t WHERE k > 1 ORDER BY k"
+        );
+        assert_eq!(
+            generic("SELECT n FROM (FROM t WHERE (k) > 1) AS x; from u"),
+            "SELECT n FROM (SELECT * FROM t WHERE (k) > 1) AS x; SELECT * from u"
+        );
+        // A select list after FROM, and FROM anywhere else, are left alone.
+        for kept in [
+            "FROM t SELECT k WHERE k > 1",
+            "DELETE FROM t WHERE k = 1",
+            "SELECT * FROM t",
+        ] {
+            assert_eq!(generic(kept), kept);
+        }
     }
 
     #[test]

@@ -24,7 +24,7 @@
 //!   scalar `(SELECT count(*) > 0 FROM … WHERE …)`, which it decorrelates; any other
 //!   (set operations, grouping, limits) is counted from a derived table.
 //! - `generate_series(…)` and `range(…)` name their column after themselves, as in DuckDB;
-//!   `ORDER BY ALL` orders by every output column; `FROM t` alone is `SELECT * FROM t`.
+//!   `ORDER BY ALL` orders by every output column.
 //! - DuckDB's JSON functions and `->`/`->>` (`sql/json.rs`).
 //! - DuckDB's `arg_max`/`arg_min` (`max_by`/`min_by`) as `first_value` ordered and
 //!   filtered; `strptime` as `to_timestamp_micros`.
@@ -36,10 +36,9 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, CastKind, DataType, Distinct, DuplicateTreatment, ExactNumberInfo, Expr,
     Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident,
-    JoinConstraint, JoinOperator, ObjectName, OrderBy, OrderByExpr, OrderByKind, Query,
-    SelectFlavor, SelectItem, SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor,
-    TimezoneInfo, UnaryOperator, Value, VisitMut, VisitorMut, WildcardAdditionalOptions,
-    visit_expressions_mut,
+    JoinConstraint, JoinOperator, ObjectName, OrderBy, OrderByExpr, OrderByKind, Query, SelectItem,
+    SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor, TimezoneInfo, UnaryOperator,
+    Value, VisitMut, VisitorMut, visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -615,12 +614,6 @@ impl VisitorMut for Subqueries {
 fn rewrite_body(body: &mut SetExpr) {
     match body {
         SetExpr::Select(select) => {
-            // DuckDB's `FROM t` alone selects every column.
-            if select.flavor == SelectFlavor::FromFirstNoSelect && select.projection.is_empty() {
-                select
-                    .projection
-                    .push(SelectItem::Wildcard(WildcardAdditionalOptions::default()));
-            }
             for item in select.projection.iter_mut() {
                 if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item
                 {
