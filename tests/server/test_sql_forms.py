@@ -816,6 +816,34 @@ def test_quantile_disc_takes_a_constant_fraction(client, schema):
     )
 
 
+def test_star_columns_refusals_and_repeated_names(client, schema):
+    """`COLUMNS('regex')` that matches nothing, or does not compile, is refused with
+    DuckDB's message; two items that both name a column (DuckDB repeats the name) get
+    `_1`; over a join it is not written out and keeps DataFusion's error."""
+    client.query(f"CREATE TABLE {schema}.w AS SELECT 1 AS k, 2.5 AS v")
+    for sql, message in [
+        (
+            f"SELECT COLUMNS('zz') FROM {schema}.w",
+            'Binder Error: No matching columns found that match regex "zz"',
+        ),
+        (
+            f"SELECT COLUMNS('[') FROM {schema}.w",
+            'Binder Error: Failed to compile regex "[": unclosed character class',
+        ),
+    ]:
+        with pytest.raises(SqlError) as e:
+            client.query(sql)
+        assert e.value.message == message
+    assert client.query(
+        f"SELECT min(COLUMNS(*)), max(COLUMNS('k')) FROM {schema}.w"
+    ) == (["k", "v", "k_1"], [[1, 2.5, 1]])
+    with pytest.raises(SqlError) as e:
+        client.query(
+            f"SELECT COLUMNS('k') FROM {schema}.w a JOIN {schema}.w b USING (k)"
+        )
+    assert e.value.message.startswith("Binder Error: Invalid function 'columns'.")
+
+
 def test_columns_are_named_without_regard_to_case(client, schema):
     """A column with capitals (an uploaded file's header, a quoted name) is read, filtered,
     updated and merged by any spelling, as in DuckDB, and the result keeps the table's

@@ -1546,12 +1546,17 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
             "typeof(CAST(k AS BIGINT) + 1), k + 1, 2 * k - 1 FROM {t}"
         ),
         "SELECT typeof(x), x FROM (SELECT v + 1 AS x FROM {t})",
+        # DuckDB's COLUMNS(…): by pattern, every column, inside an expression.
+        "SELECT COLUMNS('k|v') FROM {t}",
+        "SELECT COLUMNS(*) FROM {t} WHERE k > 1",
+        "SELECT s, max(COLUMNS('^[kv]$')), count(*) FROM {t} GROUP BY s",
+        "SELECT COLUMNS('v') * 2 FROM {t}",
     ],
 )
 def test_duckdb_select_forms(lake, statement):
     """`FROM t` without a select list was refused ('SELECT list is empty'); `typeof` was
-    'Invalid function'; `k + 1` of an INTEGER `k` was a BIGINT (DataFusion's literals
-    are BIGINTs)."""
+    'Invalid function', as was `COLUMNS(…)`; `k + 1` of an INTEGER `k` was a BIGINT
+    (DataFusion's literals are BIGINTs)."""
     check_query(lake, SEMANTICS_TABLES, statement)
 
 

@@ -33,6 +33,7 @@ mod rewrite;
 mod scan;
 mod set_operations;
 mod show;
+mod star_columns;
 pub mod stores;
 mod strings;
 pub mod targets;

@@ -216,6 +216,7 @@ impl SqlSession {
             .register_references_deferring_listings(&statement)
             .await?;
         let statement = self.spell_columns(statement).await;
+        let statement = self.expand_star_columns(statement).await?;
         let statement = self.substitute_aliases(statement).await?;
         let plan = self
             .ctx

@@ -7,8 +7,8 @@
 //! names").
 //!
 //! Each select of a statement (subqueries and set operations too) has every unaliased
-//! item that is not a column reference, a wildcard or an `unnest` (which can expand to
-//! several columns) given its DuckDB name as an alias, before any other rewrite changes
+//! item that is not a column reference, a wildcard, an `unnest` or a `COLUMNS(…)` (each
+//! of which can stand for several columns) given its DuckDB name as an alias, before any other rewrite changes
 //! the item. A name already taken in the list gets DuckDB's `_1`, `_2`, ….
 //!
 //! Forms this module does not know are named by sqlparser's printing of them, which is
@@ -26,7 +26,7 @@ use datafusion::sql::sqlparser::ast::{
     FunctionArguments, GroupByExpr, Ident, LimitClause, NamedWindowExpr, OrderBy, OrderByExpr,
     OrderByKind, Query, SelectItem, SetExpr, Statement, Subscript, TableFactor, TableWithJoins,
     TimezoneInfo, TrimWhereField, UnaryOperator, Value, VisitMut, VisitorMut, WindowFrame,
-    WindowFrameBound, WindowFrameUnits, WindowSpec, WindowType,
+    WindowFrameBound, WindowFrameUnits, WindowSpec, WindowType, visit_expressions,
 };
 
 /// Name every unaliased item of every select in `statement`.
@@ -91,7 +91,8 @@ fn name_projection(projection: &mut [SelectItem], printer: &Printer) {
                 taken.extend(parts.last().map(output_name));
                 continue;
             }
-            SelectItem::UnnamedExpr(e) if !is_unnest(e) => e,
+            // `COLUMNS(…)` items are named when written out (`sql/star_columns.rs`).
+            SelectItem::UnnamedExpr(e) if !is_unnest(e) && !holds_star_columns(e) => e,
             _ => continue,
         };
         let name = printer.expr(e);
@@ -113,6 +114,21 @@ fn name_projection(projection: &mut [SelectItem], printer: &Printer) {
             alias: Ident::with_quote('"', name),
         };
     }
+}
+
+/// Whether `e` holds a `COLUMNS(…)` call (`sql/star_columns.rs`).
+pub(in crate::sql) fn holds_star_columns(e: &Expr) -> bool {
+    visit_expressions(e, |e| match e {
+        Expr::Function(f) if is_columns(f) => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
+}
+
+pub(in crate::sql) fn is_columns(f: &Function) -> bool {
+    matches!(f.name.0.as_slice(), [part] if part
+        .as_ident()
+        .is_some_and(|i| i.quote_style.is_none() && i.value.eq_ignore_ascii_case("columns")))
 }
 
 /// The output name an identifier gives, as DataFusion folds it.

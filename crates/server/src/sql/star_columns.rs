@@ -1,0 +1,281 @@
+//! DuckDB's `COLUMNS(…)` star expression in a select list: `COLUMNS('regex')` (the columns
+//! whose names the regular expression matches anywhere) or `COLUMNS(*)`, alone or inside
+//! an expression (`max(COLUMNS('^v'))`), stands for one item per matching column, in the
+//! table's order. DataFusion has no such function ("Invalid function 'columns'").
+//!
+//! Before a statement is planned, an unaliased item holding one such call, in a select
+//! that reads one table, is written out as those items: the call replaced by the column,
+//! each item named after its column, as DuckDB names it (`max(COLUMNS('^v'))` is `v`,
+//! `v2`). Selects over joins,
+//! subqueries or CTEs are left as written, as are other forms (a lambda, a list of
+//! names), which keep DataFusion's error.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
+
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::{
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, Query,
+    Select, SelectItem, SetExpr, TableFactor, Value, Visit, VisitMut, Visitor, VisitorMut,
+    visit_expressions, visit_expressions_mut,
+};
+use regex::Regex;
+
+use super::names::{holds_star_columns, is_columns};
+use super::{SqlSession, sql_err, sql_statement};
+use crate::error::ApiError;
+
+impl SqlSession {
+    /// `statement` with the `COLUMNS(…)` items of its selects written out (the tables
+    /// must be registered: `register_references`).
+    pub(super) async fn expand_star_columns(
+        &self,
+        mut statement: DFStatement,
+    ) -> Result<DFStatement, ApiError> {
+        let Some(sql) = sql_statement(&mut statement) else {
+            return Ok(statement);
+        };
+        let mut found = Found::default();
+        let _ = Visit::visit(&*sql, &mut found);
+        if found.tables.is_empty() {
+            return Ok(statement);
+        }
+        let mut columns = HashMap::new();
+        for table in found.tables {
+            // A CTE's name is not the table it may shadow.
+            if found.ctes.contains(&table.to_string().to_lowercase()) {
+                continue;
+            }
+            if let Some(names) = self.columns_of(&table).await {
+                columns.insert(table.to_string(), names);
+            }
+        }
+        let mut expand = Expand {
+            columns: &columns,
+            failure: None,
+        };
+        let _ = VisitMut::visit(sql, &mut expand);
+        match expand.failure {
+            Some(message) => Err(sql_err(message)),
+            None => Ok(statement),
+        }
+    }
+}
+
+/// What a `COLUMNS(…)` call selects by: a pattern, or every column.
+enum Selector {
+    Pattern(String),
+    All,
+}
+
+fn selector(f: &Function) -> Option<Selector> {
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    match list.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Wildcard)] => Some(Selector::All),
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))] => match &v.value {
+            Value::SingleQuotedString(s) => Some(Selector::Pattern(s.clone())),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The one table a select reads, when that is all it reads.
+fn single_table(select: &Select) -> Option<&ObjectName> {
+    let [from] = select.from.as_slice() else {
+        return None;
+    };
+    if !from.joins.is_empty() {
+        return None;
+    }
+    match &from.relation {
+        TableFactor::Table {
+            name, args: None, ..
+        } => Some(name),
+        _ => None,
+    }
+}
+
+fn selects_star_columns(select: &Select) -> bool {
+    select.projection.iter().any(|item| match item {
+        SelectItem::UnnamedExpr(e) => holds_star_columns(e),
+        _ => false,
+    })
+}
+
+/// The tables of the selects that use `COLUMNS(…)`, and the statement's CTE names.
+#[derive(Default)]
+struct Found {
+    tables: Vec<ObjectName>,
+    ctes: HashSet<String>,
+}
+
+impl Visitor for Found {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+        if let Some(with) = &query.with {
+            for cte in &with.cte_tables {
+                self.ctes.insert(cte.alias.name.value.to_lowercase());
+            }
+        }
+        if let SetExpr::Select(select) = query.body.as_ref()
+            && selects_star_columns(select)
+            && let Some(table) = single_table(select)
+        {
+            self.tables.push(table.clone());
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+struct Expand<'a> {
+    /// A table's columns, by its name as written.
+    columns: &'a HashMap<String, Vec<String>>,
+    failure: Option<String>,
+}
+
+impl VisitorMut for Expand<'_> {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        let SetExpr::Select(select) = query.body.as_mut() else {
+            return ControlFlow::Continue(());
+        };
+        if !selects_star_columns(select) {
+            return ControlFlow::Continue(());
+        }
+        let Some(columns) = single_table(select).and_then(|t| self.columns.get(&t.to_string()))
+        else {
+            return ControlFlow::Continue(());
+        };
+        let mut projection = Vec::with_capacity(select.projection.len());
+        for item in std::mem::take(&mut select.projection) {
+            match item {
+                SelectItem::UnnamedExpr(e) if holds_star_columns(&e) => match expand(&e, columns) {
+                    Ok(Some(items)) => projection.extend(items),
+                    Ok(None) => projection.push(SelectItem::UnnamedExpr(e)),
+                    Err(message) => {
+                        self.failure = Some(message);
+                        return ControlFlow::Break(());
+                    }
+                },
+                other => projection.push(other),
+            }
+        }
+        select.projection = distinct_names(projection);
+        ControlFlow::Continue(())
+    }
+}
+
+/// The items `e` stands for, one per column its one `COLUMNS(…)` call selects; `None`
+/// when it is not a form this module writes out.
+fn expand(e: &Expr, columns: &[String]) -> Result<Option<Vec<SelectItem>>, String> {
+    let mut calls = Vec::new();
+    let _ = visit_expressions(e, |e| {
+        if let Expr::Function(f) = e
+            && is_columns(f)
+        {
+            calls.push(selector(f));
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    let [Some(selector)] = calls.as_slice() else {
+        return Ok(None);
+    };
+    let chosen: Vec<&String> = match selector {
+        Selector::All => columns.iter().collect(),
+        Selector::Pattern(pattern) => {
+            let re = Regex::new(pattern).map_err(|e| {
+                let reason = e.to_string();
+                let reason = reason.lines().last().unwrap_or_default().trim();
+                let reason = reason.strip_prefix("error: ").unwrap_or(reason);
+                format!("Binder Error: Failed to compile regex \"{pattern}\": {reason}")
+            })?;
+            let chosen: Vec<&String> = columns.iter().filter(|c| re.is_match(c)).collect();
+            if chosen.is_empty() {
+                return Err(format!(
+                    "Binder Error: No matching columns found that match regex \"{pattern}\""
+                ));
+            }
+            chosen
+        }
+    };
+    let alone = matches!(e, Expr::Function(f) if is_columns(f));
+    Ok(Some(
+        chosen
+            .into_iter()
+            .map(|column| {
+                let ident = Ident::with_quote('"', column.clone());
+                if alone {
+                    return SelectItem::UnnamedExpr(Expr::Identifier(ident));
+                }
+                let mut item = e.clone();
+                let _ = visit_expressions_mut(&mut item, |e| {
+                    if let Expr::Function(f) = e
+                        && is_columns(f)
+                    {
+                        *e = Expr::Identifier(Ident::new(column.clone()));
+                    }
+                    ControlFlow::<()>::Continue(())
+                });
+                let _ = visit_expressions_mut(&mut item, |e| {
+                    if let Expr::Identifier(i) = e
+                        && i.quote_style.is_none()
+                        && i.value == *column
+                    {
+                        i.quote_style = Some('"');
+                    }
+                    ControlFlow::<()>::Continue(())
+                });
+                // Named after the column, as DuckDB names it (`max(COLUMNS('^v'))` is `v`).
+                SelectItem::ExprWithAlias {
+                    expr: item,
+                    alias: ident,
+                }
+            })
+            .collect(),
+    ))
+}
+
+/// `projection` with each alias that repeats an earlier item's name given DuckDB's `_1`,
+/// `_2`, … (`min(COLUMNS(*)), max(COLUMNS(*))` names two items after each column, and
+/// DataFusion refuses two outputs of one name).
+fn distinct_names(projection: Vec<SelectItem>) -> Vec<SelectItem> {
+    let mut taken: Vec<String> = Vec::new();
+    let name = |ident: &Ident| match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_lowercase(),
+    };
+    projection
+        .into_iter()
+        .map(|item| match item {
+            SelectItem::ExprWithAlias { expr, alias } => {
+                let wanted = name(&alias);
+                let alias = if taken.contains(&wanted) {
+                    let copy = (1..)
+                        .map(|n| format!("{wanted}_{n}"))
+                        .find(|c| !taken.contains(c))
+                        .unwrap_or_default();
+                    Ident::with_quote('"', copy)
+                } else {
+                    alias
+                };
+                taken.push(name(&alias));
+                SelectItem::ExprWithAlias { expr, alias }
+            }
+            other => {
+                match &other {
+                    SelectItem::UnnamedExpr(Expr::Identifier(i)) => taken.push(name(i)),
+                    SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
+                        taken.extend(parts.last().map(name))
+                    }
+                    _ => {}
+                }
+                other
+            }
+        })
+        .collect()
+}
