@@ -17,7 +17,7 @@
 //! names its column `MyName`, as DuckDB does, and `ORDER BY myname` is that column):
 //! an unquoted alias with capitals is quoted when it is its lower case's one spelling.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 
 use datafusion::common::TableReference;
@@ -136,6 +136,26 @@ impl SqlSession {
 
     /// The column names of the registered table `name` (`None`: not a table, e.g. a
     /// CTE's name).
+    /// The columns of each of `tables` (by its name as written) that is a table: not one
+    /// of the statement's CTE names (`ctes`, in lower case), which is not the table it may
+    /// shadow.
+    pub(super) async fn columns_by_table(
+        &self,
+        tables: Vec<ObjectName>,
+        ctes: &HashSet<String>,
+    ) -> HashMap<String, Vec<String>> {
+        let mut columns = HashMap::new();
+        for table in tables {
+            if ctes.contains(&table.to_string().to_lowercase()) {
+                continue;
+            }
+            if let Some(names) = self.columns_of(&table).await {
+                columns.insert(table.to_string(), names);
+            }
+        }
+        columns
+    }
+
     pub(super) async fn columns_of(&self, name: &ObjectName) -> Option<Vec<String>> {
         let reference = match name_parts(name).ok()?.as_slice() {
             [t] => TableReference::bare(t.as_str()),

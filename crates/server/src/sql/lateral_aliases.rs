@@ -41,17 +41,12 @@ impl SqlSession {
         if candidates.tables.is_empty() && !candidates.without_from {
             return Ok(statement);
         }
-        let mut columns = HashMap::new();
-        for table in candidates.tables {
-            // A CTE's name is not the table it may shadow.
-            if candidates.ctes.contains(&table.to_string().to_lowercase()) {
-                continue;
-            }
-            if let Some(names) = self.columns_of(&table).await {
-                let names = names.iter().map(|c| c.to_lowercase()).collect();
-                columns.insert(table.to_string(), names);
-            }
-        }
+        let columns: HashMap<String, HashSet<String>> = self
+            .columns_by_table(candidates.tables, &candidates.ctes)
+            .await
+            .into_iter()
+            .map(|(table, names)| (table, names.iter().map(|c| c.to_lowercase()).collect()))
+            .collect();
         let mut substitute = Substitute {
             columns: &columns,
             subqueries: 0,

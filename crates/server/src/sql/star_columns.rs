@@ -40,16 +40,7 @@ impl SqlSession {
         if found.tables.is_empty() {
             return Ok(statement);
         }
-        let mut columns = HashMap::new();
-        for table in found.tables {
-            // A CTE's name is not the table it may shadow.
-            if found.ctes.contains(&table.to_string().to_lowercase()) {
-                continue;
-            }
-            if let Some(names) = self.columns_of(&table).await {
-                columns.insert(table.to_string(), names);
-            }
-        }
+        let columns = self.columns_by_table(found.tables, &found.ctes).await;
         let mut expand = Expand {
             columns: &columns,
             failure: None,
