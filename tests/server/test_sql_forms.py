@@ -844,6 +844,66 @@ def test_star_columns_refusals_and_repeated_names(client, schema):
     assert e.value.message.startswith("Binder Error: Invalid function 'columns'.")
 
 
+def test_pivot_values_read_from_the_table(client, schema):
+    """`FOR k IN (ANY [ORDER BY …])` and `FOR k IN (subquery)` (Snowflake's forms, which
+    DuckDB does not take) list their values by a query of their own: distinct, without
+    NULL, in ascending order unless told; dates named by their text. A pivot over more
+    than 10000 values is refused, and so is a tuple that does not match the columns;
+    `CREATE TABLE … AS PIVOT …` keeps the value columns."""
+    s = schema
+    client.query(f"CREATE TABLE {s}.p (k INTEGER, v INTEGER, d DATE)")
+    client.query(
+        f"INSERT INTO {s}.p VALUES (1, 10, DATE '2024-01-02'), (2, 20, DATE '2024-01-01'), "
+        "(1, 5, NULL), (NULL, 7, DATE '2024-01-01')"
+    )
+    assert client.query(
+        f"SELECT * FROM {s}.p PIVOT (sum(v) FOR d IN (ANY)) ORDER BY k"
+    ) == (
+        ["k", "2024-01-01", "2024-01-02"],
+        [[1, None, 10], [2, 20, None], [None, 7, None]],
+    )
+    assert client.query(
+        f"SELECT * FROM {s}.p PIVOT (sum(v) FOR k IN (ANY ORDER BY k DESC)) ORDER BY d"
+    ) == (
+        ["d", "2", "1"],
+        [["2024-01-01", 20, None], ["2024-01-02", None, 10], [None, None, 5]],
+    )
+    assert client.query(
+        f"SELECT * FROM (SELECT k, v FROM {s}.p) "
+        f"PIVOT (count(v) FOR k IN (SELECT k FROM {s}.p WHERE k IS NOT NULL ORDER BY v DESC))"
+    ) == (["2", "1"], [[1, 2]])
+    client.query(f"CREATE TABLE {s}.q AS PIVOT {s}.p ON k USING max(v) GROUP BY d")
+    assert client.query(f"SELECT * FROM {s}.q ORDER BY d") == (
+        ["d", "1", "2"],
+        [["2024-01-01", None, 20], ["2024-01-02", 10, None], [None, 5, None]],
+    )
+    for sql, message in [
+        (
+            "PIVOT range(10001) ON range",
+            (
+                "Binder Error: Pivot column limit of 10000 exceeded: list the values, "
+                "as in FOR k IN (1, 2)"
+            ),
+        ),
+        (
+            f"SELECT * FROM {s}.p PIVOT (sum(v) FOR (k, d) IN (1, 2))",
+            "Binder Error: PIVOT value 1 must be a tuple of 2 values, one per pivoted column",
+        ),
+        (
+            f"SELECT * FROM {s}.p UNPIVOT ((a, b) FOR n IN (k, v))",
+            "Binder Error: UNPIVOT column k must be a tuple of 2 columns, one per value column",
+        ),
+    ]:
+        with pytest.raises(SqlError) as e:
+            client.query(sql)
+        assert e.value.message == message
+    # The state after the refusals: the next statement answers.
+    assert client.query(f"PIVOT {s}.p ON k IN (2) USING sum(v) ORDER BY d") == (
+        ["d", "2"],
+        [["2024-01-01", 20], ["2024-01-02", None], [None, None]],
+    )
+
+
 def test_columns_are_named_without_regard_to_case(client, schema):
     """A column with capitals (an uploaded file's header, a quoted name) is read, filtered,
     updated and merged by any spelling, as in DuckDB, and the result keeps the table's

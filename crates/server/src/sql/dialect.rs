@@ -25,6 +25,8 @@
 //! | `ALTER VIEW v RENAME TO w`               | `ALTER TABLE v RENAME TO w` (views answer it too)   |
 //! | `duckdb_tables()` (and `duckdb_databases`, `_schemas`, `_views`, `_columns`) | `information_schema.duckdb_tables` (`sql/duckdb_catalog.rs`) |
 //! | `FROM t WHERE …` (no select list)       | `SELECT * FROM t WHERE …`                           |
+//! | `PIVOT t ON k [IN (…)] [USING aggs] [GROUP BY g]` | `SELECT * FROM t PIVOT (aggs FOR k IN (… \| ANY)) [AS "__deltalite_pivot_group_by" (g)]` (`sql/pivot.rs`) |
+//! | `UNPIVOT t ON a, b [INTO NAME n VALUE v]` | `SELECT * FROM t UNPIVOT (v FOR n IN (a, b))`   |
 //! | `FROM t VERSION AS OF 3` / `TIMESTAMP AS OF '…'`, `t AT (VERSION => 3)` / `AT (TIMESTAMP => '…')` | `FROM "t\u{1}v3" AS t` (`sql/time_travel.rs`) |
 //!
 //! The splice works on sqlparser's own tokens, so text inside strings, quoted names and
@@ -47,6 +49,9 @@ pub(crate) const BY_POSITION: &str = "__deltalite_by_position";
 pub(crate) const DO_NOTHING: &str = "__deltalite_do_nothing";
 /// Placeholder column: a row reaching the clause fails the statement.
 pub(crate) const RAISE: &str = "__deltalite_error";
+/// Placeholder alias of a `PIVOT`: its columns are the statement form's `GROUP BY` list,
+/// the only columns the pivot keeps beside its values (`sql/pivot.rs`).
+pub(crate) const PIVOT_GROUP_BY: &str = "__deltalite_pivot_group_by";
 /// Table property carrying `SET PARTITIONED BY`'s key list as written.
 pub(crate) const PARTITIONED_BY: &str = "deltalite.partitioned_by";
 /// Table property carrying `SET SORTED BY`'s key list as written.
@@ -77,9 +82,17 @@ pub(crate) fn to_generic(sql: &str) -> Cow<'_, str> {
     if edits.is_empty() {
         return Cow::Borrowed(sql);
     }
+    // An edit inside a span another edit replaces is dropped: that one carries the text
+    // it moves through `to_generic` itself (`edit_pivot_statements`).
+    edits.sort_by_key(|(start, end, _)| (*start, *end));
+    let mut kept: Vec<(usize, usize, String)> = Vec::with_capacity(edits.len());
+    for edit in edits {
+        if kept.last().is_none_or(|last| edit.0 >= last.1) {
+            kept.push(edit);
+        }
+    }
     let mut out = sql.to_string();
-    edits.sort_by_key(|(start, _, _)| std::cmp::Reverse(*start));
-    for (start, end, text) in edits {
+    for (start, end, text) in kept.into_iter().rev() {
         out.replace_range(start..end, &text);
     }
     Cow::Owned(out)
@@ -150,6 +163,7 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
     };
     edit_anywhere(tokens, edits);
     edit_from_first(tokens, edits);
+    edit_pivot_statements(sql, tokens, edits);
     edit_time_travel(tokens, edits);
     if first.is(Keyword::MERGE) {
         edit_merge(tokens, edits);
@@ -229,13 +243,13 @@ fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
 }
 
 /// DuckDB's `FROM t [WHERE …] [ORDER BY …] …` without a select list, at a statement's
-/// start or a subquery's: the parser takes `FROM t` alone, so `SELECT *` goes first.
+/// start (`EXPLAIN [ANALYZE]` before it too) or a subquery's: the parser takes `FROM t` alone, so `SELECT *` goes first.
 /// One with a `SELECT` after its `FROM` (`FROM t SELECT k`) the parser takes as it is.
 fn edit_from_first(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
     for (i, t) in tokens.iter().enumerate() {
         let opens = match i.checked_sub(1).and_then(|p| tokens.get(p)) {
             None => true,
-            Some(p) => p.token == Token::LParen,
+            Some(p) => p.token == Token::LParen || p.is(Keyword::EXPLAIN) || p.is(Keyword::ANALYZE),
         };
         if !t.is(Keyword::FROM) || !opens {
             continue;
@@ -256,6 +270,151 @@ fn edit_from_first(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
         }
         if !selects {
             edits.push((t.start, t.start, "SELECT * ".to_string()));
+        }
+    }
+}
+
+/// DuckDB's statement forms of `PIVOT` and `UNPIVOT`, at a statement's start (`EXPLAIN
+/// [ANALYZE]` before it too), a subquery's or after `CREATE … AS`, spliced into the SQL-standard table factors that
+/// `sql/pivot.rs` rewrites: `PIVOT t ON k [IN (…)] [USING aggs] [GROUP BY g] …` pivots
+/// on every value of `k` when no list is given (`IN (ANY)`), counts rows when no
+/// aggregate is given, and keeps only `g` beside the values when grouped;
+/// `UNPIVOT t ON a, b [INTO NAME n VALUE v] …` names its columns `name` and `value` when
+/// not told. The clauses after them (`ORDER BY`, `LIMIT`) stay the select's.
+fn edit_pivot_statements(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
+    let creates = tokens.first().is_some_and(|t| t.is(Keyword::CREATE));
+    for (i, t) in tokens.iter().enumerate() {
+        let pivot = t.is(Keyword::PIVOT);
+        if !(pivot || t.is(Keyword::UNPIVOT)) {
+            continue;
+        }
+        let opens = match i.checked_sub(1).and_then(|p| tokens.get(p)) {
+            None => true,
+            Some(p) => {
+                p.token == Token::LParen
+                    || (creates && p.is(Keyword::AS))
+                    || p.is(Keyword::EXPLAIN)
+                    || p.is(Keyword::ANALYZE)
+            }
+        };
+        if !opens {
+            continue;
+        }
+        // The statement's clauses at its own depth, up to its end.
+        let mut depth = 0usize;
+        let mut at = Vec::new();
+        let mut end = tokens.len();
+        for (j, next) in tokens.iter().enumerate().skip(i + 1) {
+            match &next.token {
+                Token::LParen => depth += 1,
+                Token::RParen if depth == 0 => {
+                    end = j;
+                    break;
+                }
+                Token::RParen => depth -= 1,
+                _ if depth == 0 => at.push(j),
+                _ => {}
+            }
+        }
+        let find = |keyword: Keyword, from: usize| {
+            at.iter()
+                .copied()
+                .find(|&j| j >= from && tokens[j].is(keyword))
+        };
+        let Some(on) = find(Keyword::ON, i + 1) else {
+            continue;
+        };
+        // Where a clause after the `ON` list starts, or the statement's end.
+        let clause = |keywords: &[Keyword]| {
+            at.iter()
+                .copied()
+                .find(|&j| j > on && keywords.iter().any(|k| tokens[j].is(*k)))
+                .unwrap_or(end)
+        };
+        let text = |from: usize, to: usize| -> &str {
+            match (
+                tokens.get(from),
+                to.checked_sub(1).and_then(|t| tokens.get(t)),
+            ) {
+                (Some(a), Some(b)) if from < to => &sql[a.start..b.end],
+                _ => "",
+            }
+        };
+        let after = |j: usize| tokens.get(j).map_or(sql.len(), |t| t.start);
+        let tail = clause(&[
+            Keyword::ORDER,
+            Keyword::LIMIT,
+            Keyword::OFFSET,
+            Keyword::QUALIFY,
+        ]);
+        edits.push((t.start, t.end, "SELECT * FROM".to_string()));
+        if pivot {
+            let list_end = clause(&[
+                Keyword::IN,
+                Keyword::USING,
+                Keyword::GROUP,
+                Keyword::ORDER,
+                Keyword::LIMIT,
+                Keyword::OFFSET,
+                Keyword::QUALIFY,
+            ]);
+            let using = find(Keyword::USING, on).filter(|&j| j < tail);
+            let group = find(Keyword::GROUP, on).filter(|&j| j < tail);
+            let aggregates_end = group.unwrap_or(tail);
+            let aggregates = match using {
+                Some(u) => text(u + 1, aggregates_end),
+                None => "count(*)",
+            };
+            let on_list = text(on + 1, list_end);
+            let several = at
+                .iter()
+                .any(|&j| j > on && j < list_end && tokens[j].token == Token::Comma);
+            let on_list = match several {
+                true => format!("({on_list})"),
+                false => on_list.to_string(),
+            };
+            let values = match tokens.get(list_end).is_some_and(|t| t.is(Keyword::IN)) {
+                // `IN (…)` runs to its closing parenthesis: the next clause at depth 0.
+                true => text(list_end, using.or(group).unwrap_or(tail)).to_string(),
+                false => "IN (ANY)".to_string(),
+            };
+            let groups = match group {
+                // `GROUP BY g…`, up to the tail.
+                Some(g) => format!(" AS \"{PIVOT_GROUP_BY}\" ({})", text(g + 2, tail)),
+                None => String::new(),
+            };
+            let pivot = format!("PIVOT ({aggregates} FOR {on_list} {values}){groups} ");
+            edits.push((
+                tokens[on].start,
+                after(tail),
+                to_generic(&pivot).into_owned(),
+            ));
+        } else {
+            let into = clause(&[
+                Keyword::INTO,
+                Keyword::ORDER,
+                Keyword::LIMIT,
+                Keyword::OFFSET,
+                Keyword::QUALIFY,
+            ]);
+            let columns = text(on + 1, into);
+            let (name, value) = match tokens.get(into).is_some_and(|t| t.is(Keyword::INTO)) {
+                true => {
+                    let name = find(Keyword::NAME, into).filter(|&j| j < tail);
+                    let value = find(Keyword::VALUE, into).filter(|&j| j < tail);
+                    match (name, value) {
+                        (Some(n), Some(v)) if n < v => (text(n + 1, v), text(v + 1, tail)),
+                        _ => continue,
+                    }
+                }
+                false => ("name", "value"),
+            };
+            let unpivot = format!("UNPIVOT ({value} FOR {name} IN ({columns})) ");
+            edits.push((
+                tokens[on].start,
+                after(tail),
+                to_generic(&unpivot).into_owned(),
+            ));
         }
     }
 }
@@ -320,6 +479,9 @@ fn edit_time_travel(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
             .is_some_and(|p| {
                 p.is(Keyword::FROM)
                     || p.is(Keyword::JOIN)
+                    // DuckDB's `PIVOT t AT (…) ON …` (`edit_pivot_statements`).
+                    || p.is(Keyword::PIVOT)
+                    || p.is(Keyword::UNPIVOT)
                     || p.is(Keyword::INTO)
                     || p.is(Keyword::UPDATE)
                     || p.token == Token::Comma
@@ -565,6 +727,41 @@ mod tests {
         DFParser::parse_sql_with_dialect(&out, &GenericDialect {})
             .unwrap_or_else(|e| panic!("{out:?} does not parse: {e}"));
         out
+    }
+
+    #[test]
+    fn pivot_statements_become_table_factors() {
+        assert_eq!(
+            generic("PIVOT t ON k USING sum(v) AS total, max(v) GROUP BY s, d ORDER BY s LIMIT 2"),
+            "SELECT * FROM t PIVOT (sum(v) AS total, max(v) FOR k IN (ANY)) \
+             AS \"__deltalite_pivot_group_by\" (s, d) ORDER BY s LIMIT 2"
+        );
+        assert_eq!(
+            generic("SELECT * FROM (PIVOT t AT (VERSION => 1) ON k, s IN (1, 2))"),
+            "SELECT * FROM (SELECT * FROM \"t\u{1}v1\" AS \"t\" PIVOT (count(*) FOR (k, s) IN (1, 2)) )"
+        );
+        assert_eq!(
+            generic("UNPIVOT t ON a, b INTO NAME n VALUE $x$v$x$ ORDER BY n"),
+            "SELECT * FROM t UNPIVOT ('v' FOR n IN (a, b)) ORDER BY n"
+        );
+        assert_eq!(
+            generic("CREATE TABLE u AS UNPIVOT t ON a, b"),
+            "CREATE TABLE u AS SELECT * FROM t UNPIVOT (value FOR name IN (a, b)) "
+        );
+        assert_eq!(
+            generic("EXPLAIN ANALYZE PIVOT t ON k"),
+            "EXPLAIN ANALYZE SELECT * FROM t PIVOT (count(*) FOR k IN (ANY)) "
+        );
+        assert_eq!(generic("EXPLAIN FROM t"), "EXPLAIN SELECT * FROM t");
+        // A table named pivot, and PIVOT in a FROM clause, are left alone.
+        assert_eq!(
+            generic("SELECT pivot FROM pivot"),
+            "SELECT pivot FROM pivot"
+        );
+        assert_eq!(
+            generic("SELECT * FROM t PIVOT (sum(v) FOR k IN (1))"),
+            "SELECT * FROM t PIVOT (sum(v) FOR k IN (1))"
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ mod normalize;
 mod overrides;
 pub mod params;
 mod physical;
+mod pivot;
 pub mod plain;
 mod relations;
 mod resolve;
@@ -487,6 +488,7 @@ impl SqlSession {
             if let Some(inner) = sql_statement(s) {
                 // Names first: DuckDB names an item as written, before any rewrite.
                 names::name_items(inner);
+                pivot::rewrite(inner).map_err(sql_err)?;
                 normalize::statement(inner);
             }
             guard::check_allowed(s)?;
