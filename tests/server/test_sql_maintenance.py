@@ -384,6 +384,13 @@ def test_table_properties_for_maintenance_are_checked(server, alice):
         "SELECT * FROM other.main.mine WHERE a IN (SELECT a FROM lakehouse.main.secret VERSION AS OF 1)",
         "WITH s AS (SELECT * FROM lakehouse.main.secret AT (VERSION => 1)) SELECT * FROM s",
         "SELECT 1; OPTIMIZE lakehouse.main.secret",
+        # PIVOT reads its values by a query of its own when none are listed.
+        "PIVOT lakehouse.main.secret ON a",
+        "UNPIVOT lakehouse.main.secret ON a",
+        "SELECT * FROM lakehouse.main.secret PIVOT (count(*) FOR a IN (1))",
+        "SELECT * FROM other.main.mine PIVOT (count(*) FOR a IN (SELECT a FROM lakehouse.main.secret))",
+        "WITH s AS (SELECT * FROM lakehouse.main.secret) PIVOT s ON a",
+        "SELECT * FROM (PIVOT other.main.mine ON a) JOIN lakehouse.main.secret ON true",
     ],
 )
 def test_every_form_stays_inside_the_grants(server, alice, bob, statement):

@@ -1592,6 +1592,8 @@ def test_duckdb_select_forms(lake, statement):
         'PIVOT (PIVOT {t} ON k USING sum(v) GROUP BY s) ON s USING max("1")',
         "UNPIVOT {t} ON k, v INTO NAME name VALUE val",
         "UNPIVOT {t} ON k, v",
+        "WITH c AS (SELECT k, v FROM {t}) PIVOT c ON k USING sum(v)",
+        "WITH c AS (SELECT * FROM {t}) FROM c WHERE k > 1",
     ],
 )
 def test_pivot_and_unpivot(lake, statement):

@@ -243,13 +243,18 @@ fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
 }
 
 /// DuckDB's `FROM t [WHERE …] [ORDER BY …] …` without a select list, at a statement's
-/// start (`EXPLAIN [ANALYZE]` before it too) or a subquery's: the parser takes `FROM t` alone, so `SELECT *` goes first.
+/// start (after `EXPLAIN [ANALYZE]` or a `WITH` clause too) or a subquery's: the parser takes `FROM t` alone, so `SELECT *` goes first.
 /// One with a `SELECT` after its `FROM` (`FROM t SELECT k`) the parser takes as it is.
 fn edit_from_first(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
     for (i, t) in tokens.iter().enumerate() {
         let opens = match i.checked_sub(1).and_then(|p| tokens.get(p)) {
             None => true,
-            Some(p) => p.token == Token::LParen || p.is(Keyword::EXPLAIN) || p.is(Keyword::ANALYZE),
+            Some(p) => {
+                p.token == Token::LParen
+                    || p.is(Keyword::EXPLAIN)
+                    || p.is(Keyword::ANALYZE)
+                    || ends_cte(tokens, i - 1)
+            }
         };
         if !t.is(Keyword::FROM) || !opens {
             continue;
@@ -274,8 +279,8 @@ fn edit_from_first(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
     }
 }
 
-/// DuckDB's statement forms of `PIVOT` and `UNPIVOT`, at a statement's start (`EXPLAIN
-/// [ANALYZE]` before it too), a subquery's or after `CREATE … AS`, spliced into the SQL-standard table factors that
+/// DuckDB's statement forms of `PIVOT` and `UNPIVOT`, at a statement's start (after
+/// `EXPLAIN [ANALYZE]` or a `WITH` clause too), a subquery's or after `CREATE … AS`, spliced into the SQL-standard table factors that
 /// `sql/pivot.rs` rewrites: `PIVOT t ON k [IN (…)] [USING aggs] [GROUP BY g] …` pivots
 /// on every value of `k` when no list is given (`IN (ANY)`), counts rows when no
 /// aggregate is given, and keeps only `g` beside the values when grouped;
@@ -295,6 +300,7 @@ fn edit_pivot_statements(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usiz
                     || (creates && p.is(Keyword::AS))
                     || p.is(Keyword::EXPLAIN)
                     || p.is(Keyword::ANALYZE)
+                    || ends_cte(tokens, i - 1)
             }
         };
         if !opens {
@@ -417,6 +423,30 @@ fn edit_pivot_statements(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usiz
             ));
         }
     }
+}
+
+/// Whether `tokens[close]` closes a CTE's body (`WITH c AS (…)`, `AS MATERIALIZED (…)`),
+/// after which a statement's own body starts.
+fn ends_cte(tokens: &[Tok], close: usize) -> bool {
+    if tokens[close].token != Token::RParen || !tokens.first().is_some_and(|t| t.is(Keyword::WITH))
+    {
+        return false;
+    }
+    let mut depth = 0usize;
+    for open in (0..close).rev() {
+        match tokens[open].token {
+            Token::RParen => depth += 1,
+            Token::LParen if depth == 0 => {
+                return open
+                    .checked_sub(1)
+                    .and_then(|p| tokens.get(p))
+                    .is_some_and(|p| p.is(Keyword::AS) || p.is(Keyword::MATERIALIZED));
+            }
+            Token::LParen => depth -= 1,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// A time-travel clause starting at `tokens[i]`: its state and the index after it.
@@ -753,6 +783,21 @@ mod tests {
             "EXPLAIN ANALYZE SELECT * FROM t PIVOT (count(*) FOR k IN (ANY)) "
         );
         assert_eq!(generic("EXPLAIN FROM t"), "EXPLAIN SELECT * FROM t");
+        assert_eq!(
+            generic("WITH c AS (SELECT 1 AS k) PIVOT c ON k"),
+            "WITH c AS (SELECT 1 AS k) SELECT * FROM c PIVOT (count(*) FOR k IN (ANY)) "
+        );
+        assert_eq!(
+            generic("WITH c AS (SELECT 1 AS k), d AS (SELECT 2) FROM c WHERE k > 0"),
+            "WITH c AS (SELECT 1 AS k), d AS (SELECT 2) SELECT * FROM c WHERE k > 0"
+        );
+        // A derived table after a CTE is no statement's start.
+        assert_eq!(
+            generic(
+                "WITH c AS (SELECT 1 AS k) SELECT * FROM (SELECT * FROM c) PIVOT (count(*) FOR k IN (1))"
+            ),
+            "WITH c AS (SELECT 1 AS k) SELECT * FROM (SELECT * FROM c) PIVOT (count(*) FOR k IN (1))"
+        );
         // A table named pivot, and PIVOT in a FROM clause, are left alone.
         assert_eq!(
             generic("SELECT pivot FROM pivot"),
