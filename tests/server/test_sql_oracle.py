@@ -1616,10 +1616,15 @@ def test_pivot_and_unpivot(lake, statement):
         "SELECT k, v FROM {t} ORDER BY ALL",
         "SELECT k, count(*) AS n, max(v) AS m FROM {t} GROUP BY ALL ORDER BY ALL DESC",
         "SELECT v FROM {t} UNION ALL SELECT k FROM {t} ORDER BY ALL NULLS FIRST",
+        "SELECT * FROM {t} ORDER BY ALL",
+        "FROM {t} ORDER BY ALL DESC LIMIT 5",
+        "SELECT * EXCLUDE (s), k * 2 FROM {t} ORDER BY ALL NULLS FIRST",
+        "PIVOT {t} ON k USING sum(v) GROUP BY s ORDER BY ALL",
     ],
 )
 def test_null_ordering(lake, statement):
-    """DuckDB sorts NULLs last, ascending or descending, unless told otherwise."""
+    """DuckDB sorts NULLs last, ascending or descending, unless told otherwise. `ORDER
+    BY ALL` over a wildcard was refused ('No field named all')."""
     check_ordered(lake, SEMANTICS_TABLES, statement)
 
 

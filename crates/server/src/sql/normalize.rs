@@ -75,42 +75,55 @@ fn expression(e: &mut Expr) {
 /// DuckDB's `ORDER BY ALL [ASC|DESC] [NULLS …]`: by every output column, left to right.
 /// The generic dialect parses `ALL` as a column named `all`; it becomes the positions
 /// `1, 2, …` with the same options, when the select list has no wildcard (whose width
-/// only planning knows; such a statement keeps its error).
+/// only planning knows: `resolve.rs::order_by_all` plans the statement's own query
+/// without its ordering to learn it).
 struct OrderByAll;
 
 impl VisitorMut for OrderByAll {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        let Some(OrderBy {
-            kind: OrderByKind::Expressions(exprs),
-            ..
-        }) = &mut query.order_by
-        else {
-            return ControlFlow::Continue(());
-        };
-        let [only] = exprs.as_slice() else {
-            return ControlFlow::Continue(());
-        };
-        let Expr::Identifier(ident) = &only.expr else {
-            return ControlFlow::Continue(());
-        };
-        if ident.quote_style.is_some() || !ident.value.eq_ignore_ascii_case("all") {
-            return ControlFlow::Continue(());
+        if orders_by_all(query)
+            && let Some(width) = output_width(&query.body)
+        {
+            order_by_positions(query, width);
         }
-        let Some(width) = output_width(&query.body) else {
-            return ControlFlow::Continue(());
-        };
-        let options = only.options;
-        *exprs = (1..=width)
-            .map(|i| OrderByExpr {
-                expr: Expr::Value(Value::Number(i.to_string(), false).into()),
-                options,
-                with_fill: None,
-            })
-            .collect();
         ControlFlow::Continue(())
     }
+}
+
+/// Whether `query` ends in DuckDB's `ORDER BY ALL`.
+pub(super) fn orders_by_all(query: &Query) -> bool {
+    match &query.order_by {
+        Some(OrderBy {
+            kind: OrderByKind::Expressions(exprs),
+            ..
+        }) => matches!(exprs.as_slice(), [only] if matches!(&only.expr,
+            Expr::Identifier(ident) if ident.quote_style.is_none()
+                && ident.value.eq_ignore_ascii_case("all"))),
+        _ => false,
+    }
+}
+
+/// `ORDER BY ALL` of `query` as the positions `1, …, width`, with its options.
+pub(super) fn order_by_positions(query: &mut Query, width: usize) {
+    let Some(OrderBy {
+        kind: OrderByKind::Expressions(exprs),
+        ..
+    }) = &mut query.order_by
+    else {
+        return;
+    };
+    let Some(options) = exprs.first().map(|only| only.options) else {
+        return;
+    };
+    *exprs = (1..=width)
+        .map(|i| OrderByExpr {
+            expr: Expr::Value(Value::Number(i.to_string(), false).into()),
+            options,
+            with_fill: None,
+        })
+        .collect();
 }
 
 /// `SELECT DISTINCT k + 1 … ORDER BY k + 1`: an ordering key that is a select item's

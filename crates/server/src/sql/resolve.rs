@@ -7,7 +7,7 @@ use datafusion::catalog::{MemorySchemaProvider, SchemaProvider, TableProvider};
 use datafusion::common::TableReference;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::parser::Statement as DFStatement;
-use datafusion::sql::sqlparser::ast::ObjectName;
+use datafusion::sql::sqlparser::ast::{ObjectName, Statement};
 
 use super::catalog_view::{CatalogView, Listing};
 use super::time_travel;
@@ -219,6 +219,7 @@ impl SqlSession {
         let statement = self.spell_columns(statement).await;
         let statement = self.expand_star_columns(statement).await?;
         let statement = self.substitute_aliases(statement).await?;
+        let statement = self.order_by_all(statement).await?;
         let plan = self
             .ctx
             .state()
@@ -229,6 +230,32 @@ impl SqlSession {
         // Only reads are executed by DataFusion; writes go through the engine.
         super::guard::check_plan(&plan)?;
         Ok(plan)
+    }
+
+    /// DuckDB's `ORDER BY ALL` of a statement's query whose select list has a wildcard
+    /// (`FROM t ORDER BY ALL`): its width is the number of columns the query answers
+    /// without the ordering, planned once for that. (Lists without a wildcard are
+    /// numbered at parse time: `normalize.rs::OrderByAll`.)
+    async fn order_by_all(&self, mut statement: DFStatement) -> Result<DFStatement, ApiError> {
+        let Some(Statement::Query(query)) = super::sql_statement(&mut statement) else {
+            return Ok(statement);
+        };
+        if !super::normalize::orders_by_all(query) {
+            return Ok(statement);
+        }
+        let mut unordered = query.clone();
+        unordered.order_by = None;
+        unordered.limit_clause = None;
+        unordered.fetch = None;
+        let unordered = DFStatement::Statement(Box::new(Statement::Query(unordered)));
+        let plan = self
+            .ctx
+            .state()
+            .statement_to_plan(unordered)
+            .await
+            .map_err(sql_error)?;
+        super::normalize::order_by_positions(query, plan.schema().fields().len());
+        Ok(statement)
     }
 
     /// Let this session's queries read `table`'s folder.
