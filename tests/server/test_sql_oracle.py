@@ -1551,12 +1551,18 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
         "SELECT COLUMNS(*) FROM {t} WHERE k > 1",
         "SELECT s, max(COLUMNS('^[kv]$')), count(*) FROM {t} GROUP BY s",
         "SELECT COLUMNS('v') * 2 FROM {t}",
+        # A truth test of a number is of the number cast to BOOLEAN.
+        (
+            "SELECT k IS TRUE, v IS NOT TRUE, k - 1 IS FALSE, v IS NOT FALSE, "
+            "k IS UNKNOWN, v IS NOT UNKNOWN FROM {t}"
+        ),
+        "SELECT s FROM {t} WHERE v IS TRUE AND k IS NOT FALSE",
     ],
 )
 def test_duckdb_select_forms(lake, statement):
     """`FROM t` without a select list was refused ('SELECT list is empty'); `typeof` was
     'Invalid function', as was `COLUMNS(…)`; `k + 1` of an INTEGER `k` was a BIGINT
-    (DataFusion's literals are BIGINTs)."""
+    (DataFusion's literals are BIGINTs); `k IS TRUE` of an INTEGER was refused."""
     check_query(lake, SEMANTICS_TABLES, statement)
 
 

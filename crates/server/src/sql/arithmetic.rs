@@ -24,6 +24,11 @@
 //! … AS SELECT k + 1` made a BIGINT column where DuckDB makes an INTEGER one); `ti + 1` of
 //! a TINYINT is a TINYINT. The same rule, first, before the divisions ([`literal_type`]).
 //!
+//! **A truth test of a number is of the number cast to BOOLEAN** (DuckDB's `k IS TRUE`,
+//! true for any non-zero `k`); DataFusion refused it ("Cannot infer common argument type
+//! for comparison operation Int64 IS DISTINCT FROM Boolean"). The same rule, first
+//! ([`truth_test`]).
+//!
 //! **Casts to integers round** (DuckDB), where Arrow's cast truncates: a DECIMAL half away
 //! from zero (`CAST(2.5 AS INTEGER)` is 3, `-2.5` is -3), a DOUBLE or REAL half to even
 //! (`2.5::DOUBLE` is 2, `3.5::DOUBLE` is 4). The same rule, after the divisions (whose
@@ -78,11 +83,28 @@ impl AnalyzerRule for DuckdbArithmetic {
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
         super::analyzer::rewrite_expressions(plan, |e, schema| {
-            e.transform_up(|e| literal_type(e, schema))?
+            e.transform_up(|e| truth_test(e, schema))?
+                .transform_parent(|e| e.transform_up(|e| literal_type(e, schema)))?
                 .transform_parent(|e| e.transform_down(|e| divide(e, schema)))?
                 .transform_parent(|e| e.transform_up(|e| round_cast(e, schema)))
         })
     }
+}
+
+/// `x IS [NOT] TRUE`, `IS [NOT] FALSE`, `IS [NOT] UNKNOWN` of a number: of `x` cast to
+/// BOOLEAN.
+fn truth_test(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    let numeric = |x: &Expr| -> Result<bool> { Ok(x.get_type(schema)?.is_numeric()) };
+    let boolean = |x: Box<Expr>| Box::new(cast(*x, DataType::Boolean));
+    Ok(match e {
+        Expr::IsTrue(x) if numeric(&x)? => Transformed::yes(Expr::IsTrue(boolean(x))),
+        Expr::IsFalse(x) if numeric(&x)? => Transformed::yes(Expr::IsFalse(boolean(x))),
+        Expr::IsNotTrue(x) if numeric(&x)? => Transformed::yes(Expr::IsNotTrue(boolean(x))),
+        Expr::IsNotFalse(x) if numeric(&x)? => Transformed::yes(Expr::IsNotFalse(boolean(x))),
+        Expr::IsUnknown(x) if numeric(&x)? => Transformed::yes(Expr::IsUnknown(boolean(x))),
+        Expr::IsNotUnknown(x) if numeric(&x)? => Transformed::yes(Expr::IsNotUnknown(boolean(x))),
+        e => Transformed::no(e),
+    })
 }
 
 /// A BIGINT literal beside an integer of a narrower type, in an arithmetic or comparison

@@ -179,8 +179,11 @@ impl Printer {
                 (UnaryOperator::Not, _) => format!("(NOT {})", self.expr(expr)),
                 _ => e.to_string(),
             },
-            Expr::IsNull(x) => format!("({} IS NULL)", self.expr(x)),
-            Expr::IsNotNull(x) => format!("({} IS NOT NULL)", self.expr(x)),
+            // DuckDB reads `IS [NOT] UNKNOWN` as `IS [NOT] NULL`.
+            Expr::IsNull(x) | Expr::IsUnknown(x) => format!("({} IS NULL)", self.expr(x)),
+            Expr::IsNotNull(x) | Expr::IsNotUnknown(x) => {
+                format!("({} IS NOT NULL)", self.expr(x))
+            }
             Expr::IsTrue(x) => self.is_bool(x, "IS NOT DISTINCT FROM true"),
             Expr::IsNotTrue(x) => self.is_bool(x, "IS DISTINCT FROM true"),
             Expr::IsFalse(x) => self.is_bool(x, "IS NOT DISTINCT FROM false"),
