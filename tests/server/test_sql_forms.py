@@ -904,6 +904,51 @@ def test_pivot_values_read_from_the_table(client, schema):
     )
 
 
+def test_samples_take_the_rows_they_name(client, schema):
+    """`TABLESAMPLE` was parsed and ignored: every row came back. DuckDB's `USING SAMPLE`
+    was refused. A number alone counts rows (distinct rows of the table, all of them
+    when there are fewer); a percentage keeps each row with that chance; the sample is
+    taken before the WHERE, as in DuckDB. A seed is refused, since it would not repeat
+    here; a sample over a join is left to the parser's error."""
+    s = schema
+    client.query(f"CREATE TABLE {s}.n AS SELECT range AS k FROM range(10000)")
+    for sql, expected in [
+        (f"SELECT count(*), count(DISTINCT k) FROM {s}.n USING SAMPLE 10", [[10, 10]]),
+        (f"SELECT count(*) FROM {s}.n AS x TABLESAMPLE 7 ROWS WHERE x.k >= 0", [[7]]),
+        (f"SELECT count(*) FROM {s}.n USING SAMPLE reservoir(2.9 ROWS)", [[2]]),
+        (f"SELECT count(*) FROM {s}.n WHERE k < 50 USING SAMPLE 20000", [[50]]),
+        (f"SELECT count(*) FROM (FROM {s}.n USING SAMPLE 100%)", [[10000]]),
+        (f"SELECT count(*) FROM {s}.n TABLESAMPLE BERNOULLI (0 PERCENT)", [[0]]),
+        # 50% of 10000: a count outside 4500-5500 is ten standard deviations out.
+        (
+            f"SELECT count(*) BETWEEN 4500 AND 5500 FROM {s}.n USING SAMPLE 50%",
+            [[True]],
+        ),
+        (f"SELECT count(*) BETWEEN 4500 AND 5500 FROM {s}.n TABLESAMPLE 50%", [[True]]),
+    ]:
+        assert client.query(sql)[1] == expected, sql
+    for sql, message in [
+        (
+            f"SELECT * FROM {s}.n USING SAMPLE 10% (bernoulli, 42)",
+            (
+                "Not implemented Error: a sample with a seed (TABLESAMPLE BERNOULLI "
+                "(10 PERCENT) REPEATABLE (42)): samples here are not repeatable; leave "
+                "the seed out"
+            ),
+        ),
+        (
+            f"SELECT count(*) FROM {s}.n a JOIN {s}.n b USING (k) USING SAMPLE 7",
+            (
+                'Parser Error: SQL error: ParserError("Expected: end of statement, '
+                f'found: USING at Line: 1, Column: {47 + 2 * len(s)}")'
+            ),
+        ),
+    ]:
+        with pytest.raises(SqlError) as e:
+            client.query(sql)
+        assert e.value.message == message
+
+
 def test_columns_are_named_without_regard_to_case(client, schema):
     """A column with capitals (an uploaded file's header, a quoted name) is read, filtered,
     updated and merged by any spelling, as in DuckDB, and the result keeps the table's

@@ -391,6 +391,8 @@ def test_table_properties_for_maintenance_are_checked(server, alice):
         "SELECT * FROM other.main.mine PIVOT (count(*) FOR a IN (SELECT a FROM lakehouse.main.secret))",
         "WITH s AS (SELECT * FROM lakehouse.main.secret) PIVOT s ON a",
         "SELECT * FROM (PIVOT other.main.mine ON a) JOIN lakehouse.main.secret ON true",
+        "SELECT * FROM lakehouse.main.secret USING SAMPLE 1",
+        "SELECT * FROM other.main.mine, (FROM lakehouse.main.secret TABLESAMPLE 50%)",
     ],
 )
 def test_every_form_stays_inside_the_grants(server, alice, bob, statement):

@@ -27,6 +27,8 @@
 //! | `FROM t WHERE …` (no select list)       | `SELECT * FROM t WHERE …`                           |
 //! | `PIVOT t ON k [IN (…)] [USING aggs] [GROUP BY g]` | `SELECT * FROM t PIVOT (aggs FOR k IN (… \| ANY)) [AS "__deltalite_pivot_group_by" (g)]` (`sql/pivot.rs`) |
 //! | `UNPIVOT t ON a, b [INTO NAME n VALUE v]` | `SELECT * FROM t UNPIVOT (v FOR n IN (a, b))`   |
+//! | `FROM t [AS a] … USING SAMPLE 10 [ROWS]` / `10%` / `bernoulli(10%)` | `FROM t [AS a] TABLESAMPLE (10 ROWS) …` / `(10 PERCENT)` / `BERNOULLI (10 PERCENT)` (`sql/sample.rs`) |
+//! | `TABLESAMPLE 10%`                        | `TABLESAMPLE 10 PERCENT`                            |
 //! | `FROM t VERSION AS OF 3` / `TIMESTAMP AS OF '…'`, `t AT (VERSION => 3)` / `AT (TIMESTAMP => '…')` | `FROM "t\u{1}v3" AS t` (`sql/time_travel.rs`) |
 //!
 //! The splice works on sqlparser's own tokens, so text inside strings, quoted names and
@@ -164,6 +166,7 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
     edit_anywhere(tokens, edits);
     edit_from_first(tokens, edits);
     edit_pivot_statements(sql, tokens, edits);
+    edit_samples(tokens, edits);
     edit_time_travel(tokens, edits);
     if first.is(Keyword::MERGE) {
         edit_merge(tokens, edits);
@@ -422,6 +425,150 @@ fn edit_pivot_statements(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usiz
                 to_generic(&unpivot).into_owned(),
             ));
         }
+    }
+}
+
+/// DuckDB's `USING SAMPLE …` of a select that reads one table, moved after that table as
+/// the `TABLESAMPLE` clause it means (a sample over a join is left to the parser's
+/// error); DuckDB's `%` for `PERCENT` in either. A number alone counts rows.
+fn edit_samples(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
+    let word = |j: usize| match tokens.get(j).map(|t| &t.token) {
+        Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.value.to_lowercase()),
+        _ => None,
+    };
+    let number = |j: usize| match tokens.get(j).map(|t| &t.token) {
+        Some(Token::Number(n, _)) => Some(n.clone()),
+        _ => None,
+    };
+    // A quantity at `j`: `10`, `10 ROWS`, `10 PERCENT`, `10%`; its text and the next index.
+    let quantity = |j: usize| -> Option<(String, usize)> {
+        let n = number(j)?;
+        Some(match tokens.get(j + 1) {
+            Some(t) if t.is(Keyword::ROWS) => (format!("{n} ROWS"), j + 2),
+            Some(t) if t.is(Keyword::PERCENT) || t.token == Token::Mod => {
+                (format!("{n} PERCENT"), j + 2)
+            }
+            _ => (format!("{n} ROWS"), j + 1),
+        })
+    };
+    let method = |name: &str| match name {
+        "reservoir" => Some(""),
+        "bernoulli" => Some("BERNOULLI "),
+        "system" => Some("SYSTEM "),
+        _ => None,
+    };
+    for (i, t) in tokens.iter().enumerate() {
+        // `TABLESAMPLE [method] [(] 10%`: the `%` ends the quantity, no modulo follows.
+        if t.token == Token::Mod
+            && i.checked_sub(1).and_then(number).is_some()
+            && (i.saturating_sub(4)..i).any(|j| tokens[j].is(Keyword::TABLESAMPLE))
+            && tokens
+                .get(i + 1)
+                .is_none_or(|n| !matches!(n.token, Token::Number(..)))
+        {
+            edits.push((t.start, t.end, " PERCENT".to_string()));
+            continue;
+        }
+        if !(t.is(Keyword::USING) && tokens.get(i + 1).is_some_and(|n| n.is(Keyword::SAMPLE))) {
+            continue;
+        }
+        // `method(quantity)` or `quantity [(method [, seed])]`, then `[REPEATABLE (seed)]`.
+        let (clause, mut end) = if let Some(m) = word(i + 2).as_deref().and_then(method)
+            && tokens.get(i + 3).is_some_and(|p| p.token == Token::LParen)
+            && let Some((q, after)) = quantity(i + 4)
+            && tokens.get(after).is_some_and(|p| p.token == Token::RParen)
+        {
+            (format!("{m}({q})"), after + 1)
+        } else if let Some((q, after)) = quantity(i + 2) {
+            match tokens.get(after).map(|p| &p.token) {
+                Some(Token::LParen) => {
+                    let Some(m) = word(after + 1).as_deref().and_then(method) else {
+                        continue;
+                    };
+                    match tokens.get(after + 2).map(|p| &p.token) {
+                        Some(Token::RParen) => (format!("{m}({q})"), after + 3),
+                        Some(Token::Comma)
+                            if number(after + 3).is_some()
+                                && tokens
+                                    .get(after + 4)
+                                    .is_some_and(|p| p.token == Token::RParen) =>
+                        {
+                            let seed = number(after + 3).unwrap_or_default();
+                            (format!("{m}({q}) REPEATABLE ({seed})"), after + 5)
+                        }
+                        _ => continue,
+                    }
+                }
+                _ => (format!("({q})"), after),
+            }
+        } else {
+            continue;
+        };
+        let mut clause = clause;
+        if tokens.get(end).is_some_and(|r| r.is(Keyword::REPEATABLE))
+            && tokens
+                .get(end + 1)
+                .is_some_and(|p| p.token == Token::LParen)
+            && let Some(seed) = number(end + 2)
+            && tokens
+                .get(end + 3)
+                .is_some_and(|p| p.token == Token::RParen)
+        {
+            clause = format!("{clause} REPEATABLE ({seed})");
+            end += 4;
+        }
+        // The select's FROM list, at this clause's depth, up to its next clause.
+        let mut depth = 0usize;
+        let mut from = None;
+        for j in (0..i).rev() {
+            match tokens[j].token {
+                Token::RParen => depth += 1,
+                Token::LParen if depth == 0 => break,
+                Token::LParen => depth -= 1,
+                _ if depth == 0 && tokens[j].is(Keyword::FROM) => {
+                    from = Some(j);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(from) = from else {
+            continue;
+        };
+        let mut depth = 0usize;
+        let mut last = None;
+        let mut single = true;
+        for (j, next) in tokens.iter().enumerate().take(i).skip(from + 1) {
+            match &next.token {
+                Token::LParen => depth += 1,
+                Token::RParen => depth = depth.saturating_sub(1),
+                Token::Comma if depth == 0 => single = false,
+                _ if depth == 0
+                    && [
+                        Keyword::WHERE,
+                        Keyword::GROUP,
+                        Keyword::HAVING,
+                        Keyword::WINDOW,
+                        Keyword::QUALIFY,
+                        Keyword::ORDER,
+                        Keyword::LIMIT,
+                    ]
+                    .iter()
+                    .any(|k| next.is(*k)) =>
+                {
+                    break;
+                }
+                _ if depth == 0 && next.is(Keyword::JOIN) => single = false,
+                _ => {}
+            }
+            last = Some(j);
+        }
+        let (true, Some(last)) = (single, last) else {
+            continue;
+        };
+        let sample = to_generic(&format!(" TABLESAMPLE {clause}")).into_owned();
+        edits.push((tokens[last].end, tokens[last].end, sample));
+        edits.push((t.start, tokens[end - 1].end, String::new()));
     }
 }
 
@@ -757,6 +904,33 @@ mod tests {
         DFParser::parse_sql_with_dialect(&out, &GenericDialect {})
             .unwrap_or_else(|e| panic!("{out:?} does not parse: {e}"));
         out
+    }
+
+    #[test]
+    fn samples_follow_their_table() {
+        assert_eq!(
+            generic("SELECT count(*) FROM c.s.t AS x WHERE k < 5 USING SAMPLE 10"),
+            "SELECT count(*) FROM c.s.t AS x TABLESAMPLE (10 ROWS) WHERE k < 5 "
+        );
+        assert_eq!(
+            generic("FROM t USING SAMPLE 10% ORDER BY k"),
+            "SELECT * FROM t TABLESAMPLE (10 PERCENT)  ORDER BY k"
+        );
+        assert_eq!(
+            generic("SELECT * FROM t USING SAMPLE bernoulli(2.5 PERCENT) REPEATABLE (7)"),
+            "SELECT * FROM t TABLESAMPLE BERNOULLI (2.5 PERCENT) REPEATABLE (7) "
+        );
+        assert_eq!(
+            generic("SELECT * FROM (SELECT * FROM t USING SAMPLE 5 (reservoir, 3)) s"),
+            "SELECT * FROM (SELECT * FROM t TABLESAMPLE (5 ROWS) REPEATABLE (3) ) s"
+        );
+        assert_eq!(
+            generic("SELECT * FROM t TABLESAMPLE 10% WHERE k % 2 = 0"),
+            "SELECT * FROM t TABLESAMPLE 10 PERCENT WHERE k % 2 = 0"
+        );
+        // Over a join it is left as written, for the parser to refuse.
+        let join = "SELECT * FROM a JOIN b USING (k) USING SAMPLE 10";
+        assert_eq!(to_generic(join), join);
     }
 
     #[test]

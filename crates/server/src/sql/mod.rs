@@ -31,6 +31,7 @@ pub mod plain;
 mod relations;
 mod resolve;
 mod rewrite;
+mod sample;
 mod scan;
 mod set_operations;
 mod show;
@@ -489,6 +490,7 @@ impl SqlSession {
                 // Names first: DuckDB names an item as written, before any rewrite.
                 names::name_items(inner);
                 pivot::rewrite(inner).map_err(sql_err)?;
+                sample::rewrite(inner).map_err(sql_err)?;
                 normalize::statement(inner);
             }
             guard::check_allowed(s)?;
