@@ -1557,6 +1557,11 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
             "k IS UNKNOWN, v IS NOT UNKNOWN FROM {t}"
         ),
         "SELECT s FROM {t} WHERE v IS TRUE AND k IS NOT FALSE",
+        # Two aggregates, windows or keys that differ only in a cast.
+        "SELECT sum(CAST(v AS BIGINT)), sum(v), count(v::VARCHAR), count(v) FROM {t}",
+        "SELECT k, sum(v) OVER (), sum(v::DOUBLE) OVER () FROM {t}",
+        "SELECT k::VARCHAR, k, max(v), max(v::BIGINT) FROM {t} GROUP BY k::VARCHAR, k",
+        "SELECT s, min(v) FROM {t} GROUP BY s HAVING min(v::DOUBLE) < 5 AND min(v) > -5",
     ],
 )
 def test_duckdb_select_forms(lake, statement):

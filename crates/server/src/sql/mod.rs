@@ -8,6 +8,7 @@
 mod aggregates;
 mod analyzer;
 mod arithmetic;
+mod cast_names;
 mod catalog_view;
 mod column_case;
 mod ddl;
@@ -359,6 +360,7 @@ impl SqlSession {
         ctx.register_udf(time_zones::timezone_udf());
         ctx.register_udf(udf::row_key_udf());
         ctx.register_udf(arithmetic::integer_divide_udf());
+        ctx.register_udf(cast_names::named_cast_udf());
         aggregates::register(&ctx);
         for f in temporal::udfs() {
             ctx.register_udf(f);

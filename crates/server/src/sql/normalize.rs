@@ -54,6 +54,7 @@ pub(super) fn statement(statement: &mut Statement) {
     let _ = statement.visit(&mut SeriesColumns);
     let _ = statement.visit(&mut OrderByAll);
     let _ = statement.visit(&mut DistinctOrderBy);
+    super::cast_names::name_casts(statement);
 }
 
 /// The rewrites of one expression (applied to each, its parts first).
