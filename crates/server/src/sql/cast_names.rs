@@ -54,11 +54,7 @@ impl VisitorMut for Selects {
         let mut bodies = vec![query.body.as_mut()];
         while let Some(body) = bodies.pop() {
             match body {
-                SetExpr::Select(select) => {
-                    if collides(select) {
-                        wrap(select);
-                    }
-                }
+                SetExpr::Select(select) if collides(select) => wrap(select),
                 SetExpr::SetOperation { left, right, .. } => {
                     bodies.push(left);
                     bodies.push(right);
@@ -99,7 +95,7 @@ fn named(select: &Select) -> Vec<Expr> {
 /// Whether two of the select's named expressions differ only in their casts.
 fn collides(select: &Select) -> bool {
     let named = named(select);
-    if !named.iter().any(|e| holds_cast(e)) {
+    if !named.iter().any(holds_cast) {
         return false;
     }
     let mut written_by_stripped: HashMap<String, String> = HashMap::new();
