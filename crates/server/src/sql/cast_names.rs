@@ -17,9 +17,8 @@ use std::sync::Arc;
 use datafusion::logical_expr::expr::Cast;
 use datafusion::logical_expr::{Expr as PlanExpr, ScalarUDF};
 use datafusion::sql::sqlparser::ast::{
-    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments,
-    GroupByExpr, Ident, ObjectName, Query, Select, SelectItem, SetExpr, Statement, Value, VisitMut,
-    VisitorMut, visit_expressions, visit_expressions_mut,
+    Expr, GroupByExpr, Query, Select, SelectItem, SetExpr, Statement, Value, VisitMut, VisitorMut,
+    visit_expressions, visit_expressions_mut,
 };
 
 /// The marker's name.
@@ -149,26 +148,9 @@ fn wrap(select: &mut Select) {
         let _ = visit_expressions_mut(part, |e| {
             if matches!(e, Expr::Cast { .. }) {
                 let cast = std::mem::replace(e, Expr::Value(Value::Null.into()));
-                *e = marked(cast);
+                *e = super::normalize::function_call(NAMED_CAST, vec![cast]);
             }
             ControlFlow::<()>::Continue(())
         });
     }
-}
-
-fn marked(cast: Expr) -> Expr {
-    Expr::Function(Function {
-        name: ObjectName::from(vec![Ident::new(NAMED_CAST)]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::List(FunctionArgumentList {
-            duplicate_treatment: None,
-            args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(cast))],
-            clauses: vec![],
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: vec![],
-    })
 }

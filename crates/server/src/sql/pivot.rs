@@ -308,18 +308,14 @@ fn pivot(
     }
     let mut items = Vec::new();
     for value in values {
-        let parts: Vec<&Expr> = match (&value.expr, on.len()) {
-            (e, 1) => vec![e],
-            (Expr::Tuple(parts), n) if parts.len() == n => parts.iter().collect(),
-            _ => {
-                return Err(format!(
-                    "Binder Error: PIVOT value {} must be a tuple of {} values, one per \
-                     pivoted column",
-                    value.expr,
-                    on.len()
-                ));
-            }
-        };
+        let parts = split(&value.expr, on.len()).ok_or_else(|| {
+            format!(
+                "Binder Error: PIVOT value {} must be a tuple of {} values, one per pivoted \
+                 column",
+                value.expr,
+                on.len()
+            )
+        })?;
         let condition = on
             .iter()
             .zip(&parts)
@@ -328,14 +324,7 @@ fn pivot(
             .map(|(column, value)| format!("(({column}) IS NOT DISTINCT FROM ({value}))"))
             .collect::<Vec<_>>()
             .join(" AND ");
-        let value_name = match &value.alias {
-            Some(alias) => alias.value.clone(),
-            None => parts
-                .iter()
-                .map(|p| value_name(p))
-                .collect::<Vec<_>>()
-                .join("_"),
-        };
+        let value_name = label(value, &parts);
         for aggregate in aggregates {
             let Expr::Function(function) = &aggregate.expr else {
                 return Err(format!(
@@ -395,27 +384,16 @@ fn unpivot(
     let mut lists: Vec<Vec<String>> = vec![Vec::new(); outputs.len()];
     let mut excluded = Vec::new();
     for column in columns {
-        let parts: Vec<&Expr> = match (&column.expr, outputs.len()) {
-            (e, 1) => vec![e],
-            (Expr::Tuple(parts), n) if parts.len() == n => parts.iter().collect(),
-            _ => {
-                return Err(format!(
-                    "Binder Error: UNPIVOT column {} must be a tuple of {} columns, one \
-                     per value column",
-                    column.expr,
-                    outputs.len()
-                ));
-            }
-        };
+        let parts = split(&column.expr, outputs.len()).ok_or_else(|| {
+            format!(
+                "Binder Error: UNPIVOT column {} must be a tuple of {} columns, one per value \
+                 column",
+                column.expr,
+                outputs.len()
+            )
+        })?;
         columns_of(&column.expr, &mut excluded);
-        let column_name = match &column.alias {
-            Some(alias) => alias.value.clone(),
-            None => parts
-                .iter()
-                .map(|p| value_name(p))
-                .collect::<Vec<_>>()
-                .join("_"),
-        };
+        let column_name = label(column, &parts);
         names.push(format!("'{}'", column_name.replace('\'', "''")));
         for (list, part) in lists.iter_mut().zip(parts) {
             list.push(part.to_string());
@@ -446,6 +424,28 @@ fn unpivot(
     derived(&sql, source, alias)
 }
 
+/// The parts of a value or column list entry: `e` itself for one column, a tuple's
+/// items for `n`; `None` when they do not match.
+fn split(e: &Expr, n: usize) -> Option<Vec<&Expr>> {
+    match (e, n) {
+        (e, 1) => Some(vec![e]),
+        (Expr::Tuple(parts), n) if parts.len() == n => Some(parts.iter().collect()),
+        _ => None,
+    }
+}
+
+/// An entry's column name: its alias, or its parts' names joined by `_`.
+fn label(entry: &ExprWithAlias, parts: &[&Expr]) -> String {
+    match &entry.alias {
+        Some(alias) => alias.value.clone(),
+        None => parts
+            .iter()
+            .map(|p| value_name(p))
+            .collect::<Vec<_>>()
+            .join("_"),
+    }
+}
+
 /// `sql` parsed, its table `__source` replaced by `source`, as a derived table. Without
 /// an alias it is DuckDB's `__unnamed_pivot`: the source's name no longer reaches its
 /// columns, and the derived table must not repeat the source's qualified names (a join
@@ -455,14 +455,9 @@ fn derived(
     source: &TableFactor,
     alias: &Option<TableAlias>,
 ) -> Result<TableFactor, String> {
-    let mut query = Parser::new(&GenericDialect {})
-        .try_with_sql(sql)
-        .and_then(|mut p| p.parse_query())
-        .map_err(|e| format!("Parser Error: {e}"))?;
-    let _ = VisitMut::visit(&mut query, &mut PlaceSource(Some(source.clone())));
     Ok(TableFactor::Derived {
         lateral: false,
-        subquery: query,
+        subquery: template(sql, source)?,
         alias: Some(alias.clone().unwrap_or_else(|| TableAlias {
             explicit: true,
             name: Ident::new("__unnamed_pivot"),
@@ -471,6 +466,16 @@ fn derived(
         })),
         sample: None,
     })
+}
+
+/// The query `sql`, its table `__source` replaced by `source` (also `sql/sample.rs`).
+pub(super) fn template(sql: &str, source: &TableFactor) -> Result<Box<Query>, String> {
+    let mut query = Parser::new(&GenericDialect {})
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_query())
+        .map_err(|e| format!("Parser Error: {e}"))?;
+    let _ = VisitMut::visit(&mut query, &mut PlaceSource(Some(source.clone())));
+    Ok(query)
 }
 
 /// Puts the source factor in place of the template's `__source` (once: the source may

@@ -20,8 +20,6 @@ use datafusion::sql::sqlparser::ast::{
     Expr, Ident, ObjectNamePart, Statement, TableAlias, TableFactor, TableSample, TableSampleKind,
     TableSampleUnit, Value, VisitMut, VisitorMut,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 
 /// Rewrite every sampled table of `statement`; `Err` is the message of a sample that
 /// cannot be taken.
@@ -123,15 +121,7 @@ fn sampled(
             number.trunc() as u64
         ),
     };
-    let mut query = Parser::new(&GenericDialect {})
-        .try_with_sql(&sql)
-        .and_then(|mut p| p.parse_query())
-        .map_err(|e| format!("Parser Error: {e}"))?;
-    if let datafusion::sql::sqlparser::ast::SetExpr::Select(select) = query.body.as_mut()
-        && let Some(from) = select.from.first_mut()
-    {
-        from.relation = source.clone();
-    }
+    let query = super::pivot::template(&sql, source)?;
     Ok(TableFactor::Derived {
         lateral: false,
         subquery: query,
@@ -148,6 +138,8 @@ fn sampled(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
 
     fn rewritten(sql: &str) -> Result<String, String> {
         let mut statements = Parser::parse_sql(&GenericDialect {}, sql).expect("parses");
