@@ -1562,6 +1562,7 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
         "SELECT k, sum(v) OVER (), sum(v::DOUBLE) OVER () FROM {t}",
         "SELECT k::VARCHAR, k, max(v), max(v::BIGINT) FROM {t} GROUP BY k::VARCHAR, k",
         "SELECT s, min(v) FROM {t} GROUP BY s HAVING min(v::DOUBLE) < 5 AND min(v) > -5",
+        "SELECT k, sum(v), sum(v::BIGINT) FROM {t} GROUP BY k ORDER BY sum(v::BIGINT)",
     ],
 )
 def test_duckdb_select_forms(lake, statement):

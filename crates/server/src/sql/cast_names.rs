@@ -17,8 +17,8 @@ use std::sync::Arc;
 use datafusion::logical_expr::expr::Cast;
 use datafusion::logical_expr::{Expr as PlanExpr, ScalarUDF};
 use datafusion::sql::sqlparser::ast::{
-    Expr, GroupByExpr, Query, Select, SelectItem, SetExpr, Statement, Value, VisitMut, VisitorMut,
-    visit_expressions, visit_expressions_mut,
+    Expr, GroupByExpr, OrderBy, OrderByKind, Query, Select, SelectItem, SetExpr, Statement, Value,
+    VisitMut, VisitorMut, visit_expressions, visit_expressions_mut,
 };
 
 /// The marker's name.
@@ -50,6 +50,20 @@ impl VisitorMut for Selects {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        // A select's own ORDER BY names its aggregates as its list does.
+        if let SetExpr::Select(select) = query.body.as_mut()
+            && collides(select)
+        {
+            wrap(select);
+            if let Some(OrderBy {
+                kind: OrderByKind::Expressions(keys),
+                ..
+            }) = &mut query.order_by
+            {
+                keys.iter_mut().for_each(|key| wrap_casts(&mut key.expr));
+            }
+            return ControlFlow::Continue(());
+        }
         let mut bodies = vec![query.body.as_mut()];
         while let Some(body) = bodies.pop() {
             match body {
@@ -144,13 +158,15 @@ fn wrap(select: &mut Select) {
     }
     parts.extend(select.having.iter_mut());
     parts.extend(select.qualify.iter_mut());
-    for part in parts {
-        let _ = visit_expressions_mut(part, |e| {
-            if matches!(e, Expr::Cast { .. }) {
-                let cast = std::mem::replace(e, Expr::Value(Value::Null.into()));
-                *e = super::normalize::function_call(NAMED_CAST, vec![cast]);
-            }
-            ControlFlow::<()>::Continue(())
-        });
-    }
+    parts.into_iter().for_each(wrap_casts);
+}
+
+fn wrap_casts(e: &mut Expr) {
+    let _ = visit_expressions_mut(e, |e| {
+        if matches!(e, Expr::Cast { .. }) {
+            let cast = std::mem::replace(e, Expr::Value(Value::Null.into()));
+            *e = super::normalize::function_call(NAMED_CAST, vec![cast]);
+        }
+        ControlFlow::<()>::Continue(())
+    });
 }
