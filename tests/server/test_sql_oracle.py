@@ -1563,6 +1563,11 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
         "SELECT k::VARCHAR, k, max(v), max(v::BIGINT) FROM {t} GROUP BY k::VARCHAR, k",
         "SELECT s, min(v) FROM {t} GROUP BY s HAVING min(v::DOUBLE) < 5 AND min(v) > -5",
         "SELECT k, sum(v), sum(v::BIGINT) FROM {t} GROUP BY k ORDER BY sum(v::BIGINT)",
+        # An integer literal beside a DECIMAL is an INTEGER.
+        (
+            "SELECT typeof(CAST(v AS DECIMAL(10,2)) + 1), CAST(v AS DECIMAL(10,2)) + 1, "
+            "typeof(2 - CAST(k AS DECIMAL(4,1))), CAST(k AS DECIMAL(4,1)) = 1 FROM {t}"
+        ),
     ],
 )
 def test_duckdb_select_forms(lake, statement):

@@ -22,7 +22,10 @@
 //! literals), when its value fits: `k + 1`, `k * 2`, `k = 1` of an INTEGER `k` are
 //! INTEGERs (DataFusion's literals are BIGINTs, so each was a BIGINT, and `CREATE TABLE
 //! … AS SELECT k + 1` made a BIGINT column where DuckDB makes an INTEGER one); `ti + 1` of
-//! a TINYINT is a TINYINT. The same rule, first, before the divisions ([`literal_type`]).
+//! a TINYINT is a TINYINT; beside a DECIMAL it is an INTEGER when it fits, so `d + 1` of
+//! a DECIMAL(10,2) is a DECIMAL(13,2) as in DuckDB (a product still takes DataFusion's
+//! precision, one more than the sum of both). The same rule, first, before the divisions
+//! ([`literal_type`]).
 //!
 //! **A truth test of a number is of the number cast to BOOLEAN** (DuckDB's `k IS TRUE`,
 //! true for any non-zero `k`); DataFusion refused it ("Cannot infer common argument type
@@ -135,6 +138,15 @@ fn literal_type(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
             return Ok(None);
         };
         let t = other.get_type(schema)?;
+        // Beside a DECIMAL, an INTEGER when it fits: DuckDB's `d + 1` of a DECIMAL(10,2)
+        // is a DECIMAL(13,2), where a BIGINT made it a DECIMAL(23,2).
+        if matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..)) {
+            return Ok(value
+                .cast_to(&DataType::Int32)
+                .ok()
+                .filter(|v| !v.is_null())
+                .map(|v| Expr::Literal(v, metadata.clone())));
+        }
         if !t.is_integer() || t == DataType::Int64 {
             return Ok(None);
         }
