@@ -107,6 +107,23 @@ fn named(select: &Select) -> Vec<Expr> {
 
 /// Whether two of the select's named expressions differ only in their casts.
 fn collides(select: &Select) -> bool {
+    // Every select of every statement comes here: one without a cast outside `WHERE`
+    // and `FROM` is passed without copying its expressions.
+    let items = select.projection.iter().filter_map(|item| match item {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => Some(e),
+        _ => None,
+    });
+    let keys = match &select.group_by {
+        GroupByExpr::Expressions(keys, _) => keys.as_slice(),
+        GroupByExpr::All(_) => &[],
+    };
+    let mut parts = items
+        .chain(keys)
+        .chain(&select.having)
+        .chain(&select.qualify);
+    if !parts.any(holds_cast) {
+        return false;
+    }
     let named = named(select);
     if !named.iter().any(holds_cast) {
         return false;

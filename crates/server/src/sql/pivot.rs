@@ -59,6 +59,11 @@ impl SqlSession {
         let Some(sql) = sql_statement(&mut statement) else {
             return Ok(statement);
         };
+        // Every planned statement comes here: most hold no pivot to list, and need not
+        // have their CTEs copied by the search below.
+        if !holds_dynamic_pivot(&*sql) {
+            return Ok(statement);
+        }
         loop {
             let mut find = Dynamic::default();
             let query = match sql.visit(&mut find) {
