@@ -53,6 +53,17 @@ class Client:
         columns = [c["name"] for c in lines[1]]
         return columns, [row for row in lines[2:]]
 
+    def query_text(self, statement: str, **fields) -> str:
+        """The body `/query` answers for `statement` (`fields`: `format`, …)."""
+        body = json.dumps({"statement": statement, **fields}).encode()
+        request = urllib.request.Request(
+            f"{self.base}/query",
+            data=body,
+            headers={"Authorization": self.auth, "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.read().decode()
+
     def upsert(self, query: str, rows: list[dict]) -> tuple[int, dict | str]:
         """POST `rows` as NDJSON to `/upsert?{query}`: (status, the JSON summary, or an
         error's text)."""

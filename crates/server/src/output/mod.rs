@@ -13,7 +13,7 @@ pub mod ndjson;
 
 use std::sync::Arc;
 
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use arrow::util::display::FormatOptions;
 use bytes::Bytes;
@@ -203,7 +203,7 @@ impl Encoder {
                     let mut w = arrow_csv::WriterBuilder::new()
                         .with_header(!self.header_done)
                         .build(&mut buf);
-                    w.write(&plain_batch(batch))
+                    w.write(&csv_batch(&plain_batch(batch))?)
                         .map_err(|e| ApiError::BadRequest(format!("Conversion Error: {e}")))?;
                 }
                 self.header_done = true;
@@ -277,4 +277,34 @@ pub async fn write_parquet(
     }
     writer.close().map_err(|e| internal(&e))?;
     Ok(())
+}
+
+/// A batch for the CSV writer: lists, structs, maps and intervals as DuckDB's text
+/// (`[1, NULL]`), which Arrow's CSV writer refuses or writes otherwise.
+fn csv_batch(batch: &RecordBatch) -> Result<RecordBatch, ApiError> {
+    use crate::sql::text_casts::{duckdb_text, written_otherwise};
+    // Timestamps keep the CSV writer's own format.
+    let as_text = |dt: &DataType| written_otherwise(dt) && !matches!(dt, DataType::Timestamp(..));
+    let schema = batch.schema();
+    if !schema.fields().iter().any(|f| as_text(f.data_type())) {
+        return Ok(batch.clone());
+    }
+    let conversion = |e: datafusion::error::DataFusionError| {
+        ApiError::BadRequest(format!("Conversion Error: {e}"))
+    };
+    let mut fields = Vec::with_capacity(batch.num_columns());
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        if written_otherwise(field.data_type())
+            && !matches!(field.data_type(), DataType::Timestamp(..))
+        {
+            fields.push(Field::new(field.name(), DataType::Utf8, true));
+            columns.push(duckdb_text(column).map_err(conversion)?);
+        } else {
+            fields.push(field.as_ref().clone());
+            columns.push(column.clone());
+        }
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| ApiError::BadRequest(format!("Conversion Error: {e}")))
 }

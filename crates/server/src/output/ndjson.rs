@@ -11,6 +11,8 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use base64::Engine;
 use chrono::{DateTime, NaiveDateTime, SecondsFormat, Timelike};
 
+use crate::sql::text_casts::{interval_at, interval_text, item_range};
+
 /// Append `s` as a JSON string literal; line separators that some JSON-in-JS parsers treat
 /// as newlines are escaped too.
 pub fn push_json_str(out: &mut String, s: &str) {
@@ -86,28 +88,42 @@ fn naive_iso(dt: NaiveDateTime) -> String {
 
 /// Renders the rows of a batch column by column.
 pub struct RowWriter<'a> {
-    columns: Vec<ColumnWriter<'a>>,
+    columns: Vec<ValueWriter<'a>>,
 }
 
-struct ColumnWriter<'a> {
-    array: &'a ArrayRef,
-    fallback: Option<ArrayFormatter<'a>>,
+/// How the values of one array are written: scalars directly, nested values as JSON
+/// arrays and objects (as DuckDB's `to_json` writes them) through writers of their
+/// children, built once per batch.
+enum ValueWriter<'a> {
+    Leaf {
+        array: &'a ArrayRef,
+        fallback: Option<ArrayFormatter<'a>>,
+    },
+    /// A list of any layout: `range` gives the positions in `values` of row `row`'s items.
+    List {
+        array: &'a ArrayRef,
+        values: Box<ValueWriter<'a>>,
+    },
+    Struct {
+        array: &'a ArrayRef,
+        names: Vec<&'a str>,
+        fields: Vec<ValueWriter<'a>>,
+    },
+    /// A map as an object, its keys as strings (`{"1": "a"}`, as DuckDB's `to_json`).
+    Map {
+        array: &'a ArrayRef,
+        keys: Box<ValueWriter<'a>>,
+        values: Box<ValueWriter<'a>>,
+    },
 }
 
 impl<'a> RowWriter<'a> {
-    /// Prepare formatters for a batch.
+    /// Prepare writers for a batch.
     pub fn new(batch: &'a RecordBatch, options: &'a FormatOptions<'a>) -> Self {
         let columns = batch
             .columns()
             .iter()
-            .map(|array| {
-                let fallback = if needs_fallback(array.data_type()) {
-                    ArrayFormatter::try_new(array.as_ref(), options).ok()
-                } else {
-                    None
-                };
-                ColumnWriter { array, fallback }
-            })
+            .map(|array| ValueWriter::new(array, options))
             .collect();
         Self { columns }
     }
@@ -139,6 +155,112 @@ impl<'a> RowWriter<'a> {
     }
 }
 
+impl<'a> ValueWriter<'a> {
+    fn new(array: &'a ArrayRef, options: &'a FormatOptions<'a>) -> Self {
+        match array.data_type() {
+            DataType::List(_) => Self::List {
+                array,
+                values: Box::new(Self::new(array.as_list::<i32>().values(), options)),
+            },
+            DataType::LargeList(_) => Self::List {
+                array,
+                values: Box::new(Self::new(array.as_list::<i64>().values(), options)),
+            },
+            DataType::FixedSizeList(_, _) => Self::List {
+                array,
+                values: Box::new(Self::new(array.as_fixed_size_list().values(), options)),
+            },
+            DataType::Struct(fields) => {
+                let s = array.as_struct();
+                Self::Struct {
+                    array,
+                    names: fields.iter().map(|f| f.name().as_str()).collect(),
+                    fields: s.columns().iter().map(|c| Self::new(c, options)).collect(),
+                }
+            }
+            DataType::Map(_, _) => {
+                let m = array.as_map();
+                let entries = m.entries();
+                Self::Map {
+                    array,
+                    keys: Box::new(Self::new(entries.column(0), options)),
+                    values: Box::new(Self::new(entries.column(1), options)),
+                }
+            }
+            dt => Self::Leaf {
+                array,
+                fallback: needs_fallback(dt)
+                    .then(|| ArrayFormatter::try_new(array.as_ref(), options).ok())
+                    .flatten(),
+            },
+        }
+    }
+
+    fn push_value(&self, out: &mut String, row: usize) {
+        match self {
+            Self::Leaf { array, fallback } => push_scalar(out, array, fallback.as_ref(), row),
+            Self::List { array, values } => {
+                if array.is_null(row) {
+                    return out.push_str("null");
+                }
+                out.push('[');
+                for (i, item) in item_range(array.as_ref(), row).enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    values.push_value(out, item);
+                }
+                out.push(']');
+            }
+            Self::Struct {
+                array,
+                names,
+                fields,
+            } => {
+                if array.is_null(row) {
+                    return out.push_str("null");
+                }
+                out.push('{');
+                for (i, (name, field)) in names.iter().zip(fields).enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    push_json_str(out, name);
+                    out.push(':');
+                    field.push_value(out, row);
+                }
+                out.push('}');
+            }
+            Self::Map {
+                array,
+                keys,
+                values,
+            } => {
+                if array.is_null(row) {
+                    return out.push_str("null");
+                }
+                out.push('{');
+                let mut key = String::new();
+                for (i, item) in item_range(array.as_ref(), row).enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    key.clear();
+                    keys.push_value(&mut key, item);
+                    if key.starts_with('"') {
+                        out.push_str(&key);
+                    } else {
+                        push_json_str(out, &key);
+                    }
+                    out.push(':');
+                    values.push_value(out, item);
+                }
+                out.push('}');
+            }
+        }
+    }
+}
+
 fn needs_fallback(dt: &DataType) -> bool {
     !matches!(
         dt,
@@ -163,6 +285,8 @@ fn needs_fallback(dt: &DataType) -> bool {
             | DataType::Date32
             | DataType::Timestamp(_, _)
             | DataType::Decimal128(_, _)
+            | DataType::Interval(_)
+            | DataType::Duration(_)
     )
 }
 
@@ -176,77 +300,81 @@ fn push_float(out: &mut String, v: f64) {
     }
 }
 
-impl ColumnWriter<'_> {
-    fn push_value(&self, out: &mut String, row: usize) {
-        let a = self.array;
-        if a.is_null(row) {
-            out.push_str("null");
-            return;
+/// One value of a scalar type; `fallback` formats the types without a JSON form of their own.
+fn push_scalar(out: &mut String, a: &ArrayRef, fallback: Option<&ArrayFormatter<'_>>, row: usize) {
+    if a.is_null(row) {
+        out.push_str("null");
+        return;
+    }
+    use std::fmt::Write;
+    match a.data_type() {
+        DataType::Null => out.push_str("null"),
+        DataType::Boolean => out.push_str(if a.as_boolean().value(row) {
+            "true"
+        } else {
+            "false"
+        }),
+        DataType::Int8 => {
+            let _ = write!(out, "{}", a.as_primitive::<Int8Type>().value(row));
         }
-        use std::fmt::Write;
-        match a.data_type() {
-            DataType::Null => out.push_str("null"),
-            DataType::Boolean => out.push_str(if a.as_boolean().value(row) {
-                "true"
-            } else {
-                "false"
-            }),
-            DataType::Int8 => {
-                let _ = write!(out, "{}", a.as_primitive::<Int8Type>().value(row));
-            }
-            DataType::Int16 => {
-                let _ = write!(out, "{}", a.as_primitive::<Int16Type>().value(row));
-            }
-            DataType::Int32 => {
-                let _ = write!(out, "{}", a.as_primitive::<Int32Type>().value(row));
-            }
-            DataType::Int64 => {
-                let _ = write!(out, "{}", a.as_primitive::<Int64Type>().value(row));
-            }
-            DataType::UInt8 => {
-                let _ = write!(out, "{}", a.as_primitive::<UInt8Type>().value(row));
-            }
-            DataType::UInt16 => {
-                let _ = write!(out, "{}", a.as_primitive::<UInt16Type>().value(row));
-            }
-            DataType::UInt32 => {
-                let _ = write!(out, "{}", a.as_primitive::<UInt32Type>().value(row));
-            }
-            DataType::UInt64 => {
-                let _ = write!(out, "{}", a.as_primitive::<UInt64Type>().value(row));
-            }
-            DataType::Float32 => push_float(out, a.as_primitive::<Float32Type>().value(row) as f64),
-            DataType::Float64 => push_float(out, a.as_primitive::<Float64Type>().value(row)),
-            DataType::Utf8 => push_json_str(out, a.as_string::<i32>().value(row)),
-            DataType::LargeUtf8 => push_json_str(out, a.as_string::<i64>().value(row)),
-            DataType::Utf8View => push_json_str(out, a.as_string_view().value(row)),
-            DataType::Binary => push_b64(out, a.as_binary::<i32>().value(row)),
-            DataType::LargeBinary => push_b64(out, a.as_binary::<i64>().value(row)),
-            DataType::BinaryView => push_b64(out, a.as_binary_view().value(row)),
-            DataType::Date32 => {
-                let days = a.as_primitive::<Date32Type>().value(row);
-                match Date32Type::to_naive_date_opt(days) {
-                    Some(d) => push_json_str(out, &d.format("%Y-%m-%d").to_string()),
-                    None => out.push_str("null"),
-                }
-            }
-            DataType::Timestamp(unit, tz) => {
-                let v = timestamp_value(a, *unit, row);
-                match ts_to_string(v, *unit, tz.is_some()) {
-                    Some(s) => push_json_str(out, &s),
-                    None => out.push_str("null"),
-                }
-            }
-            DataType::Decimal128(_, scale) => {
-                let v = a.as_primitive::<Decimal128Type>().value(row);
-                // A JSON number with the exact decimal digits (no float rounding).
-                out.push_str(&Decimal128Type::format_decimal(v, 38, *scale));
-            }
-            _ => match &self.fallback {
-                Some(f) => push_json_str(out, &f.value(row).to_string()),
+        DataType::Int16 => {
+            let _ = write!(out, "{}", a.as_primitive::<Int16Type>().value(row));
+        }
+        DataType::Int32 => {
+            let _ = write!(out, "{}", a.as_primitive::<Int32Type>().value(row));
+        }
+        DataType::Int64 => {
+            let _ = write!(out, "{}", a.as_primitive::<Int64Type>().value(row));
+        }
+        DataType::UInt8 => {
+            let _ = write!(out, "{}", a.as_primitive::<UInt8Type>().value(row));
+        }
+        DataType::UInt16 => {
+            let _ = write!(out, "{}", a.as_primitive::<UInt16Type>().value(row));
+        }
+        DataType::UInt32 => {
+            let _ = write!(out, "{}", a.as_primitive::<UInt32Type>().value(row));
+        }
+        DataType::UInt64 => {
+            let _ = write!(out, "{}", a.as_primitive::<UInt64Type>().value(row));
+        }
+        DataType::Float32 => push_float(out, a.as_primitive::<Float32Type>().value(row) as f64),
+        DataType::Float64 => push_float(out, a.as_primitive::<Float64Type>().value(row)),
+        DataType::Utf8 => push_json_str(out, a.as_string::<i32>().value(row)),
+        DataType::LargeUtf8 => push_json_str(out, a.as_string::<i64>().value(row)),
+        DataType::Utf8View => push_json_str(out, a.as_string_view().value(row)),
+        DataType::Binary => push_b64(out, a.as_binary::<i32>().value(row)),
+        DataType::LargeBinary => push_b64(out, a.as_binary::<i64>().value(row)),
+        DataType::BinaryView => push_b64(out, a.as_binary_view().value(row)),
+        DataType::Date32 => {
+            let days = a.as_primitive::<Date32Type>().value(row);
+            match Date32Type::to_naive_date_opt(days) {
+                Some(d) => push_json_str(out, &d.format("%Y-%m-%d").to_string()),
                 None => out.push_str("null"),
-            },
+            }
         }
+        DataType::Timestamp(unit, tz) => {
+            let v = timestamp_value(a, *unit, row);
+            match ts_to_string(v, *unit, tz.is_some()) {
+                Some(s) => push_json_str(out, &s),
+                None => out.push_str("null"),
+            }
+        }
+        DataType::Decimal128(_, scale) => {
+            let v = a.as_primitive::<Decimal128Type>().value(row);
+            // A JSON number with the exact decimal digits (no float rounding).
+            out.push_str(&Decimal128Type::format_decimal(v, 38, *scale));
+        }
+        DataType::Interval(_) | DataType::Duration(_) => match interval_at(a.as_ref(), row) {
+            Some((months, days, micros)) => {
+                push_json_str(out, &interval_text(months, days, micros));
+            }
+            None => out.push_str("null"),
+        },
+        _ => match fallback {
+            Some(f) => push_json_str(out, &f.value(row).to_string()),
+            None => out.push_str("null"),
+        },
     }
 }
 
@@ -279,6 +407,67 @@ mod tests {
         let mut out = String::new();
         push_json_str(&mut out, "a\u{2028}b\u{2029}c\u{0085}\"");
         assert_eq!(out, "\"a\\u2028b\\u2029c\\u0085\\\"\"");
+    }
+
+    #[test]
+    fn nested_values_are_json() {
+        use arrow::array::{
+            Int32Builder, ListBuilder, MapBuilder, StringArray, StringBuilder, StructArray,
+        };
+        use arrow::datatypes::Field;
+        use std::sync::Arc;
+        let mut lists = ListBuilder::new(Int32Builder::new());
+        lists.append_value([Some(1), None, Some(3)]);
+        lists.append_null();
+        lists.append_value([]);
+        let mut maps = MapBuilder::new(None, Int32Builder::new(), StringBuilder::new());
+        for (k, v) in [(1, "a"), (2, "b")] {
+            maps.keys().append_value(k);
+            maps.values().append_value(v);
+        }
+        maps.append(true).unwrap();
+        maps.append(false).unwrap();
+        maps.append(true).unwrap();
+        let lists: ArrayRef = Arc::new(lists.finish());
+        let structs: ArrayRef = Arc::new(StructArray::from(vec![
+            (
+                Arc::new(Field::new("s", DataType::Utf8, true)),
+                Arc::new(StringArray::from(vec![Some("x\""), None, Some("z")])) as ArrayRef,
+            ),
+            (
+                Arc::new(Field::new_list(
+                    "l",
+                    Field::new_list_field(DataType::Int32, true),
+                    true,
+                )),
+                lists.clone(),
+            ),
+        ]));
+        let batch = RecordBatch::try_from_iter([
+            ("l", lists),
+            ("st", structs),
+            ("m", Arc::new(maps.finish()) as ArrayRef),
+        ])
+        .unwrap();
+        // A slice, so that offsets into the children are exercised.
+        let batch = batch.slice(0, 3);
+        let options = FormatOptions::default();
+        let writer = RowWriter::new(&batch, &options);
+        let mut out = String::new();
+        for row in 0..3 {
+            writer.push_array_row(&mut out, row);
+        }
+        assert_eq!(
+            out,
+            "[[1,null,3],{\"s\":\"x\\\"\",\"l\":[1,null,3]},{\"1\":\"a\",\"2\":\"b\"}]\n\
+             [null,{\"s\":null,\"l\":null},null]\n\
+             [[],{\"s\":\"z\",\"l\":[]},{}]\n"
+        );
+        let tail = batch.slice(1, 2);
+        let writer = RowWriter::new(&tail, &options);
+        let mut out = String::new();
+        writer.push_array_row(&mut out, 1);
+        assert_eq!(out, "[[],{\"s\":\"z\",\"l\":[]},{}]\n");
     }
 
     #[test]

@@ -42,7 +42,7 @@ mod strings;
 pub mod targets;
 mod temp;
 mod temporal;
-mod text_casts;
+pub mod text_casts;
 pub mod time_travel;
 mod time_zones;
 mod type_planner;
