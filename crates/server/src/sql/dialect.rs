@@ -22,6 +22,7 @@
 //! | `a SEMI JOIN b` / `a ANTI JOIN b`        | `a LEFT SEMI JOIN b` / `a LEFT ANTI JOIN b`         |
 //! | `$tag$text$tag$` (any statement)         | `'text'`                                            |
 //! | `current_catalog()`                      | `"current_catalog"()`                               |
+//! | `a ** b`                                 | `a ^ b` (a power, `sql/power.rs`)                   |
 //! | `ALTER VIEW v RENAME TO w`               | `ALTER TABLE v RENAME TO w` (views answer it too)   |
 //! | `duckdb_tables()` (and `duckdb_databases`, `_schemas`, `_views`, `_columns`) | `information_schema.duckdb_tables` (`sql/duckdb_catalog.rs`) |
 //! | `FROM t WHERE …` (no select list)       | `SELECT * FROM t WHERE …`                           |
@@ -232,6 +233,18 @@ fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
                     tokens[i + 2].end,
                     format!("information_schema.{}", w.value.to_lowercase()),
                 ));
+            }
+            // DuckDB's `a ** b`, its `a ^ b` (`sql/power.rs`); the tokenizer reads two `*`.
+            Token::Mul
+                if tokens
+                    .get(i + 1)
+                    .is_some_and(|n| n.token == Token::Mul && n.start == t.end)
+                    && !i
+                        .checked_sub(1)
+                        .and_then(|p| tokens.get(p))
+                        .is_some_and(|p| p.token == Token::Mul && p.end == t.start) =>
+            {
+                edits.push((t.start, tokens[i + 1].end, "^".to_string()));
             }
             Token::Word(w)
                 if w.quote_style.is_none()

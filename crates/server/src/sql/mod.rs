@@ -29,6 +29,7 @@ pub mod params;
 mod physical;
 mod pivot;
 pub mod plain;
+mod power;
 mod relations;
 mod resolve;
 mod rewrite;
@@ -45,6 +46,7 @@ mod temporal;
 pub mod text_casts;
 pub mod time_travel;
 mod time_zones;
+mod type_dispatch;
 mod type_planner;
 mod udf;
 mod using_joins;
@@ -362,6 +364,9 @@ impl SqlSession {
         ctx.register_udf(arithmetic::integer_divide_udf());
         ctx.register_udf(cast_names::named_cast_udf());
         aggregates::register(&ctx);
+        for f in type_dispatch::udfs() {
+            ctx.register_udf(f);
+        }
         for f in temporal::udfs() {
             ctx.register_udf(f);
         }
@@ -489,7 +494,9 @@ impl SqlSession {
             // Depth first: the other passes recurse.
             guard::check_depth(s)?;
             if let Some(inner) = sql_statement(s) {
-                // Names first: DuckDB names an item as written, before any rewrite.
+                // Names first: DuckDB names an item as written, before any rewrite
+                // (with `^` grouped as DuckDB groups it).
+                power::precedence(inner);
                 names::name_items(inner);
                 pivot::rewrite(inner).map_err(sql_err)?;
                 sample::rewrite(inner).map_err(sql_err)?;

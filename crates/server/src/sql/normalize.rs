@@ -14,7 +14,12 @@
 //!   DOUBLE (other numbers with a fraction are DECIMALs, as in DuckDB).
 //! - DuckDB function names DataFusion spells otherwise (`strftime`, `regexp_matches`,
 //!   `approx_count_distinct`, `dayofweek`, `dayofyear`, `epoch`, `year`, `month`, …):
-//!   what ibis sends.
+//!   what ibis sends; `list_value`, `gen_random_uuid`, `strlen`.
+//! - DuckDB functions that compose others: `last_day`, `dayname`, `monthname`,
+//!   `time_bucket`, `pg_typeof`, `sign`, `date_add`, `isinf`, `list_reverse_sort`, `xor`
+//!   ([`COMPOSITES`]); `len` and `epoch_ms` depend on their argument's type
+//!   (`sql/type_dispatch.rs`).
+//! - `a ^ b`: DuckDB's power (`sql/power.rs`).
 //! - `x [NOT] IN (subquery)` and row values `(a, b) IN (subquery)` where their value is
 //!   used, not only their truth (select lists, `UPDATE … SET s = CASE WHEN k IN (…)`,
 //!   `(k NOT IN (…)) IS NULL` in a filter): the same, as scalar counts with the `IN`'s
@@ -60,7 +65,9 @@ pub(super) fn statement(statement: &mut Statement) {
 /// The rewrites of one expression (applied to each, its parts first).
 fn expression(e: &mut Expr) {
     exponent_literal(e);
+    super::power::rewrite(e);
     integer_divide(e);
+    super::temporal::interval_clock(e);
     interval_times(e);
     list_string_agg(e);
     count_if(e);
@@ -70,6 +77,7 @@ fn expression(e: &mut Expr) {
     super::json::rewrite(e);
     distinct_from_precedence(e);
     duckdb_function(e);
+    duckdb_composite(e);
     count_distinct_row(e);
 }
 
@@ -512,6 +520,9 @@ fn duckdb_function(e: &mut Expr) {
         // dbt-duckdb's split_part and any_value macros.
         "string_split" | "str_split" => ("string_to_array", None),
         "arbitrary" => ("any_value", None),
+        "list_value" | "list_pack" => ("make_array", None),
+        "gen_random_uuid" => ("uuid", None),
+        "strlen" => ("octet_length", None),
         _ => return,
     };
     if let Some(field) = field {
@@ -529,6 +540,78 @@ fn duckdb_function(e: &mut Expr) {
         );
     }
     f.name = ObjectName::from(vec![Ident::new(renamed)]);
+}
+
+/// DuckDB functions DataFusion lacks that are other functions' compositions, as
+/// `(name, template, arity)`: `__a0`, `__a1` stand for the arguments.
+const COMPOSITES: &[(&str, &str, usize)] = &[
+    (
+        "last_day",
+        "CAST(date_trunc('month', __a0) + INTERVAL '1 month' - INTERVAL '1 day' AS DATE)",
+        1,
+    ),
+    ("dayname", "to_char(__a0, '%A')", 1),
+    ("monthname", "to_char(__a0, '%B')", 1),
+    // DuckDB's buckets of less than a month start at 2000-01-03, a Monday.
+    (
+        "time_bucket",
+        "date_bin(__a0, __a1, TIMESTAMP '2000-01-03 00:00:00')",
+        2,
+    ),
+    ("pg_typeof", "lower(typeof(__a0))", 1),
+    ("sign", "CAST(signum(__a0) AS TINYINT)", 1),
+    ("date_add", "(__a0 + __a1)", 2),
+    (
+        "isinf",
+        "(abs(CAST(__a0 AS DOUBLE)) = CAST('inf' AS DOUBLE))",
+        1,
+    ),
+    (
+        "list_reverse_sort",
+        "array_sort(__a0, 'DESC', 'NULLS LAST')",
+        1,
+    ),
+    // Parsed as an exclusive or, and not revisited by `sql/power.rs`.
+    ("xor", "(__a0 ^ __a1)", 2),
+];
+
+/// The functions of [`COMPOSITES`], called with their arity (plain arguments only).
+fn duckdb_composite(e: &mut Expr) {
+    let Expr::Function(f) = e else {
+        return;
+    };
+    let Some((_, template, arity)) = COMPOSITES.iter().find(|(n, ..)| plain_name(&f.name, n))
+    else {
+        return;
+    };
+    if f.over.is_some() || f.filter.is_some() {
+        return;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return;
+    };
+    if list.args.len() != *arity || list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+        return;
+    }
+    let mut args = Vec::with_capacity(*arity);
+    for a in &list.args {
+        let FunctionArg::Unnamed(FunctionArgExpr::Expr(a)) = a else {
+            return;
+        };
+        args.push(a.clone());
+    }
+    let Some(mut composed) = parse_expr(template) else {
+        return;
+    };
+    let _ = replace_names(&mut composed, |ident| {
+        let arg = ident
+            .value
+            .strip_prefix("__a")
+            .and_then(|i| i.parse::<usize>().ok())
+            .and_then(|i| args.get(i).cloned());
+        ControlFlow::Continue(arg)
+    });
+    *e = composed;
 }
 
 /// `count(DISTINCT row(a, …))` (also a tuple `(a, …)`), which dlt sends to

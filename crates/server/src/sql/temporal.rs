@@ -9,6 +9,9 @@
 //!   `d + cast(n as bigint) * interval 1 day`. DataFusion types no product of a number
 //!   and an interval, so `sql/normalize.rs` turns the product of an interval literal into
 //!   `__deltalite_interval_times(interval, n)`.
+//! - A clock in an interval literal (`INTERVAL '1 day 04:05:06.789'`, `'-02:00'`), which
+//!   Arrow's parser refuses: spelled out as hours, minutes and seconds
+//!   ([`interval_clock`]).
 
 use std::sync::Arc;
 
@@ -22,9 +25,56 @@ use datafusion::common::{Result, exec_err, plan_err};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
+use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Value};
 
 /// `interval * n` (or `n * interval`) as DataFusion plans it: `INTERVAL_TIMES(interval, n)`.
 pub(super) const INTERVAL_TIMES: &str = "__deltalite_interval_times";
+
+/// The clock parts (`[-]H:MM[:SS[.f]]`) of an `INTERVAL '…'` literal without fields,
+/// spelled out as `H hours MM minutes SS.f seconds`, each with the clock's sign.
+pub(super) fn interval_clock(e: &mut SqlExpr) {
+    let SqlExpr::Interval(interval) = e else {
+        return;
+    };
+    if interval.leading_field.is_some() || interval.last_field.is_some() {
+        return;
+    }
+    let SqlExpr::Value(v) = interval.value.as_mut() else {
+        return;
+    };
+    let Value::SingleQuotedString(text) = &mut v.value else {
+        return;
+    };
+    if !text.contains(':') {
+        return;
+    }
+    let words: Vec<String> = text
+        .split_whitespace()
+        .map(|w| clock(w).unwrap_or_else(|| w.to_string()))
+        .collect();
+    *text = words.join(" ");
+}
+
+fn clock(word: &str) -> Option<String> {
+    let (sign, rest) = match word.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", word.strip_prefix('+').unwrap_or(word)),
+    };
+    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    let parts: Vec<&str> = rest.split(':').collect();
+    let (hours, minutes, seconds) = match parts.as_slice() {
+        [h, m] => (*h, *m, "0"),
+        [h, m, s] => (*h, *m, *s),
+        _ => return None,
+    };
+    let (whole, fraction) = seconds.split_once('.').unwrap_or((seconds, "0"));
+    if !(digits(hours) && digits(minutes) && digits(whole) && digits(fraction)) {
+        return None;
+    }
+    Some(format!(
+        "{sign}{hours} hours {sign}{minutes} minutes {sign}{seconds} seconds"
+    ))
+}
 
 /// The functions this module adds to a session.
 pub(super) fn udfs() -> [ScalarUDF; 2] {

@@ -2,7 +2,9 @@
 //! TIME ZONE`) without a precision is microseconds, as DuckDB's and Delta's are.
 //! DataFusion's nanoseconds reach only 1677-2262, so `TIMESTAMP '9999-12-31'` (the usual
 //! "no end" value) failed, as did every bound timestamp parameter outside that range,
-//! while the tables hold such values.
+//! while the tables hold such values. `BLOB` (`BYTEA`, `VARBINARY`) is binary, and `JSON`
+//! is text, as in DuckDB (where `JSON` is a `VARCHAR` whose text is JSON); `HUGEINT` is
+//! the widest decimal, DuckDB's 128-bit integers as this server stores them.
 
 use std::sync::Arc;
 
@@ -18,6 +20,15 @@ pub(super) struct DuckdbTypes;
 
 impl TypePlanner for DuckdbTypes {
     fn plan_type_field(&self, sql_type: &SqlType) -> Result<Option<FieldRef>> {
+        let plain = match sql_type {
+            SqlType::Blob(_) | SqlType::Bytea | SqlType::Varbinary(_) => Some(DataType::Binary),
+            SqlType::JSON => Some(DataType::Utf8),
+            SqlType::HugeInt => Some(DataType::Decimal128(38, 0)),
+            _ => None,
+        };
+        if let Some(plain) = plain {
+            return Ok(Some(Arc::new(Field::new("", plain, true))));
+        }
         let SqlType::Timestamp(None, tz) = sql_type else {
             return Ok(None);
         };
