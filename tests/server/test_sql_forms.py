@@ -1091,3 +1091,30 @@ def test_nested_values_of_a_table_are_json(client, schema):
         f"k * INTERVAL '36 hours' AS i FROM {schema}.n GROUP BY k ORDER BY k",
         format="csv",
     ) == ('k,l,st,i\n1,"[a, NULL]",{\'s\': a},36:00:00\n2,[c],{\'s\': c},72:00:00\n')
+
+
+def test_strptime_reads_columns_and_names_the_text_it_cannot_parse(client, schema):
+    """`strptime` over a column failed with DataFusion's internal error (its
+    `to_timestamp_micros` promised a zone it did not give); text no format parses fails
+    the statement with DuckDB's message and leaves the target unchanged."""
+    client.query(
+        f"CREATE TABLE {schema}.raw AS SELECT * FROM (VALUES (1, '2024-01-05'), "
+        "(2, '2024-02-01 10:20')) AS v(id, s)"
+    )
+    assert client.query(
+        f"SELECT id, strptime(s, ['%Y-%m-%d %H:%M', '%Y-%m-%d']) AS t FROM {schema}.raw "
+        "ORDER BY id"
+    ) == (["id", "t"], [[1, "2024-01-05T00:00:00"], [2, "2024-02-01T10:20:00"]])
+    client.query(f"CREATE TABLE {schema}.parsed (id INTEGER, t TIMESTAMP)")
+    with pytest.raises(SqlError) as refused:
+        client.query(
+            f"INSERT INTO {schema}.parsed SELECT id, strptime(s, '%Y-%m-%d') FROM {schema}.raw"
+        )
+    assert refused.value.message == (
+        'Invalid Input Error: Could not parse string "2024-02-01 10:20" according to '
+        'format specifier "%Y-%m-%d"'
+    )
+    assert client.query(f"SELECT count(*) AS n FROM {schema}.parsed") == (["n"], [[0]])
+    assert client.query(
+        f"SELECT try_strptime(s, '%Y-%m-%d') AS t FROM {schema}.raw ORDER BY id"
+    ) == (["t"], [["2024-01-05T00:00:00"], [None]])

@@ -1620,6 +1620,44 @@ def test_duckdb_select_forms(lake, statement):
             "SELECT (k * INTERVAL 1 DAY)::VARCHAR, (v * INTERVAL '1 hour 30 minutes')::VARCHAR, "
             "(TIMESTAMP '2024-01-02 03:00:00' - TIMESTAMP '2024-01-01 00:00:00')::VARCHAR FROM {t}"
         ),
+        # DuckDB's format specifiers: `%f` microseconds (chrono's are nanoseconds), `%g`
+        # milliseconds, `%n` nanoseconds, `%c`/`%x`/`%X` ISO forms.
+        (
+            "SELECT strftime(TIMESTAMP '2024-01-05 13:14:15.123456' + k * INTERVAL 1 DAY, "
+            "'%f|%g|%n|%c|%x|%X|%j|%-d|%I %p|%a %b %y|%%f') FROM {t}"
+        ),
+        (
+            "SELECT strptime('2024-01-05 13:14:1' || k || '.25', '%Y-%m-%d %H:%M:%S.%f')::VARCHAR, "
+            "strptime('2024-01-0' || k || ' 13:14:15.123', '%x %H:%M:%S.%g')::VARCHAR FROM {t}"
+        ),
+        # strptime over a column (was an internal error), with a list of formats, a zone.
+        (
+            "SELECT s, try_strptime(s, '%Y-%m-%d')::VARCHAR, try_strptime(s, '%d/%m/%Y')::VARCHAR, "
+            "strptime(s, ['%d/%m/%Y', '%Y-%m-%d %H:%M', '%Y-%m-%d'])::VARCHAR FROM (VALUES "
+            "('2024-01-05 10:20'), ('05/01/2024'), ('2024-02-01'), (NULL)) AS d(s)"
+        ),
+        (
+            "SELECT strptime(s || ' +02:00', '%Y-%m-%d %H:%M %z')::VARCHAR, "
+            "typeof(strptime(s || ' +02:00', '%Y-%m-%d %H:%M %z')), typeof(strptime(s, '%x %H:%M')) "
+            "FROM (VALUES ('2024-01-05 10:20')) AS d(s)"
+        ),
+        (
+            "SELECT isodow(DATE '2024-01-06' + k), isoyear(DATE '2023-12-31' + k), "
+            "weekday(DATE '2024-01-06' + k), century(DATE '2000-12-31' + k), "
+            "decade(DATE '2019-12-31' + k) FROM {t}"
+        ),
+        "SELECT s, string_agg(s) OVER (ORDER BY s), fsum(v), favg(v) FROM {t} GROUP BY s",
+        "SELECT k, string_agg(s ORDER BY s), group_concat(s ORDER BY s) FROM {t} GROUP BY k",
+        (
+            "SELECT (to_days(k) + to_hours(v))::VARCHAR, to_minutes(k)::VARCHAR, "
+            "to_seconds(v)::VARCHAR, to_months(k)::VARCHAR, to_years(k)::VARCHAR, "
+            "to_weeks(k)::VARCHAR FROM {t}"
+        ),
+        "SELECT struct_extract({{'a': k, 'b': s}}, 'b') FROM {t}",
+        (
+            "SELECT k, v, sum(v) OVER (ORDER BY DATE '2024-01-01' + k RANGE BETWEEN "
+            "INTERVAL 1 DAY PRECEDING AND CURRENT ROW) FROM {t}"
+        ),
         # A clock in an interval literal.
         (
             "SELECT (TIMESTAMP '2024-01-01 00:00:00' + INTERVAL '1 day 04:05:06.789')::VARCHAR, "
@@ -1630,7 +1668,8 @@ def test_duckdb_select_forms(lake, statement):
 def test_duckdb_functions_and_power(lake, statement):
     """`^` was an exclusive or (`2 ^ 3` was 1) binding looser than `+`; a NULL in a list
     cast to text was written as nothing (`[1, ]`), a struct or map refused, an interval
-    written `1 days`; `len`,
+    written `1 days`; `strftime`'s `%f` was nanoseconds, `%x` the C locale's date;
+    `string_agg(s)` wanted a separator; `INTERVAL 1 DAY` was refused as a frame's bound; `len`,
     `epoch_ms`, `last_day`, `time_bucket`, `xor`, … were 'Invalid function'; `BLOB`,
     `BYTEA` and `HUGEINT` casts 'Unsupported SQL type'; a clock in an interval literal a
     conversion error."""

@@ -40,6 +40,7 @@ mod show;
 mod star_columns;
 pub mod stores;
 mod strings;
+mod strptime;
 pub mod targets;
 mod temp;
 mod temporal;
@@ -364,6 +365,9 @@ impl SqlSession {
         ctx.register_udf(arithmetic::integer_divide_udf());
         ctx.register_udf(cast_names::named_cast_udf());
         aggregates::register(&ctx);
+        for f in strptime::udfs() {
+            ctx.register_udf(f);
+        }
         for f in type_dispatch::udfs() {
             ctx.register_udf(f);
         }

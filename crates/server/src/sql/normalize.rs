@@ -14,10 +14,11 @@
 //!   DOUBLE (other numbers with a fraction are DECIMALs, as in DuckDB).
 //! - DuckDB function names DataFusion spells otherwise (`strftime`, `regexp_matches`,
 //!   `approx_count_distinct`, `dayofweek`, `dayofyear`, `epoch`, `year`, `month`, …):
-//!   what ibis sends; `list_value`, `gen_random_uuid`, `strlen`.
+//!   what ibis sends; `list_value`, `gen_random_uuid`, `strlen`, `isodow`, `isoyear`,
+//!   `weekday`, `fsum`, `favg`, `struct_extract`; `string_agg(x)` separated by `,`.
 //! - DuckDB functions that compose others: `last_day`, `dayname`, `monthname`,
-//!   `time_bucket`, `pg_typeof`, `sign`, `date_add`, `isinf`, `list_reverse_sort`, `xor`
-//!   ([`COMPOSITES`]); `len` and `epoch_ms` depend on their argument's type
+//!   `time_bucket`, `pg_typeof`, `sign`, `date_add`, `isinf`, `list_reverse_sort`, `xor`,
+//!   `century`, `decade`, `to_days` and the other `to_*` intervals ([`COMPOSITES`]); `len` and `epoch_ms` depend on their argument's type
 //!   (`sql/type_dispatch.rs`).
 //! - `a ^ b`: DuckDB's power (`sql/power.rs`).
 //! - `x [NOT] IN (subquery)` and row values `(a, b) IN (subquery)` where their value is
@@ -32,7 +33,7 @@
 //!   `ORDER BY ALL` orders by every output column.
 //! - DuckDB's JSON functions and `->`/`->>` (`sql/json.rs`).
 //! - DuckDB's `arg_max`/`arg_min` (`max_by`/`min_by`) as `first_value` ordered and
-//!   filtered; `strptime` as `to_timestamp_micros`.
+//!   filtered.
 //! - dbt-duckdb's cross-database macros: `n * INTERVAL '…'` (`sql/temporal.rs`),
 //!   `list_aggr(l, 'string_agg', sep)`, `string_split`, `arbitrary`; `count_if`.
 
@@ -42,8 +43,8 @@ use datafusion::sql::sqlparser::ast::{
     BinaryOperator, CastKind, DataType, Distinct, DuplicateTreatment, ExactNumberInfo, Expr,
     Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident,
     JoinConstraint, JoinOperator, ObjectName, OrderBy, OrderByExpr, OrderByKind, Query, SelectItem,
-    SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor, TimezoneInfo, UnaryOperator,
-    Value, VisitMut, VisitorMut, visit_expressions_mut,
+    SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor, UnaryOperator, Value,
+    VisitMut, VisitorMut, visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -68,11 +69,12 @@ fn expression(e: &mut Expr) {
     super::power::rewrite(e);
     integer_divide(e);
     super::temporal::interval_clock(e);
+    super::temporal::interval_number(e);
     interval_times(e);
     list_string_agg(e);
     count_if(e);
+    string_agg_separator(e);
     arg_max(e);
-    strptime(e);
     at_time_zone(e);
     super::json::rewrite(e);
     distinct_from_precedence(e);
@@ -308,6 +310,28 @@ fn count_if(e: &mut Expr) {
     f.name = ObjectName::from(vec![Ident::new("sum")]);
 }
 
+/// DuckDB's `string_agg(x)` (also `group_concat`, `listagg`) without a separator: `,`.
+fn string_agg_separator(e: &mut Expr) {
+    let Expr::Function(f) = e else {
+        return;
+    };
+    if !["string_agg", "group_concat", "listagg"]
+        .iter()
+        .any(|n| plain_name(&f.name, n))
+    {
+        return;
+    }
+    let FunctionArguments::List(list) = &mut f.args else {
+        return;
+    };
+    if let [FunctionArg::Unnamed(FunctionArgExpr::Expr(_))] = list.args.as_slice() {
+        list.args
+            .push(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(
+                Value::SingleQuotedString(",".to_string()).into(),
+            ))));
+    }
+}
+
 /// DuckDB's `arg_max(arg, val)` (also `argmax`, `max_by`) and `arg_min`: the `arg` of the
 /// row with the largest (smallest) `val`, among rows where neither is NULL, as
 /// `first_value(arg ORDER BY val DESC) FILTER (WHERE arg IS NOT NULL AND val IS NOT NULL)`.
@@ -373,44 +397,6 @@ fn at_time_zone(e: &mut Expr) {
     };
     let args = vec![time_zone.as_ref().clone(), timestamp.as_ref().clone()];
     *e = function_call(super::time_zones::TIMEZONE, args);
-}
-
-/// DuckDB's `strptime(text, format)`: `CAST(to_timestamp_micros(text, format) AS
-/// TIMESTAMP)`, a TIMESTAMP without zone (DataFusion's carries the session's).
-fn strptime(e: &mut Expr) {
-    let Expr::Function(f) = e else {
-        return;
-    };
-    if !plain_name(&f.name, "strptime") || f.over.is_some() {
-        return;
-    }
-    let FunctionArguments::List(list) = &f.args else {
-        return;
-    };
-    let mut args = Vec::with_capacity(2);
-    for a in &list.args {
-        let FunctionArg::Unnamed(FunctionArgExpr::Expr(arg)) = a else {
-            return;
-        };
-        args.push(arg.clone());
-    }
-    if args.len() != 2 {
-        return;
-    }
-    // DuckDB's `%f` is the fraction's digits (`.25` is 250 ms); chrono's `%f` counts
-    // nanoseconds and its `%.f` is the dot and the fraction.
-    if let Expr::Value(v) = &mut args[1]
-        && let Value::SingleQuotedString(format) = &mut v.value
-    {
-        *format = format.replace(".%f", "%.f");
-    }
-    *e = Expr::Cast {
-        kind: CastKind::Cast,
-        expr: Box::new(function_call("to_timestamp_micros", args)),
-        data_type: DataType::Timestamp(None, TimezoneInfo::None),
-        array: false,
-        format: None,
-    };
 }
 
 /// `list_aggr(list, 'string_agg', sep)` (dbt's `listagg` with a limit) as
@@ -522,9 +508,27 @@ fn duckdb_function(e: &mut Expr) {
         "arbitrary" => ("any_value", None),
         "list_value" | "list_pack" => ("make_array", None),
         "gen_random_uuid" => ("uuid", None),
+        "isodow" => ("date_part", Some("isodow")),
+        "isoyear" => ("date_part", Some("isoyear")),
+        "weekday" => ("date_part", Some("dow")),
+        // DuckDB's sums and averages of DOUBLEs in Kahan's way; DataFusion's are plain.
+        "fsum" | "sumkahan" | "kahan_sum" => ("sum", None),
+        "favg" => ("avg", None),
+        "struct_extract" => ("get_field", None),
         "strlen" => ("octet_length", None),
         _ => return,
     };
+    if renamed == "to_char"
+        && let FunctionArguments::List(list) = &mut f.args
+        && let [
+            _,
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v))),
+        ] = list.args.as_mut_slice()
+        && let Value::SingleQuotedString(format) = &mut v.value
+    {
+        // DuckDB's specifiers as chrono writes them (`%f` is microseconds).
+        *format = super::temporal::chrono_format(format, false);
+    }
     if let Some(field) = field {
         let FunctionArguments::List(list) = &mut f.args else {
             return;
@@ -573,6 +577,51 @@ const COMPOSITES: &[(&str, &str, usize)] = &[
     ),
     // Parsed as an exclusive or, and not revisited by `sql/power.rs`.
     ("xor", "(__a0 ^ __a1)", 2),
+    (
+        "century",
+        "CAST(floor((date_part('year', __a0) - 1) / 100) + 1 AS BIGINT)",
+        1,
+    ),
+    (
+        "decade",
+        "CAST(floor(date_part('year', __a0) / 10) AS BIGINT)",
+        1,
+    ),
+    (
+        "to_years",
+        "__deltalite_interval_times(INTERVAL '1 year', __a0)",
+        1,
+    ),
+    (
+        "to_months",
+        "__deltalite_interval_times(INTERVAL '1 month', __a0)",
+        1,
+    ),
+    (
+        "to_weeks",
+        "__deltalite_interval_times(INTERVAL '7 days', __a0)",
+        1,
+    ),
+    (
+        "to_days",
+        "__deltalite_interval_times(INTERVAL '1 day', __a0)",
+        1,
+    ),
+    (
+        "to_hours",
+        "__deltalite_interval_times(INTERVAL '1 hour', __a0)",
+        1,
+    ),
+    (
+        "to_minutes",
+        "__deltalite_interval_times(INTERVAL '1 minute', __a0)",
+        1,
+    ),
+    (
+        "to_seconds",
+        "__deltalite_interval_times(INTERVAL '1 second', __a0)",
+        1,
+    ),
 ];
 
 /// The functions of [`COMPOSITES`], called with their arity (plain arguments only).

@@ -9,6 +9,10 @@
 //!   `d + cast(n as bigint) * interval 1 day`. DataFusion types no product of a number
 //!   and an interval, so `sql/normalize.rs` turns the product of an interval literal into
 //!   `__deltalite_interval_times(interval, n)`.
+//! - DuckDB's `strftime`/`strptime` format specifiers where chrono's (which DataFusion's
+//!   `to_char` and `to_timestamp` read) mean otherwise: `%f` is microseconds (chrono:
+//!   nanoseconds), `%g` milliseconds, `%n` nanoseconds, `%c`/`%x`/`%X` ISO forms
+//!   (chrono: the C locale's), [`chrono_format`].
 //! - A clock in an interval literal (`INTERVAL '1 day 04:05:06.789'`, `'-02:00'`), which
 //!   Arrow's parser refuses: spelled out as hours, minutes and seconds
 //!   ([`interval_clock`]).
@@ -29,6 +33,67 @@ use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Value};
 
 /// `interval * n` (or `n * interval`) as DataFusion plans it: `INTERVAL_TIMES(interval, n)`.
 pub(super) const INTERVAL_TIMES: &str = "__deltalite_interval_times";
+
+/// A DuckDB `strftime` (or, `parsing`, `strptime`) format as chrono reads it. Parsing,
+/// a fraction after a dot is chrono's `%.f`, which takes `.25` as 250 ms, as DuckDB's
+/// `%f` does.
+pub(super) fn chrono_format(duckdb: &str, parsing: bool) -> String {
+    let mut out = String::with_capacity(duckdb.len() + 8);
+    let mut chars = duckdb.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let Some(spec) = chars.next() else {
+            out.push('%');
+            break;
+        };
+        if spec == '-' {
+            // A flag (`%-d`): chrono's is the same.
+            out.push_str("%-");
+            if let Some(n) = chars.next() {
+                out.push(n);
+            }
+            continue;
+        }
+        // Parsing, chrono's `%.f` takes a dot and any number of digits; its `%.6f` wants
+        // all six.
+        let fraction = |digits: &str| {
+            if parsing && out.ends_with('.') {
+                "%.f".to_string()
+            } else {
+                format!("%{digits}f")
+            }
+        };
+        let mapped = match spec {
+            'f' => fraction("6"),
+            'g' => fraction("3"),
+            'n' => fraction("9"),
+            'c' => "%Y-%m-%d %H:%M:%S".to_string(),
+            'x' => "%Y-%m-%d".to_string(),
+            'X' => "%H:%M:%S".to_string(),
+            other => format!("%{other}"),
+        };
+        if mapped.starts_with("%.") {
+            out.pop();
+        }
+        out.push_str(&mapped);
+    }
+    out
+}
+
+/// DuckDB's `INTERVAL 1 DAY` (a number, not a string) as `INTERVAL '1' DAY`: DataFusion
+/// reads the number form in expressions but not as a window frame's bound
+/// (`RANGE BETWEEN INTERVAL 1 DAY PRECEDING AND CURRENT ROW`).
+pub(super) fn interval_number(e: &mut SqlExpr) {
+    if let SqlExpr::Interval(interval) = e
+        && let SqlExpr::Value(v) = interval.value.as_mut()
+        && let Value::Number(n, _) = &v.value
+    {
+        v.value = Value::SingleQuotedString(n.clone());
+    }
+}
 
 /// The clock parts (`[-]H:MM[:SS[.f]]`) of an `INTERVAL '…'` literal without fields,
 /// spelled out as `H hours MM minutes SS.f seconds`, each with the clock's sign.
@@ -306,5 +371,23 @@ impl Part {
             Self::Millisecond => per(1_000),
             Self::Microsecond => Ok(micros),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chrono_format;
+
+    #[test]
+    fn duckdb_format_specifiers_as_chrono_reads_them() {
+        assert_eq!(
+            chrono_format("%H:%M:%S.%f|%g|%n|%c|%x|%X|%-d|%%f", false),
+            "%H:%M:%S.%6f|%3f|%9f|%Y-%m-%d %H:%M:%S|%Y-%m-%d|%H:%M:%S|%-d|%%f"
+        );
+        assert_eq!(
+            chrono_format("%Y-%m-%d %H:%M:%S.%f", true),
+            "%Y-%m-%d %H:%M:%S%.f"
+        );
+        assert_eq!(chrono_format("%S.%g %d", true), "%S%.f %d");
     }
 }
