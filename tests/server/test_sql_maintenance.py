@@ -393,6 +393,10 @@ def test_table_properties_for_maintenance_are_checked(server, alice):
         "SELECT * FROM (PIVOT other.main.mine ON a) JOIN lakehouse.main.secret ON true",
         "SELECT * FROM lakehouse.main.secret USING SAMPLE 1",
         "SELECT * FROM other.main.mine, (FROM lakehouse.main.secret TABLESAMPLE 50%)",
+        # COLUMNS(…) over a join, a subquery or a CTE plans its FROM to learn the columns.
+        "SELECT COLUMNS(*) FROM other.main.mine JOIN lakehouse.main.secret USING (a)",
+        "SELECT max(COLUMNS('a')) FROM (SELECT * FROM lakehouse.main.secret)",
+        "WITH s AS (FROM lakehouse.main.secret) SELECT COLUMNS(*) FROM s",
     ],
 )
 def test_every_form_stays_inside_the_grants(server, alice, bob, statement):

@@ -1551,6 +1551,17 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
         "SELECT COLUMNS(*) FROM {t} WHERE k > 1",
         "SELECT s, max(COLUMNS('^[kv]$')), count(*) FROM {t} GROUP BY s",
         "SELECT COLUMNS('v') * 2 FROM {t}",
+        # … over a subquery, a CTE, a join (a name both sides have, qualified).
+        "SELECT COLUMNS('k|v') FROM (SELECT k, v, s FROM {t} WHERE k > 1)",
+        "WITH c AS (SELECT k, v FROM {t}) SELECT max(COLUMNS(*)), count(*) FROM c",
+        "SELECT COLUMNS(*) FROM {t} AS a JOIN {t} AS b USING (k) WHERE a.v > 0",
+        "SELECT COLUMNS('v') FROM {t} AS a JOIN {t} AS b ON a.k = b.k AND a.s < b.s",
+        # (An expression of a name both sides have is named `v_1` here, `v` in DuckDB.)
+        (
+            "SELECT COLUMNS('v|w') * 2 FROM {t} AS a "
+            "JOIN (SELECT k, s, v AS w FROM {t}) AS b ON a.k = b.k AND a.s < b.s"
+        ),
+        "SELECT a.s, min(COLUMNS('^[vw]$')) FROM {t} AS a, (SELECT v AS w FROM {t}) AS b GROUP BY a.s",
         # A truth test of a number is of the number cast to BOOLEAN.
         (
             "SELECT k IS TRUE, v IS NOT TRUE, k - 1 IS FALSE, v IS NOT FALSE, "

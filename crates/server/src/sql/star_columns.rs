@@ -3,12 +3,14 @@
 //! an expression (`max(COLUMNS('^v'))`), stands for one item per matching column, in the
 //! table's order. DataFusion has no such function ("Invalid function 'columns'").
 //!
-//! Before a statement is planned, an unaliased item holding one such call, in a select
-//! that reads one table, is written out as those items: the call replaced by the column,
-//! each item named after its column, as DuckDB names it (`max(COLUMNS('^v'))` is `v`,
-//! `v2`). Selects over joins,
-//! subqueries or CTEs are left as written, as are other forms (a lambda, a list of
-//! names), which keep DataFusion's error.
+//! Before a statement is planned, an unaliased item holding one such call is written out
+//! as those items: the call replaced by the column, each item named after its column, as
+//! DuckDB names it (`max(COLUMNS('^v'))` is `v`, `v2`). A select that reads one table
+//! takes that table's columns; one over a join, a subquery or a CTE takes the columns
+//! `SELECT * FROM` its `FROM` clause answers (planned once for that, with the
+//! statement's CTEs), a name two of them share qualified by its table. A select whose
+//! `FROM` cannot be planned alone (a correlated subquery) is left as written, as are other
+//! forms (a lambda, a list of names), which keep DataFusion's error.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
@@ -16,9 +18,11 @@ use std::ops::ControlFlow;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, Query,
-    Select, SelectItem, SetExpr, TableFactor, Value, Visit, VisitMut, Visitor, VisitorMut,
-    visit_expressions, visit_expressions_mut,
+    Select, SelectItem, SetExpr, Statement, TableFactor, TableWithJoins, Value, Visit, VisitMut,
+    Visitor, VisitorMut, With, visit_expressions, visit_expressions_mut,
 };
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
 use regex::Regex;
 
 use super::names::{holds_star_columns, is_columns};
@@ -37,12 +41,18 @@ impl SqlSession {
         };
         let mut found = Found::default();
         let _ = Visit::visit(&*sql, &mut found);
-        if found.tables.is_empty() {
+        if found.tables.is_empty() && found.sources.is_empty() {
             return Ok(statement);
         }
         let columns = self.columns_by_table(found.tables, &found.ctes).await;
+        let mut sources = Vec::with_capacity(found.sources.len());
+        for from in found.sources {
+            sources.push(self.source_columns(from, found.with.clone()).await);
+        }
         let mut expand = Expand {
             columns: &columns,
+            sources: sources.into_iter(),
+            ctes: &found.ctes,
             failure: None,
         };
         let _ = VisitMut::visit(sql, &mut expand);
@@ -51,6 +61,44 @@ impl SqlSession {
             None => Ok(statement),
         }
     }
+}
+
+impl SqlSession {
+    /// The columns `SELECT * FROM from` answers (under the statement's `WITH`), each with
+    /// its table's qualifier; `None` when that does not plan.
+    async fn source_columns(
+        &self,
+        from: Vec<TableWithJoins>,
+        with: Option<With>,
+    ) -> Option<Vec<Column>> {
+        let mut query = Parser::new(&GenericDialect {})
+            .try_with_sql("SELECT *")
+            .ok()?
+            .parse_query()
+            .ok()?;
+        if let SetExpr::Select(select) = query.body.as_mut() {
+            select.from = from;
+        }
+        query.with = with;
+        let probe = DFStatement::Statement(Box::new(Statement::Query(query)));
+        let plan = self.ctx.state().statement_to_plan(probe).await.ok()?;
+        Some(
+            plan.schema()
+                .iter()
+                .map(|(qualifier, field)| Column {
+                    qualifier: qualifier.map(|q| q.to_vec()),
+                    name: field.name().clone(),
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A column `COLUMNS(…)` may select: its name, and its table's qualifier (for names two
+/// tables share).
+struct Column {
+    qualifier: Option<Vec<String>>,
+    name: String,
 }
 
 /// What a `COLUMNS(…)` call selects by: a pattern, or every column.
@@ -89,6 +137,11 @@ fn single_table(select: &Select) -> Option<&ObjectName> {
     }
 }
 
+/// The one table (not a CTE) a select reads, when that is all it reads.
+fn read_table<'a>(select: &'a Select, ctes: &HashSet<String>) -> Option<&'a ObjectName> {
+    single_table(select).filter(|t| !ctes.contains(&t.to_string().to_lowercase()))
+}
+
 fn selects_star_columns(select: &Select) -> bool {
     select.projection.iter().any(|item| match item {
         SelectItem::UnnamedExpr(e) => holds_star_columns(e),
@@ -96,11 +149,14 @@ fn selects_star_columns(select: &Select) -> bool {
     })
 }
 
-/// The tables of the selects that use `COLUMNS(…)`, and the statement's CTE names.
+/// The tables of the selects that use `COLUMNS(…)` over one table, the `FROM` clauses of
+/// the others (in the order a visit meets them), and the statement's CTEs.
 #[derive(Default)]
 struct Found {
     tables: Vec<ObjectName>,
+    sources: Vec<Vec<TableWithJoins>>,
     ctes: HashSet<String>,
+    with: Option<With>,
 }
 
 impl Visitor for Found {
@@ -111,12 +167,16 @@ impl Visitor for Found {
             for cte in &with.cte_tables {
                 self.ctes.insert(cte.alias.name.value.to_lowercase());
             }
+            // The outermost `WITH`: what a select's `FROM` may name.
+            self.with.get_or_insert_with(|| with.clone());
         }
         if let SetExpr::Select(select) = query.body.as_ref()
             && selects_star_columns(select)
-            && let Some(table) = single_table(select)
         {
-            self.tables.push(table.clone());
+            match read_table(select, &self.ctes) {
+                Some(table) => self.tables.push(table.clone()),
+                None => self.sources.push(select.from.clone()),
+            }
         }
         ControlFlow::Continue(())
     }
@@ -125,6 +185,10 @@ impl Visitor for Found {
 struct Expand<'a> {
     /// A table's columns, by its name as written.
     columns: &'a HashMap<String, Vec<String>>,
+    /// The columns of each other select's `FROM`, in [`Found`]'s order.
+    sources: std::vec::IntoIter<Option<Vec<Column>>>,
+    /// The statement's CTE names.
+    ctes: &'a HashSet<String>,
     failure: Option<String>,
 }
 
@@ -138,21 +202,35 @@ impl VisitorMut for Expand<'_> {
         if !selects_star_columns(select) {
             return ControlFlow::Continue(());
         }
-        let Some(columns) = single_table(select).and_then(|t| self.columns.get(&t.to_string()))
-        else {
-            return ControlFlow::Continue(());
+        let columns: Vec<Column> = match read_table(select, self.ctes) {
+            Some(table) => match self.columns.get(&table.to_string()) {
+                Some(names) => names
+                    .iter()
+                    .map(|name| Column {
+                        qualifier: None,
+                        name: name.clone(),
+                    })
+                    .collect(),
+                None => return ControlFlow::Continue(()),
+            },
+            None => match self.sources.next().flatten() {
+                Some(columns) => columns,
+                None => return ControlFlow::Continue(()),
+            },
         };
         let mut projection = Vec::with_capacity(select.projection.len());
         for item in std::mem::take(&mut select.projection) {
             match item {
-                SelectItem::UnnamedExpr(e) if holds_star_columns(&e) => match expand(&e, columns) {
-                    Ok(Some(items)) => projection.extend(items),
-                    Ok(None) => projection.push(SelectItem::UnnamedExpr(e)),
-                    Err(message) => {
-                        self.failure = Some(message);
-                        return ControlFlow::Break(());
+                SelectItem::UnnamedExpr(e) if holds_star_columns(&e) => {
+                    match expand(&e, &columns) {
+                        Ok(Some(items)) => projection.extend(items),
+                        Ok(None) => projection.push(SelectItem::UnnamedExpr(e)),
+                        Err(message) => {
+                            self.failure = Some(message);
+                            return ControlFlow::Break(());
+                        }
                     }
-                },
+                }
                 other => projection.push(other),
             }
         }
@@ -163,7 +241,7 @@ impl VisitorMut for Expand<'_> {
 
 /// The items `e` stands for, one per column its one `COLUMNS(…)` call selects; `None`
 /// when it is not a form this module writes out.
-fn expand(e: &Expr, columns: &[String]) -> Result<Option<Vec<SelectItem>>, String> {
+fn expand(e: &Expr, columns: &[Column]) -> Result<Option<Vec<SelectItem>>, String> {
     let mut calls = Vec::new();
     let _ = visit_expressions(e, |e| {
         if let Expr::Function(f) = e
@@ -176,7 +254,7 @@ fn expand(e: &Expr, columns: &[String]) -> Result<Option<Vec<SelectItem>>, Strin
     let [Some(selector)] = calls.as_slice() else {
         return Ok(None);
     };
-    let chosen: Vec<&String> = match selector {
+    let chosen: Vec<&Column> = match selector {
         Selector::All => columns.iter().collect(),
         Selector::Pattern(pattern) => {
             let re = Regex::new(pattern).map_err(|e| {
@@ -185,7 +263,7 @@ fn expand(e: &Expr, columns: &[String]) -> Result<Option<Vec<SelectItem>>, Strin
                 let reason = reason.strip_prefix("error: ").unwrap_or(reason);
                 format!("Binder Error: Failed to compile regex \"{pattern}\": {reason}")
             })?;
-            let chosen: Vec<&String> = columns.iter().filter(|c| re.is_match(c)).collect();
+            let chosen: Vec<&Column> = columns.iter().filter(|c| re.is_match(&c.name)).collect();
             if chosen.is_empty() {
                 return Err(format!(
                     "Binder Error: No matching columns found that match regex \"{pattern}\""
@@ -195,29 +273,32 @@ fn expand(e: &Expr, columns: &[String]) -> Result<Option<Vec<SelectItem>>, Strin
         }
     };
     let alone = matches!(e, Expr::Function(f) if is_columns(f));
+    // A name two columns share is qualified by its table.
+    let shared = |name: &str| columns.iter().filter(|c| c.name == name).count() > 1;
     Ok(Some(
         chosen
             .into_iter()
             .map(|column| {
-                let ident = Ident::with_quote('"', column.clone());
+                let ident = Ident::with_quote('"', column.name.clone());
+                let reference = match (&column.qualifier, shared(&column.name)) {
+                    (Some(qualifier), true) => Expr::CompoundIdentifier(
+                        qualifier
+                            .iter()
+                            .chain([&column.name])
+                            .map(|part| Ident::with_quote('"', part.clone()))
+                            .collect(),
+                    ),
+                    _ => Expr::Identifier(ident.clone()),
+                };
                 if alone {
-                    return SelectItem::UnnamedExpr(Expr::Identifier(ident));
+                    return SelectItem::UnnamedExpr(reference);
                 }
                 let mut item = e.clone();
                 let _ = visit_expressions_mut(&mut item, |e| {
                     if let Expr::Function(f) = e
                         && is_columns(f)
                     {
-                        *e = Expr::Identifier(Ident::new(column.clone()));
-                    }
-                    ControlFlow::<()>::Continue(())
-                });
-                let _ = visit_expressions_mut(&mut item, |e| {
-                    if let Expr::Identifier(i) = e
-                        && i.quote_style.is_none()
-                        && i.value == *column
-                    {
-                        i.quote_style = Some('"');
+                        *e = reference.clone();
                     }
                     ControlFlow::<()>::Continue(())
                 });
