@@ -815,7 +815,7 @@ def test_quantile_disc_takes_a_constant_fraction(client, schema):
 def test_star_columns_refusals_and_repeated_names(client, schema):
     """`COLUMNS('regex')` that matches nothing, or does not compile, is refused with
     DuckDB's message; two items that both name a column (DuckDB repeats the name) get
-    `_1`; over a join it is not written out and keeps DataFusion's error."""
+    `_1`; over a join it selects among the join's columns."""
     client.query(f"CREATE TABLE {schema}.w AS SELECT 1 AS k, 2.5 AS v")
     for sql, message in [
         (
@@ -833,11 +833,15 @@ def test_star_columns_refusals_and_repeated_names(client, schema):
     assert client.query(
         f"SELECT min(COLUMNS(*)), max(COLUMNS('k')) FROM {schema}.w"
     ) == (["k", "v", "k_1"], [[1, 2.5, 1]])
+    # Over a join its columns are those of `SELECT *` (the USING key once).
+    assert client.query(
+        f"SELECT COLUMNS('k') FROM {schema}.w a JOIN {schema}.w b USING (k)"
+    ) == (["k"], [[1]])
+    # A FROM that does not plan alone (here: a table that does not exist) is left as
+    # written, and the statement answers DataFusion's planning error for it.
     with pytest.raises(SqlError) as e:
-        client.query(
-            f"SELECT COLUMNS('k') FROM {schema}.w a JOIN {schema}.w b USING (k)"
-        )
-    assert e.value.message.startswith("Binder Error: Invalid function 'columns'.")
+        client.query(f"SELECT COLUMNS('k') FROM {schema}.w a JOIN {schema}.nope b USING (k)")
+    assert e.value.message.startswith("Catalog Error: Table with name nope does not exist")
 
 
 def test_pivot_values_read_from_the_table(client, schema):

@@ -1383,6 +1383,14 @@ SEMANTICS_TABLES = {
             "SELECT a.v + b.v AS s2, s2 * 2 AS d FROM {t} a JOIN {t} b ON a.k = b.k "
             "WHERE s2 > 0 AND s2 < (SELECT max(v) FROM {t})"
         ),
+        # … over a subquery, a CTE, a join with a subquery (their columns planned first).
+        "SELECT v * 2 AS d, d + 1 AS e FROM (SELECT k, v FROM {t} WHERE k > 1) WHERE d > 0",
+        "WITH c AS (SELECT k, v FROM {t}) SELECT v + 1 AS k, k * 2 AS j FROM c",
+        "WITH c AS (SELECT k, v FROM {t}) SELECT max(v) AS m, m - min(v) AS spread FROM c",
+        (
+            "SELECT x.v * 10 AS z, z + b.k AS w FROM {t} x JOIN (SELECT k FROM {t} WHERE v > 0) b "
+            "USING (k) WHERE z > 0"
+        ),
         # `*` over a join USING lists the left side's columns, the key in its place and
         # its value the left's (COALESCE for RIGHT/FULL), then the right's without it.
         "SELECT * FROM {t} LEFT JOIN (SELECT 1 AS k, 'z' AS w) b USING (k)",

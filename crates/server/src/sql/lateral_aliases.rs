@@ -6,9 +6,10 @@
 //! Before a statement is planned, such a reference is written as the aliased expression
 //! (in parentheses) when DuckDB would read it as the alias: the name is no column of the
 //! select's tables (a column is taken first, as DuckDB takes it), and the alias is
-//! defined before the item that uses it. Only selects whose `FROM` holds nothing but
-//! tables are rewritten, since only their columns are known before planning; references
-//! inside subqueries are left alone. `GROUP BY`, `HAVING` and `ORDER BY` already take
+//! defined before the item that uses it. A select's columns are its tables' or, for a
+//! `FROM` with a subquery, a CTE or another factor, those `SELECT * FROM` that clause
+//! answers, planned once for that (a `FROM` that does not plan alone, a correlated one,
+//! is left as written); references inside expression subqueries are left alone. `GROUP BY`, `HAVING` and `ORDER BY` already take
 //! aliases in DataFusion. An unnamed item that used one is named as written, as DuckDB
 //! names it (`(total + 1)`), not by the expression it became. Each use copies the
 //! alias's expression, so the copies of one statement are bounded ([`MAX_EXPANSION`]).
@@ -19,7 +20,7 @@ use std::ops::ControlFlow;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     Expr, Ident, ObjectName, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins,
-    Value, Visit, VisitMut, Visitor, VisitorMut, visit_expressions,
+    Value, Visit, VisitMut, Visitor, VisitorMut, With, visit_expressions,
 };
 
 use super::normalize::replace_names;
@@ -38,8 +39,20 @@ impl SqlSession {
         };
         let mut candidates = Candidates::default();
         let _ = Visit::visit(&*sql, &mut candidates);
-        if candidates.tables.is_empty() && !candidates.without_from {
+        if candidates.tables.is_empty() && !candidates.without_from && candidates.sources.is_empty()
+        {
             return Ok(statement);
+        }
+        let mut sources = HashMap::new();
+        for from in candidates.sources {
+            let key = from_key(&from);
+            if sources.contains_key(&key) {
+                continue;
+            }
+            if let Some(columns) = self.columns_of_from(from, candidates.with.clone()).await {
+                let names = columns.into_iter().map(|(_, c)| c.to_lowercase()).collect();
+                sources.insert(key, names);
+            }
         }
         let columns: HashMap<String, HashSet<String>> = self
             .columns_by_table(candidates.tables, &candidates.ctes)
@@ -49,6 +62,7 @@ impl SqlSession {
             .collect();
         let mut substitute = Substitute {
             columns: &columns,
+            sources: &sources,
             subqueries: 0,
             budget: MAX_EXPANSION,
         };
@@ -103,10 +117,22 @@ fn may_use_aliases(select: &Select) -> bool {
     first.is_some_and(|i| i + 1 < select.projection.len() || select.selection.is_some())
 }
 
+/// A `FROM` clause as text: what its planned columns are kept by.
+fn from_key(from: &[TableWithJoins]) -> String {
+    from.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The tables of the selects that may use lateral aliases.
 #[derive(Default)]
 struct Candidates {
     tables: Vec<ObjectName>,
+    /// The `FROM` clauses of such selects that hold more than tables (or a CTE).
+    sources: Vec<Vec<TableWithJoins>>,
+    /// The outermost `WITH`: what those clauses may name.
+    with: Option<With>,
     /// Whether such a select has no `FROM` (`SELECT 1 AS a, a + 1`).
     without_from: bool,
     /// The statement's CTEs' names, in lower case.
@@ -120,14 +146,26 @@ impl Visitor for Candidates {
         for cte in query.with.iter().flat_map(|w| &w.cte_tables) {
             self.ctes.insert(cte.alias.name.value.to_lowercase());
         }
+        if let Some(with) = &query.with {
+            self.with.get_or_insert_with(|| with.clone());
+        }
+        let ctes = &self.ctes;
+        let (tables_found, sources, without_from) =
+            (&mut self.tables, &mut self.sources, &mut self.without_from);
         for_selects(&query.body, &mut |select| {
             if !may_use_aliases(select) {
                 return;
             }
             match tables(&select.from) {
-                Some(names) if names.is_empty() => self.without_from = true,
-                Some(names) => self.tables.extend(names.into_iter().cloned()),
-                None => {}
+                Some(names) if names.is_empty() => *without_from = true,
+                Some(names)
+                    if !names
+                        .iter()
+                        .any(|n| ctes.contains(&n.to_string().to_lowercase())) =>
+                {
+                    tables_found.extend(names.into_iter().cloned())
+                }
+                _ => sources.push(select.from.clone()),
             }
         });
         ControlFlow::Continue(())
@@ -164,6 +202,8 @@ fn for_selects_mut(
 struct Substitute<'a> {
     /// A table's columns in lower case, by its name as written.
     columns: &'a HashMap<String, HashSet<String>>,
+    /// The columns of other `FROM` clauses in lower case, by [`from_key`].
+    sources: &'a HashMap<String, HashSet<String>>,
     subqueries: usize,
     /// Expression nodes the substitutions may still add ([`MAX_EXPANSION`]).
     budget: usize,
@@ -175,14 +215,22 @@ impl Substitute<'_> {
         if !may_use_aliases(select) {
             return ControlFlow::Continue(());
         }
-        let Some(names) = tables(&select.from) else {
-            return ControlFlow::Continue(());
-        };
         let mut columns = HashSet::new();
-        for name in names {
-            match self.columns.get(&name.to_string()) {
-                Some(c) => columns.extend(c.iter().cloned()),
-                // A table whose columns are unknown (a CTE's name): nothing is certain.
+        let known = tables(&select.from).is_some_and(|names| {
+            names
+                .iter()
+                .all(|name| match self.columns.get(&name.to_string()) {
+                    Some(c) => {
+                        columns.extend(c.iter().cloned());
+                        true
+                    }
+                    None => false,
+                })
+        });
+        if !known {
+            // A `FROM` with more than tables, or a CTE's name: its planned columns, if any.
+            match self.sources.get(&from_key(&select.from)) {
+                Some(c) => columns = c.clone(),
                 None => return ControlFlow::Continue(()),
             }
         }

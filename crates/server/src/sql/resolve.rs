@@ -7,7 +7,9 @@ use datafusion::catalog::{MemorySchemaProvider, SchemaProvider, TableProvider};
 use datafusion::common::TableReference;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::parser::Statement as DFStatement;
-use datafusion::sql::sqlparser::ast::{ObjectName, Statement};
+use datafusion::sql::sqlparser::ast::{ObjectName, SetExpr, Statement, TableWithJoins, With};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
 
 use super::catalog_view::{CatalogView, Listing};
 use super::time_travel;
@@ -256,6 +258,33 @@ impl SqlSession {
             .map_err(sql_error)?;
         super::normalize::order_by_positions(query, plan.schema().fields().len());
         Ok(statement)
+    }
+
+    /// The columns `SELECT * FROM from` answers under the statement's `with`, each with
+    /// its table's qualifier (`COLUMNS(…)` and lateral aliases over joins, subqueries and
+    /// CTEs); `None` when that does not plan alone (a correlated subquery).
+    pub(super) async fn columns_of_from(
+        &self,
+        from: Vec<TableWithJoins>,
+        with: Option<With>,
+    ) -> Option<Vec<(Option<Vec<String>>, String)>> {
+        let mut query = Parser::new(&GenericDialect {})
+            .try_with_sql("SELECT *")
+            .ok()?
+            .parse_query()
+            .ok()?;
+        if let SetExpr::Select(select) = query.body.as_mut() {
+            select.from = from;
+        }
+        query.with = with;
+        let probe = DFStatement::Statement(Box::new(Statement::Query(query)));
+        let plan = self.ctx.state().statement_to_plan(probe).await.ok()?;
+        Some(
+            plan.schema()
+                .iter()
+                .map(|(qualifier, field)| (qualifier.map(|q| q.to_vec()), field.name().clone()))
+                .collect(),
+        )
     }
 
     /// Let this session's queries read `table`'s folder.

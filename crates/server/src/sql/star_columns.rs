@@ -18,11 +18,9 @@ use std::ops::ControlFlow;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, Query,
-    Select, SelectItem, SetExpr, Statement, TableFactor, TableWithJoins, Value, Visit, VisitMut,
-    Visitor, VisitorMut, With, visit_expressions, visit_expressions_mut,
+    Select, SelectItem, SetExpr, TableFactor, TableWithJoins, Value, Visit, VisitMut, Visitor,
+    VisitorMut, With, visit_expressions, visit_expressions_mut,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 use regex::Regex;
 
 use super::names::{holds_star_columns, is_columns};
@@ -47,7 +45,13 @@ impl SqlSession {
         let columns = self.columns_by_table(found.tables, &found.ctes).await;
         let mut sources = Vec::with_capacity(found.sources.len());
         for from in found.sources {
-            sources.push(self.source_columns(from, found.with.clone()).await);
+            let columns = self.columns_of_from(from, found.with.clone()).await;
+            sources.push(columns.map(|columns| {
+                columns
+                    .into_iter()
+                    .map(|(qualifier, name)| Column { qualifier, name })
+                    .collect()
+            }));
         }
         let mut expand = Expand {
             columns: &columns,
@@ -60,37 +64,6 @@ impl SqlSession {
             Some(message) => Err(sql_err(message)),
             None => Ok(statement),
         }
-    }
-}
-
-impl SqlSession {
-    /// The columns `SELECT * FROM from` answers (under the statement's `WITH`), each with
-    /// its table's qualifier; `None` when that does not plan.
-    async fn source_columns(
-        &self,
-        from: Vec<TableWithJoins>,
-        with: Option<With>,
-    ) -> Option<Vec<Column>> {
-        let mut query = Parser::new(&GenericDialect {})
-            .try_with_sql("SELECT *")
-            .ok()?
-            .parse_query()
-            .ok()?;
-        if let SetExpr::Select(select) = query.body.as_mut() {
-            select.from = from;
-        }
-        query.with = with;
-        let probe = DFStatement::Statement(Box::new(Statement::Query(query)));
-        let plan = self.ctx.state().statement_to_plan(probe).await.ok()?;
-        Some(
-            plan.schema()
-                .iter()
-                .map(|(qualifier, field)| Column {
-                    qualifier: qualifier.map(|q| q.to_vec()),
-                    name: field.name().clone(),
-                })
-                .collect(),
-        )
     }
 }
 
