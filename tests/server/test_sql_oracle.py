@@ -1677,6 +1677,11 @@ def test_duckdb_select_forms(lake, statement):
             "SELECT k, v, sum(v) OVER (ORDER BY DATE '2024-01-01' + k RANGE BETWEEN "
             "INTERVAL 1 DAY PRECEDING AND CURRENT ROW) FROM {t}"
         ),
+        # Subscripts and slices of text; slices without a bound.
+        (
+            "SELECT s[1], s[0], s[-1], s[2:3], s[-2:-1], s[2:-2], s[:2], s[2:], s[k:v], "
+            "[k, v, 3][2:]::VARCHAR, [k, v, 3][:-2]::VARCHAR FROM {t}"
+        ),
         # A clock in an interval literal.
         (
             "SELECT (TIMESTAMP '2024-01-01 00:00:00' + INTERVAL '1 day 04:05:06.789')::VARCHAR, "
@@ -1688,7 +1693,8 @@ def test_duckdb_functions_and_power(lake, statement):
     """`^` was an exclusive or (`2 ^ 3` was 1) binding looser than `+`; a NULL in a list
     cast to text was written as nothing (`[1, ]`), a struct or map refused, an interval
     written `1 days`; `strftime`'s `%f` was nanoseconds, `%x` the C locale's date;
-    `string_agg(s)` wanted a separator; `INTERVAL 1 DAY` was refused as a frame's bound; `len`,
+    `string_agg(s)` wanted a separator; `s[1]` of text was refused, as was a slice
+    without a bound; `INTERVAL 1 DAY` was refused as a frame's bound; `len`,
     `epoch_ms`, `last_day`, `time_bucket`, `xor`, … were 'Invalid function'; `BLOB`,
     `BYTEA` and `HUGEINT` casts 'Unsupported SQL type'; a clock in an interval literal a
     conversion error."""

@@ -20,7 +20,7 @@
 //!   `time_bucket`, `pg_typeof`, `sign`, `date_add`, `isinf`, `list_reverse_sort`, `xor`,
 //!   `century`, `decade`, `to_days` and the other `to_*` intervals ([`COMPOSITES`]); `len` and `epoch_ms` depend on their argument's type
 //!   (`sql/type_dispatch.rs`).
-//! - `a ^ b`: DuckDB's power (`sql/power.rs`).
+//! - `a ^ b`: DuckDB's power (`sql/power.rs`); `x[:b]`, `x[a:]` with their bound.
 //! - `x [NOT] IN (subquery)` and row values `(a, b) IN (subquery)` where their value is
 //!   used, not only their truth (select lists, `UPDATE … SET s = CASE WHEN k IN (…)`,
 //!   `(k NOT IN (…)) IS NULL` in a filter): the same, as scalar counts with the `IN`'s
@@ -40,11 +40,11 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, CastKind, DataType, Distinct, DuplicateTreatment, ExactNumberInfo, Expr,
-    Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident,
+    AccessExpr, BinaryOperator, CastKind, DataType, Distinct, DuplicateTreatment, ExactNumberInfo,
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident,
     JoinConstraint, JoinOperator, ObjectName, OrderBy, OrderByExpr, OrderByKind, Query, SelectItem,
-    SetExpr, Statement, TableAlias, TableAliasColumnDef, TableFactor, UnaryOperator, Value,
-    VisitMut, VisitorMut, visit_expressions_mut,
+    SetExpr, Statement, Subscript, TableAlias, TableAliasColumnDef, TableFactor, UnaryOperator,
+    Value, VisitMut, VisitorMut, visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -66,6 +66,7 @@ pub(super) fn statement(statement: &mut Statement) {
 /// The rewrites of one expression (applied to each, its parts first).
 fn expression(e: &mut Expr) {
     exponent_literal(e);
+    open_slice(e);
     super::power::rewrite(e);
     integer_divide(e);
     super::temporal::interval_clock(e);
@@ -261,6 +262,26 @@ fn exponent_literal(e: &mut Expr) {
         array: false,
         format: None,
     };
+}
+
+/// DuckDB's `x[:b]` and `x[a:]` as `x[1:b]` and `x[a:-1]`: DataFusion wants both bounds
+/// ("Slice subscript requires a lower bound"), and 1 and -1 are the first and the last.
+fn open_slice(e: &mut Expr) {
+    let Expr::CompoundFieldAccess { access_chain, .. } = e else {
+        return;
+    };
+    for access in access_chain {
+        if let AccessExpr::Subscript(Subscript::Slice {
+            lower_bound,
+            upper_bound,
+            ..
+        }) = access
+        {
+            let number = |n: &str| Expr::Value(Value::Number(n.to_string(), false).into());
+            lower_bound.get_or_insert_with(|| number("1"));
+            upper_bound.get_or_insert_with(|| number("-1"));
+        }
+    }
 }
 
 /// `a // b` (DuckDB's integer division; MySQL's `a DIV b` parses the same), which

@@ -8,6 +8,10 @@
 //!   aliases, with its signature (so its argument coercion), and planned by
 //!   [`DuckdbStrings`] ahead of DataFusion's planners (sqlparser parses `SUBSTRING` as a
 //!   form of its own, which DataFusion's planner hands its own function).
+//! - `s[i]` and `s[a:b]` of a string: its `i`-th character, its characters `a` to `b`
+//!   (1 the first, -1 the last, both ends included), as DuckDB has them; DataFusion
+//!   subscripts only lists ("array_element does not support type Utf8"). Planned by
+//!   [`DuckdbStrings`] when the subscripted value is text.
 //! - `regexp_extract(s, pattern[, group])`: the first match's group (0, the whole match,
 //!   by default), `''` when nothing matches or the group is NULL or missing; DataFusion
 //!   has no such function. Patterns are Rust's `regex` (as DataFusion's other regexp
@@ -20,12 +24,12 @@ use arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringBuilder};
 use arrow::compute::cast;
 use arrow::datatypes::DataType;
 use arrow::datatypes::Int64Type;
-use datafusion::common::{DataFusionError, Result, exec_err};
-use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult};
+use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue, exec_err};
+use datafusion::logical_expr::expr::{GetFieldAccess, ScalarFunction};
+use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawFieldAccessExpr};
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
-    Volatility,
+    ColumnarValue, Expr, ExprSchemable, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    TypeSignature, Volatility,
 };
 use datafusion::prelude::SessionContext;
 
@@ -53,6 +57,92 @@ impl ExprPlanner for DuckdbStrings {
             ScalarFunction::new_udf(substring_udf(), args),
         )))
     }
+
+    fn plan_field_access(
+        &self,
+        access: RawFieldAccessExpr,
+        schema: &DFSchema,
+    ) -> Result<PlannerResult<RawFieldAccessExpr>> {
+        let text = matches!(
+            access.expr.get_type(schema),
+            Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+        );
+        if !text {
+            return Ok(PlannerResult::Original(access));
+        }
+        match access.field_access {
+            GetFieldAccess::ListIndex { key } => Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                ScalarFunction::new_udf(
+                    substring_udf(),
+                    vec![access.expr, *key, datafusion::prelude::lit(1i64)],
+                ),
+            ))),
+            GetFieldAccess::ListRange {
+                start,
+                stop,
+                stride,
+            } if matches!(
+                stride.as_ref(),
+                Expr::Literal(ScalarValue::Int64(Some(1)), _)
+            ) =>
+            {
+                Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                    ScalarFunction::new_udf(
+                        Arc::new(string_slice_udf()),
+                        vec![access.expr, *start, *stop],
+                    ),
+                )))
+            }
+            field_access => Ok(PlannerResult::Original(RawFieldAccessExpr {
+                field_access,
+                expr: access.expr,
+            })),
+        }
+    }
+}
+
+/// `s[a:b]` of a string.
+fn string_slice_udf() -> ScalarUDF {
+    datafusion::logical_expr::create_udf(
+        "__deltalite_string_slice",
+        vec![DataType::Utf8, DataType::Int64, DataType::Int64],
+        DataType::Utf8,
+        Volatility::Immutable,
+        Arc::new(|args: &[ColumnarValue]| elementwise(args, string_slices)),
+    )
+}
+
+fn string_slices(arrays: &[ArrayRef]) -> Result<ArrayRef> {
+    let [text, from, to] = arrays else {
+        return exec_err!("a string slice takes a string and two bounds");
+    };
+    let text = cast(text, &DataType::Utf8)?;
+    let text = text.as_string::<i32>();
+    let bound = |a: &ArrayRef| -> Result<Int64Array> {
+        Ok(cast(a, &DataType::Int64)?.as_primitive().clone())
+    };
+    let (from, to) = (bound(from)?, bound(to)?);
+    let mut out = StringBuilder::with_capacity(text.len(), text.value_data().len());
+    for i in 0..text.len() {
+        if text.is_null(i) || from.is_null(i) || to.is_null(i) {
+            out.append_null();
+        } else {
+            out.append_value(slice(text.value(i), from.value(i), to.value(i)));
+        }
+    }
+    Ok(Arc::new(out.finish()))
+}
+
+/// DuckDB's `s[from:to]`: characters `from` to `to`, both included, 1 the first and -1
+/// the last; bounds past either end are clamped to it.
+fn slice(s: &str, from: i64, to: i64) -> &str {
+    let size = s.chars().count() as i64;
+    let at = |i: i64| if i < 0 { size + i + 1 } else { i };
+    let (from, to) = (at(from).max(1), at(to).min(size));
+    if from > to {
+        return "";
+    }
+    substring(s, from, to - from + 1)
 }
 
 /// DuckDB's `regexp_extract`.
@@ -205,7 +295,26 @@ fn substring(s: &str, offset: i64, length: i64) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::substring;
+    use super::{slice, substring};
+
+    /// Answers DuckDB 2.0.1 gave for `'abcdef'[from:to]`.
+    #[test]
+    fn slices_as_duckdb() {
+        for (from, to, want) in [
+            (2, 3, "bc"),
+            (-3, -1, "def"),
+            (2, -2, "bcde"),
+            (0, 2, "ab"),
+            (1, 3, "abc"),
+            (4, -1, "def"),
+            (5, 2, ""),
+            (-10, 2, "ab"),
+            (3, 100, "cdef"),
+        ] {
+            assert_eq!(slice("abcdef", from, to), want, "[{from}:{to}]");
+        }
+        assert_eq!(slice("héllo", 2, 3), "él");
+    }
 
     /// Answers DuckDB 2.0.1 gave.
     #[test]
