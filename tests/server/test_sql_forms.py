@@ -1122,3 +1122,90 @@ def test_strptime_reads_columns_and_names_the_text_it_cannot_parse(client, schem
     assert client.query(
         f"SELECT try_strptime(s, '%Y-%m-%d') AS t FROM {schema}.raw ORDER BY id"
     ) == (["t"], [["2024-01-05T00:00:00"], [None]])
+
+
+@pytest.mark.parametrize(
+    ("statement", "clause"),
+    [
+        ("DELETE FROM {t} WHERE a > 0 ORDER BY a LIMIT 1", "DELETE … ORDER BY"),
+        ("DELETE FROM {t} WHERE a > 0 LIMIT 1", "DELETE … LIMIT"),
+        ("UPDATE {t} SET a = a + 10 WHERE a > 0 LIMIT 1", "UPDATE … LIMIT"),
+        ("UPDATE {t} SET a = 0 ORDER BY a", "UPDATE … ORDER BY"),
+        (
+            "INSERT INTO {t} VALUES (4) RETURNING *",
+            "INSERT … RETURNING (read the rows with a SELECT)",
+        ),
+        (
+            "DELETE FROM {t} WHERE a = 1 RETURNING a",
+            "DELETE … RETURNING (read the rows with a SELECT)",
+        ),
+        (
+            "UPDATE {t} SET a = 5 WHERE a = 2 RETURNING *",
+            "UPDATE … RETURNING (read the rows with a SELECT)",
+        ),
+        (
+            "INSERT OVERWRITE {t} SELECT 5",
+            "INSERT OVERWRITE (use CREATE OR REPLACE TABLE … AS, or TRUNCATE then INSERT)",
+        ),
+        # In a script, the statements before it do not run either.
+        ("INSERT INTO {t} VALUES (9); DELETE FROM {t} LIMIT 1", "DELETE … LIMIT"),
+    ],
+)
+def test_write_clauses_that_would_be_ignored_are_refused(client, schema, statement, clause):
+    """`DELETE … LIMIT 1` deleted every matching row, `UPDATE … LIMIT` updated them all,
+    `INSERT OVERWRITE` appended and `RETURNING` answered a count: each clause was parsed
+    and then ignored. Now each is refused before anything runs."""
+    t = f"{schema}.w"
+    client.query(f"CREATE TABLE {t} (a INTEGER); INSERT INTO {t} VALUES (1), (2), (3)")
+    with pytest.raises(SqlError) as refused:
+        client.query(statement.format(t=t))
+    assert refused.value.message == (
+        f"Not implemented Error: {clause} is not supported here; nothing was changed"
+    )
+    assert client.query(f"SELECT a FROM {t} ORDER BY a") == (["a"], [[1], [2], [3]])
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        (
+            "a INTEGER CHECK (a > 0)",
+            "CHECK constraints are not supported (column a): they would not be enforced",
+        ),
+        (
+            "a INTEGER, CONSTRAINT positive CHECK (a > 0)",
+            "CHECK constraints are not supported (table {t}): they would not be enforced",
+        ),
+        (
+            "a INTEGER REFERENCES other (id)",
+            "foreign keys are not supported (column a): they would not be enforced",
+        ),
+        (
+            "a INTEGER, b INTEGER GENERATED ALWAYS AS (a + 1)",
+            "generated columns are not supported (column b): they would not be enforced",
+        ),
+        (
+            "s VARCHAR COLLATE nocase",
+            "collations are not supported (column s): they would not be enforced",
+        ),
+    ],
+)
+def test_constraints_that_would_not_be_enforced_are_refused(client, schema, columns, message):
+    """A `CHECK (a > 0)` column took -1: the constraint was parsed and dropped. Each
+    option the tables could not carry out is refused; no table is made. `PRIMARY KEY`
+    and `UNIQUE` stay accepted (informational, as Delta's are)."""
+    t = f"{schema}.c"
+    with pytest.raises(SqlError) as refused:
+        client.query(f"CREATE TABLE {t} ({columns})")
+    assert refused.value.message == "Not implemented Error: " + message.format(t=t)
+    with pytest.raises(SqlError) as missing:
+        client.query(f"SELECT * FROM {t}")
+    assert missing.value.message.startswith("Catalog Error: Table with name c does not exist")
+    client.query(f"CREATE TABLE {t} (a INTEGER PRIMARY KEY, u INTEGER UNIQUE)")
+    with pytest.raises(SqlError) as refused:
+        client.query(f"ALTER TABLE {t} ADD COLUMN b INTEGER CHECK (b > 0)")
+    assert refused.value.message == (
+        "Not implemented Error: CHECK constraints are not supported (column b): they "
+        "would not be enforced"
+    )
+    assert client.query(f"SELECT * FROM {t}") == (["a", "u"], [])

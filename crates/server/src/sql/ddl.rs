@@ -190,9 +190,11 @@ impl SqlSession {
 
     /// The schema of `CREATE TABLE t (col TYPE [NOT NULL], …)`.
     fn column_schema(&self, create: &CreateTable) -> Result<Schema, ApiError> {
+        refuse_table_constraints(create)?;
         let mut fields = Vec::new();
         for col in &create.columns {
             refuse_default(col)?;
+            refuse_unenforced(col)?;
             let not_null = col
                 .options
                 .iter()
@@ -252,6 +254,7 @@ impl SqlSession {
                         )));
                     }
                     refuse_default(column_def)?;
+                    refuse_unenforced(column_def)?;
                     let field = field_for_sql_type(&col, &column_def.data_type.to_string(), true)?;
                     add_columns(&mut table, &[field]).await?;
                 }
@@ -683,6 +686,53 @@ fn refuse_default(column: &ColumnDef) -> Result<(), ApiError> {
             column.name
         ))),
         false => Ok(()),
+    }
+}
+
+/// A column option this server would accept and then not carry out: a `CHECK` or
+/// foreign key (not enforced), a generated or computed value (not computed), a collation
+/// (comparisons would not follow it). Refused, where it used to be ignored (a `CHECK (a
+/// > 0)` column took -1). `PRIMARY KEY` and `UNIQUE` stay accepted and unenforced, as
+/// Delta's informational keys are: DDL scripts and dbt contracts declare them.
+fn refuse_unenforced(column: &ColumnDef) -> Result<(), ApiError> {
+    let what = column.options.iter().find_map(|o| match &o.option {
+        ColumnOption::Check(_) => Some("CHECK constraints"),
+        ColumnOption::ForeignKey(_) => Some("foreign keys"),
+        ColumnOption::Generated { .. }
+        | ColumnOption::Materialized(_)
+        | ColumnOption::Ephemeral(_)
+        | ColumnOption::Alias(_)
+        | ColumnOption::Identity(_)
+        | ColumnOption::OnUpdate(_) => Some("generated columns"),
+        ColumnOption::Collation(_) => Some("collations"),
+        _ => None,
+    });
+    match what {
+        Some(what) => Err(sql_err(format!(
+            "Not implemented Error: {what} are not supported (column {}): they would not \
+             be enforced",
+            column.name
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The table-level `CHECK` and `FOREIGN KEY` constraints, refused as
+/// [`refuse_unenforced`] refuses a column's.
+fn refuse_table_constraints(create: &CreateTable) -> Result<(), ApiError> {
+    use datafusion::sql::sqlparser::ast::TableConstraint;
+    let what = create.constraints.iter().find_map(|c| match c {
+        TableConstraint::Check(_) => Some("CHECK constraints"),
+        TableConstraint::ForeignKey(_) => Some("foreign keys"),
+        _ => None,
+    });
+    match what {
+        Some(what) => Err(sql_err(format!(
+            "Not implemented Error: {what} are not supported (table {}): they would not be \
+             enforced",
+            create.name
+        ))),
+        None => Ok(()),
     }
 }
 

@@ -120,6 +120,11 @@ pub(super) fn check_allowed(statement: &DFStatement) -> Result<(), ApiError> {
         DFStatement::Statement(s) if let Some(refusal) = refused_query_shape(s) => {
             Err(sql_err(refusal))
         }
+        DFStatement::Statement(s) if let Some(clause) = unsupported_write_clause(s) => {
+            Err(sql_err(format!(
+                "Not implemented Error: {clause} is not supported here; nothing was changed"
+            )))
+        }
         DFStatement::Statement(s) => match s.as_ref() {
             Statement::Query(_)
             | Statement::CreateSchema { .. }
@@ -205,6 +210,47 @@ pub(super) fn is_memory_attach(statement: &Statement) -> bool {
 /// (…) INSERT …`, a nested `(INSERT …)`), which the SQL planner would hand to DataFusion's
 /// own DML; an empty select list (`SELECT FROM t`), which DuckDB refuses and on which
 /// DataFusion 55 panics inside a scalar subquery.
+/// A clause of an `INSERT`, `UPDATE` or `DELETE` that the write paths would not carry
+/// out: refused before anything runs, where it used to be ignored (`DELETE … LIMIT 1`
+/// deleted every matching row; `INSERT OVERWRITE` appended; `RETURNING` answered a count).
+fn unsupported_write_clause(statement: &Statement) -> Option<String> {
+    let (verb, returning, output, order_by, limit) = match statement {
+        Statement::Insert(i) => {
+            if i.overwrite {
+                return Some(
+                    "INSERT OVERWRITE (use CREATE OR REPLACE TABLE … AS, or TRUNCATE then INSERT)"
+                        .to_string(),
+                );
+            }
+            if i.partitioned.is_some() || !i.after_columns.is_empty() {
+                return Some("INSERT … PARTITION (…)".to_string());
+            }
+            ("INSERT", &i.returning, &i.output, &[][..], &None)
+        }
+        Statement::Delete(d) => ("DELETE", &d.returning, &d.output, &d.order_by[..], &d.limit),
+        Statement::Update(u) => {
+            if u.or.is_some() {
+                return Some("UPDATE OR …".to_string());
+            }
+            ("UPDATE", &u.returning, &u.output, &u.order_by[..], &u.limit)
+        }
+        _ => return None,
+    };
+    if returning.is_some() {
+        return Some(format!("{verb} … RETURNING (read the rows with a SELECT)"));
+    }
+    if output.is_some() {
+        return Some(format!("{verb} … OUTPUT"));
+    }
+    if !order_by.is_empty() {
+        return Some(format!("{verb} … ORDER BY"));
+    }
+    if limit.is_some() {
+        return Some(format!("{verb} … LIMIT"));
+    }
+    None
+}
+
 fn refused_query_shape(statement: &Statement) -> Option<&'static str> {
     use datafusion::sql::sqlparser::ast::{SetExpr, Visit, Visitor};
     use std::ops::ControlFlow;
