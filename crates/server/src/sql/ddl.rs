@@ -691,9 +691,10 @@ fn refuse_default(column: &ColumnDef) -> Result<(), ApiError> {
 
 /// A column option this server would accept and then not carry out: a `CHECK` or
 /// foreign key (not enforced), a generated or computed value (not computed), a collation
-/// (comparisons would not follow it). Refused, where it used to be ignored (a `CHECK (a
-/// > 0)` column took -1). `PRIMARY KEY` and `UNIQUE` stay accepted and unenforced, as
-/// Delta's informational keys are: DDL scripts and dbt contracts declare them.
+/// (comparisons would not follow it). Refused, where it used to be ignored (a column
+/// with `CHECK (a > 0)` took -1). `PRIMARY KEY` and `UNIQUE` stay accepted and
+/// unenforced, as Delta's informational keys are: DDL scripts and dbt contracts declare
+/// them.
 fn refuse_unenforced(column: &ColumnDef) -> Result<(), ApiError> {
     let what = column.options.iter().find_map(|o| match &o.option {
         ColumnOption::Check(_) => Some("CHECK constraints"),
