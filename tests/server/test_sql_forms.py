@@ -1209,3 +1209,41 @@ def test_constraints_that_would_not_be_enforced_are_refused(client, schema, colu
         "would not be enforced"
     )
     assert client.query(f"SELECT * FROM {t}") == (["a", "u"], [])
+
+
+def test_summarize_answers_duckdbs_columns(client, schema):
+    """`SUMMARIZE t` and `SUMMARIZE <query>` were a parser error. Each column's row has
+    DuckDB's columns; everything but the quartiles (an approximation, as DuckDB's are) is
+    compared with DuckDB's own answer."""
+    t = f"{schema}.m"
+    rows = "(1, 'a', DATE '2024-01-01', 1.5), (2, NULL, DATE '2024-01-02', NULL), (3, 'b', NULL, 2.5)"
+    client.query(f"CREATE TABLE {t} (id INTEGER, s VARCHAR, d DATE, x DOUBLE)")
+    client.query(f"INSERT INTO {t} VALUES {rows}")
+    duck = duckdb.connect()
+    duck.execute(f"CREATE TABLE m (id INTEGER, s VARCHAR, d DATE, x DOUBLE); INSERT INTO m VALUES {rows}")
+    # DuckDB averages dates and gives their quartiles; here only numbers have them.
+    numbers_only = {"avg": 5, "q25": 7, "q50": 8, "q75": 9}
+    for ours_sql, duck_sql in [
+        (f"SUMMARIZE {t}", "SUMMARIZE m"),
+        (f"SUMMARIZE SELECT id, s FROM {t} WHERE id > 1", "SUMMARIZE SELECT id, s FROM m WHERE id > 1"),
+        (f"SUMMARIZE FROM {t} WHERE x IS NOT NULL", "SUMMARIZE FROM m WHERE x IS NOT NULL"),
+    ]:
+        columns, ours = client.query(ours_sql)
+        cursor = duck.execute(duck_sql)
+        assert columns == [c[0] for c in cursor.description]
+        expected = cursor.fetchall()
+        assert len(ours) == len(expected)
+        for mine, theirs in zip(ours, expected):
+            theirs = list(theirs)
+            theirs[11] = float(theirs[11])
+            if theirs[1] == "DATE":
+                for i in numbers_only.values():
+                    theirs[i] = None
+            for i in (7, 8, 9):
+                if mine[i] is not None:
+                    assert float(theirs[i]) - 1 <= float(mine[i]) <= float(theirs[i]) + 1
+                    mine[i] = theirs[i]
+            assert mine == theirs, ours_sql
+    with pytest.raises(SqlError) as missing:
+        client.query(f"SUMMARIZE {schema}.nope")
+    assert missing.value.message.startswith("Catalog Error: Table with name nope does not exist")

@@ -1704,6 +1704,15 @@ def test_duckdb_select_forms(lake, statement):
             "SELECT k, v, sum(v) OVER (ORDER BY DATE '2024-01-01' + k RANGE BETWEEN "
             "INTERVAL 1 DAY PRECEDING AND CURRENT ROW) FROM {t}"
         ),
+        # format's `{}` fields and printf's `%` conversions (NULL with any NULL value).
+        (
+            "SELECT format('{{}} - {{}}', k, s), format('{{1}}|{{0:>4}}|{{0:<3}}|{{0:^5}}', k, s), "
+            "format('{{:05d}}|{{:,}}|{{:x}}|{{:+d}}', v, k * 1000000, k, v) FROM {t}"
+        ),
+        (
+            "SELECT printf('%s|%5d|%-4s|%05d|%x|%%|%i', s, k, s, v, k, v), "
+            "printf('%.2f|%10.3f|%e', v / 3, v * 1.5, k * 1234.5) FROM {t}"
+        ),
         # Subscripts and slices of text; slices without a bound.
         (
             "SELECT s[1], s[0], s[-1], s[2:3], s[-2:-1], s[2:-2], s[:2], s[2:], s[k:v], "

@@ -23,6 +23,7 @@
 //! | `$tag$text$tag$` (any statement)         | `'text'`                                            |
 //! | `current_catalog()`                      | `"current_catalog"()`                               |
 //! | `a ** b`                                 | `a ^ b` (a power, `sql/power.rs`)                   |
+//! | `SUMMARIZE t` / `SUMMARIZE <query>`      | `SELECT * FROM (<query>) AS "__deltalite_summarize"` (`sql/summarize.rs`) |
 //! | `ALTER VIEW v RENAME TO w`               | `ALTER TABLE v RENAME TO w` (views answer it too)   |
 //! | `duckdb_tables()` (and `duckdb_databases`, `_schemas`, `_views`, `_columns`) | `information_schema.duckdb_tables` (`sql/duckdb_catalog.rs`) |
 //! | `FROM t WHERE …` (no select list)       | `SELECT * FROM t WHERE …`                           |
@@ -165,6 +166,7 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
         return;
     };
     edit_anywhere(tokens, edits);
+    edit_summarize(tokens, edits);
     edit_from_first(tokens, edits);
     edit_pivot_statements(sql, tokens, edits);
     edit_samples(tokens, edits);
@@ -185,6 +187,38 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
     } else if first.is(Keyword::CREATE) {
         edit_create(tokens, edits);
     }
+}
+
+/// DuckDB's `SUMMARIZE t` and `SUMMARIZE <query>` (also `SUMMARIZE FROM t …`), a whole
+/// statement: `SELECT * FROM (<query>) AS "__deltalite_summarize"`, which
+/// `sql/summarize.rs` writes out.
+fn edit_summarize(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
+    let (Some(first), Some(second), Some(last)) = (tokens.first(), tokens.get(1), tokens.last())
+    else {
+        return;
+    };
+    if !matches!(&first.token, Token::Word(w) if w.quote_style.is_none()
+        && w.value.eq_ignore_ascii_case("summarize"))
+    {
+        return;
+    }
+    let query = second.is(Keyword::SELECT)
+        || second.is(Keyword::WITH)
+        || second.is(Keyword::VALUES)
+        || second.token == Token::LParen;
+    let opening = if query {
+        "SELECT * FROM ("
+    } else if second.is(Keyword::FROM) {
+        "SELECT * FROM (SELECT *"
+    } else {
+        "SELECT * FROM (SELECT * FROM"
+    };
+    edits.push((first.start, first.end, opening.to_string()));
+    edits.push((
+        last.end,
+        last.end,
+        format!(") AS \"{}\"", super::summarize::SUMMARIZE),
+    ));
 }
 
 /// DuckDB's catalog functions (`sql/duckdb_catalog.rs`).

@@ -15,6 +15,7 @@ mod ddl;
 mod dialect;
 mod dml;
 mod duckdb_catalog;
+mod format;
 mod guard;
 mod info_schema;
 mod json;
@@ -41,6 +42,7 @@ mod star_columns;
 pub mod stores;
 mod strings;
 mod strptime;
+mod summarize;
 pub mod targets;
 mod temp;
 mod temporal;
@@ -365,6 +367,9 @@ impl SqlSession {
         ctx.register_udf(arithmetic::integer_divide_udf());
         ctx.register_udf(cast_names::named_cast_udf());
         aggregates::register(&ctx);
+        for f in format::udfs() {
+            ctx.register_udf(f);
+        }
         for f in strptime::udfs() {
             ctx.register_udf(f);
         }

@@ -217,6 +217,7 @@ impl SqlSession {
         let listings = self
             .register_references_deferring_listings(&statement)
             .await?;
+        let statement = self.summarize(statement).await?;
         let statement = self.list_pivot_values(statement).await?;
         let statement = self.spell_columns(statement).await;
         let statement = self.expand_star_columns(statement).await?;
