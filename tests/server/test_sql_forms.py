@@ -840,8 +840,12 @@ def test_star_columns_refusals_and_repeated_names(client, schema):
     # A FROM that does not plan alone (here: a table that does not exist) is left as
     # written, and the statement answers DataFusion's planning error for it.
     with pytest.raises(SqlError) as e:
-        client.query(f"SELECT COLUMNS('k') FROM {schema}.w a JOIN {schema}.nope b USING (k)")
-    assert e.value.message.startswith("Catalog Error: Table with name nope does not exist")
+        client.query(
+            f"SELECT COLUMNS('k') FROM {schema}.w a JOIN {schema}.nope b USING (k)"
+        )
+    assert e.value.message.startswith(
+        "Catalog Error: Table with name nope does not exist"
+    )
 
 
 def test_pivot_values_read_from_the_table(client, schema):
@@ -1094,7 +1098,7 @@ def test_nested_values_of_a_table_are_json(client, schema):
         f"SELECT k, array_agg(s ORDER BY s) AS l, {{'s': min(s)}} AS st, "
         f"k * INTERVAL '36 hours' AS i FROM {schema}.n GROUP BY k ORDER BY k",
         format="csv",
-    ) == ('k,l,st,i\n1,"[a, NULL]",{\'s\': a},36:00:00\n2,[c],{\'s\': c},72:00:00\n')
+    ) == ("k,l,st,i\n1,\"[a, NULL]\",{'s': a},36:00:00\n2,[c],{'s': c},72:00:00\n")
 
 
 def test_strptime_reads_columns_and_names_the_text_it_cannot_parse(client, schema):
@@ -1151,7 +1155,9 @@ def test_strptime_reads_columns_and_names_the_text_it_cannot_parse(client, schem
         ("INSERT INTO {t} VALUES (9); DELETE FROM {t} LIMIT 1", "DELETE … LIMIT"),
     ],
 )
-def test_write_clauses_that_would_be_ignored_are_refused(client, schema, statement, clause):
+def test_write_clauses_that_would_be_ignored_are_refused(
+    client, schema, statement, clause
+):
     """`DELETE … LIMIT 1` deleted every matching row, `UPDATE … LIMIT` updated them all,
     `INSERT OVERWRITE` appended and `RETURNING` answered a count: each clause was parsed
     and then ignored. Now each is refused before anything runs."""
@@ -1190,7 +1196,9 @@ def test_write_clauses_that_would_be_ignored_are_refused(client, schema, stateme
         ),
     ],
 )
-def test_constraints_that_would_not_be_enforced_are_refused(client, schema, columns, message):
+def test_constraints_that_would_not_be_enforced_are_refused(
+    client, schema, columns, message
+):
     """A `CHECK (a > 0)` column took -1: the constraint was parsed and dropped. Each
     option the tables could not carry out is refused; no table is made. `PRIMARY KEY`
     and `UNIQUE` stay accepted (informational, as Delta's are)."""
@@ -1200,7 +1208,9 @@ def test_constraints_that_would_not_be_enforced_are_refused(client, schema, colu
     assert refused.value.message == "Not implemented Error: " + message.format(t=t)
     with pytest.raises(SqlError) as missing:
         client.query(f"SELECT * FROM {t}")
-    assert missing.value.message.startswith("Catalog Error: Table with name c does not exist")
+    assert missing.value.message.startswith(
+        "Catalog Error: Table with name c does not exist"
+    )
     client.query(f"CREATE TABLE {t} (a INTEGER PRIMARY KEY, u INTEGER UNIQUE)")
     with pytest.raises(SqlError) as refused:
         client.query(f"ALTER TABLE {t} ADD COLUMN b INTEGER CHECK (b > 0)")
@@ -1220,13 +1230,21 @@ def test_summarize_answers_duckdbs_columns(client, schema):
     client.query(f"CREATE TABLE {t} (id INTEGER, s VARCHAR, d DATE, x DOUBLE)")
     client.query(f"INSERT INTO {t} VALUES {rows}")
     duck = duckdb.connect()
-    duck.execute(f"CREATE TABLE m (id INTEGER, s VARCHAR, d DATE, x DOUBLE); INSERT INTO m VALUES {rows}")
+    duck.execute(
+        f"CREATE TABLE m (id INTEGER, s VARCHAR, d DATE, x DOUBLE); INSERT INTO m VALUES {rows}"
+    )
     # DuckDB averages dates and gives their quartiles; here only numbers have them.
     numbers_only = {"avg": 5, "q25": 7, "q50": 8, "q75": 9}
     for ours_sql, duck_sql in [
         (f"SUMMARIZE {t}", "SUMMARIZE m"),
-        (f"SUMMARIZE SELECT id, s FROM {t} WHERE id > 1", "SUMMARIZE SELECT id, s FROM m WHERE id > 1"),
-        (f"SUMMARIZE FROM {t} WHERE x IS NOT NULL", "SUMMARIZE FROM m WHERE x IS NOT NULL"),
+        (
+            f"SUMMARIZE SELECT id, s FROM {t} WHERE id > 1",
+            "SUMMARIZE SELECT id, s FROM m WHERE id > 1",
+        ),
+        (
+            f"SUMMARIZE FROM {t} WHERE x IS NOT NULL",
+            "SUMMARIZE FROM m WHERE x IS NOT NULL",
+        ),
     ]:
         columns, ours = client.query(ours_sql)
         cursor = duck.execute(duck_sql)
@@ -1241,9 +1259,13 @@ def test_summarize_answers_duckdbs_columns(client, schema):
                     theirs[i] = None
             for i in (7, 8, 9):
                 if mine[i] is not None:
-                    assert float(theirs[i]) - 1 <= float(mine[i]) <= float(theirs[i]) + 1
+                    assert (
+                        float(theirs[i]) - 1 <= float(mine[i]) <= float(theirs[i]) + 1
+                    )
                     mine[i] = theirs[i]
             assert mine == theirs, ours_sql
     with pytest.raises(SqlError) as missing:
         client.query(f"SUMMARIZE {schema}.nope")
-    assert missing.value.message.startswith("Catalog Error: Table with name nope does not exist")
+    assert missing.value.message.startswith(
+        "Catalog Error: Table with name nope does not exist"
+    )

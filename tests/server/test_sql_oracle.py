@@ -237,15 +237,17 @@ def check_write(
                 pytest.fail(
                     f"DuckDB refused a generated statement (generator bug){header}"
                 )
-            assert isinstance(ours, str), f"DuckDB raises an error, ours does not{header}"
+            assert isinstance(ours, str), (
+                f"DuckDB raises an error, ours does not{header}"
+            )
             if error_kind(ours) != error_kind(duck):
                 # Rows may meet two ERROR clauses of different kinds; which one fails the
                 # statement first is each engine's order. Ours must be one DuckDB raises
                 # with the clauses of its own kind out of the way.
                 other = without_error_clauses(statement, error_kind(duck))
-                assert other is not None and error_kind(ex.duck_run(other)) == error_kind(
-                    ours
-                ), f"DuckDB raises another error than ours{header}"
+                assert other is not None and error_kind(
+                    ex.duck_run(other)
+                ) == error_kind(ours), f"DuckDB raises another error than ours{header}"
 
             duck_rows, our_rows = ex.contents(target)
             assert duck_rows == ex.initial[target], "DuckDB changed the table on error"

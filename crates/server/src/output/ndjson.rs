@@ -11,7 +11,7 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use base64::Engine;
 use chrono::{DateTime, NaiveDateTime, SecondsFormat, Timelike};
 
-use crate::sql::text_casts::{interval_at, interval_text, item_range};
+use crate::sql::text_casts::{Nested, interval_at, interval_text, item_range};
 
 /// Append `s` as a JSON string literal; line separators that some JSON-in-JS parsers treat
 /// as newlines are escaped too.
@@ -92,29 +92,14 @@ pub struct RowWriter<'a> {
 }
 
 /// How the values of one array are written: scalars directly, nested values as JSON
-/// arrays and objects (as DuckDB's `to_json` writes them) through writers of their
-/// children, built once per batch.
-enum ValueWriter<'a> {
-    Leaf {
-        array: &'a ArrayRef,
-        fallback: Option<ArrayFormatter<'a>>,
-    },
-    /// A list of any layout: `range` gives the positions in `values` of row `row`'s items.
-    List {
-        array: &'a ArrayRef,
-        values: Box<ValueWriter<'a>>,
-    },
-    Struct {
-        array: &'a ArrayRef,
-        names: Vec<&'a str>,
-        fields: Vec<ValueWriter<'a>>,
-    },
-    /// A map as an object, its keys as strings (`{"1": "a"}`, as DuckDB's `to_json`).
-    Map {
-        array: &'a ArrayRef,
-        keys: Box<ValueWriter<'a>>,
-        values: Box<ValueWriter<'a>>,
-    },
+/// arrays and objects (as DuckDB's `to_json` writes them, a map's keys as strings)
+/// through the tree of their children, built once per batch.
+type ValueWriter<'a> = Nested<'a, Leaf<'a>>;
+
+/// A leaf array, and the formatter of the types without a JSON form of their own.
+struct Leaf<'a> {
+    array: &'a ArrayRef,
+    fallback: Option<ArrayFormatter<'a>>,
 }
 
 impl<'a> RowWriter<'a> {
@@ -123,7 +108,7 @@ impl<'a> RowWriter<'a> {
         let columns = batch
             .columns()
             .iter()
-            .map(|array| ValueWriter::new(array, options))
+            .map(|array| ValueWriter::of(array, options))
             .collect();
         Self { columns }
     }
@@ -156,50 +141,23 @@ impl<'a> RowWriter<'a> {
 }
 
 impl<'a> ValueWriter<'a> {
-    fn new(array: &'a ArrayRef, options: &'a FormatOptions<'a>) -> Self {
-        match array.data_type() {
-            DataType::List(_) => Self::List {
+    fn of(array: &'a ArrayRef, options: &'a FormatOptions<'a>) -> Self {
+        let leaf = &mut |array: &'a ArrayRef| {
+            Ok::<_, std::convert::Infallible>(Leaf {
                 array,
-                values: Box::new(Self::new(array.as_list::<i32>().values(), options)),
-            },
-            DataType::LargeList(_) => Self::List {
-                array,
-                values: Box::new(Self::new(array.as_list::<i64>().values(), options)),
-            },
-            DataType::FixedSizeList(_, _) => Self::List {
-                array,
-                values: Box::new(Self::new(array.as_fixed_size_list().values(), options)),
-            },
-            DataType::Struct(fields) => {
-                let s = array.as_struct();
-                Self::Struct {
-                    array,
-                    names: fields.iter().map(|f| f.name().as_str()).collect(),
-                    fields: s.columns().iter().map(|c| Self::new(c, options)).collect(),
-                }
-            }
-            DataType::Map(_, _) => {
-                let m = array.as_map();
-                let entries = m.entries();
-                Self::Map {
-                    array,
-                    keys: Box::new(Self::new(entries.column(0), options)),
-                    values: Box::new(Self::new(entries.column(1), options)),
-                }
-            }
-            dt => Self::Leaf {
-                array,
-                fallback: needs_fallback(dt)
+                fallback: needs_fallback(array.data_type())
                     .then(|| ArrayFormatter::try_new(array.as_ref(), options).ok())
                     .flatten(),
-            },
-        }
+            })
+        };
+        let Ok(tree) = Nested::new(array, leaf);
+        tree
     }
 
     fn push_value(&self, out: &mut String, row: usize) {
         match self {
-            Self::Leaf { array, fallback } => push_scalar(out, array, fallback.as_ref(), row),
-            Self::List { array, values } => {
+            Self::Leaf(Leaf { array, fallback }) => push_scalar(out, array, fallback.as_ref(), row),
+            Self::List { array, items } => {
                 if array.is_null(row) {
                     return out.push_str("null");
                 }
@@ -208,7 +166,7 @@ impl<'a> ValueWriter<'a> {
                     if i > 0 {
                         out.push(',');
                     }
-                    values.push_value(out, item);
+                    items.push_value(out, item);
                 }
                 out.push(']');
             }

@@ -107,7 +107,11 @@ pub fn duckdb_text(array: &ArrayRef) -> Result<ArrayRef> {
         | DataType::FixedSizeList(..)
         | DataType::Struct(_)
         | DataType::Map(..) => {
-            let writer = Nested::new(array)?;
+            let writer = Nested::new(array, &mut |leaf| {
+                Ok::<_, datafusion::error::DataFusionError>(
+                    duckdb_text(leaf)?.as_string::<i32>().clone(),
+                )
+            })?;
             let mut out = StringBuilder::with_capacity(array.len(), array.len() * 8);
             let mut text = String::new();
             for row in 0..array.len() {
@@ -149,39 +153,45 @@ pub fn item_range(array: &dyn Array, row: usize) -> std::ops::Range<usize> {
     }
 }
 
-/// The writer of a nested array's values, with its leaves' text made once.
-enum Nested<'a> {
-    Leaf(StringArray),
+/// A nested array as a tree: its lists, structs and maps down to what a writer keeps for
+/// each leaf array (`L`), built once per array (JSON results and DuckDB's text walk it).
+pub enum Nested<'a, L> {
+    Leaf(L),
+    /// A list of any layout: [`item_range`] gives the positions of a row's items.
     List {
         array: &'a ArrayRef,
-        items: Box<Nested<'a>>,
+        items: Box<Nested<'a, L>>,
     },
     Struct {
         array: &'a ArrayRef,
         names: Vec<&'a str>,
-        fields: Vec<Nested<'a>>,
+        fields: Vec<Nested<'a, L>>,
     },
     Map {
         array: &'a ArrayRef,
-        keys: Box<Nested<'a>>,
-        values: Box<Nested<'a>>,
+        keys: Box<Nested<'a, L>>,
+        values: Box<Nested<'a, L>>,
     },
 }
 
-impl<'a> Nested<'a> {
-    fn new(array: &'a ArrayRef) -> Result<Self> {
+impl<'a, L> Nested<'a, L> {
+    /// The tree of `array`, each leaf array made into an `L` by `leaf`.
+    pub fn new<E>(
+        array: &'a ArrayRef,
+        leaf: &mut impl FnMut(&'a ArrayRef) -> Result<L, E>,
+    ) -> Result<Self, E> {
         Ok(match array.data_type() {
             DataType::List(_) => Self::List {
                 array,
-                items: Box::new(Self::new(array.as_list::<i32>().values())?),
+                items: Box::new(Self::new(array.as_list::<i32>().values(), leaf)?),
             },
             DataType::LargeList(_) => Self::List {
                 array,
-                items: Box::new(Self::new(array.as_list::<i64>().values())?),
+                items: Box::new(Self::new(array.as_list::<i64>().values(), leaf)?),
             },
             DataType::FixedSizeList(..) => Self::List {
                 array,
-                items: Box::new(Self::new(array.as_fixed_size_list().values())?),
+                items: Box::new(Self::new(array.as_fixed_size_list().values(), leaf)?),
             },
             DataType::Struct(fields) => Self::Struct {
                 array,
@@ -190,21 +200,23 @@ impl<'a> Nested<'a> {
                     .as_struct()
                     .columns()
                     .iter()
-                    .map(Self::new)
-                    .collect::<Result<_>>()?,
+                    .map(|c| Self::new(c, leaf))
+                    .collect::<Result<_, E>>()?,
             },
             DataType::Map(..) => {
                 let entries = array.as_map().entries();
                 Self::Map {
                     array,
-                    keys: Box::new(Self::new(entries.column(0))?),
-                    values: Box::new(Self::new(entries.column(1))?),
+                    keys: Box::new(Self::new(entries.column(0), leaf)?),
+                    values: Box::new(Self::new(entries.column(1), leaf)?),
                 }
             }
-            _ => Self::Leaf(duckdb_text(array)?.as_string::<i32>().clone()),
+            _ => Self::Leaf(leaf(array)?),
         })
     }
+}
 
+impl Nested<'_, StringArray> {
     /// Row `row`'s text; an item's (`item`) quoted when its text would be ambiguous.
     fn push(&self, out: &mut String, row: usize, item: bool) {
         let null = match self {
