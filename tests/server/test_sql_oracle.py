@@ -1715,6 +1715,12 @@ def test_duckdb_select_forms(lake, statement):
             "SELECT printf('%s|%5d|%-4s|%05d|%x|%%|%i', s, k, s, v, k, v), "
             "printf('%.2f|%10.3f|%e', v / 3, v * 1.5, k * 1234.5) FROM {t}"
         ),
+        # LIKE with another escape character; DuckDB's FILTER without WHERE.
+        (
+            "SELECT s, s LIKE 'e!_a' ESCAPE '!', s || '_%' LIKE '%!_!%' ESCAPE '!', "
+            "s ILIKE 'E%' ESCAPE '#', s NOT LIKE 'a!%' ESCAPE '!' FROM {t}"
+        ),
+        "SELECT k, count(*) FILTER (v > 0), sum(v) FILTER (s IS NOT NULL) FROM {t} GROUP BY k",
         # Subscripts and slices of text; slices without a bound.
         (
             "SELECT s[1], s[0], s[-1], s[2:3], s[-2:-1], s[2:-2], s[:2], s[2:], s[k:v], "

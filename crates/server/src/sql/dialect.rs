@@ -23,6 +23,7 @@
 //! | `$tag$text$tag$` (any statement)         | `'text'`                                            |
 //! | `current_catalog()`                      | `"current_catalog"()`                               |
 //! | `a ** b`                                 | `a ^ b` (a power, `sql/power.rs`)                   |
+//! | `agg(x) FILTER (cond)`                   | `agg(x) FILTER (WHERE cond)`                        |
 //! | `SUMMARIZE t` / `SUMMARIZE <query>`      | `SELECT * FROM (<query>) AS "__deltalite_summarize"` (`sql/summarize.rs`) |
 //! | `ALTER VIEW v RENAME TO w`               | `ALTER TABLE v RENAME TO w` (views answer it too)   |
 //! | `duckdb_tables()` (and `duckdb_databases`, `_schemas`, `_views`, `_columns`) | `information_schema.duckdb_tables` (`sql/duckdb_catalog.rs`) |
@@ -266,6 +267,22 @@ fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
                     t.start,
                     tokens[i + 2].end,
                     format!("information_schema.{}", w.value.to_lowercase()),
+                ));
+            }
+            // DuckDB's `agg(x) FILTER (cond)`, without `WHERE`: the standard form has it.
+            Token::Word(w)
+                if w.quote_style.is_none()
+                    && w.keyword == Keyword::FILTER
+                    && i.checked_sub(1)
+                        .and_then(|p| tokens.get(p))
+                        .is_some_and(|p| p.token == Token::RParen)
+                    && tokens.get(i + 1).is_some_and(|n| n.token == Token::LParen)
+                    && tokens.get(i + 2).is_some_and(|n| !n.is(Keyword::WHERE)) =>
+            {
+                edits.push((
+                    tokens[i + 2].start,
+                    tokens[i + 2].start,
+                    "WHERE ".to_string(),
                 ));
             }
             // DuckDB's `a ** b`, its `a ^ b` (`sql/power.rs`); the tokenizer reads two `*`.
@@ -1159,6 +1176,21 @@ mod tests {
         assert_eq!(
             generic("CREATE OR REPLACE TABLE t PARTITIONED BY (d) AS SELECT 1 AS d"),
             "CREATE OR REPLACE TABLE t PARTITION BY (d) AS SELECT 1 AS d"
+        );
+    }
+
+    #[test]
+    fn filters_without_where_and_double_stars() {
+        assert_eq!(
+            generic("SELECT count(*) FILTER (k > 1), sum(v) FILTER (WHERE v > 0) FROM t"),
+            "SELECT count(*) FILTER (WHERE k > 1), sum(v) FILTER (WHERE v > 0) FROM t"
+        );
+        // `filter` as a function, or a column, is left alone.
+        let function = "SELECT filter(l, x -> x > 1), filter FROM t";
+        assert_eq!(generic(function), function);
+        assert_eq!(
+            generic("SELECT 2**3, 2 * 3, count(*)*2"),
+            "SELECT 2^3, 2 * 3, count(*)*2"
         );
     }
 

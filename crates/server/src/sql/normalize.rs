@@ -20,7 +20,8 @@
 //!   `time_bucket`, `pg_typeof`, `sign`, `date_add`, `isinf`, `list_reverse_sort`, `xor`,
 //!   `century`, `decade`, `to_days` and the other `to_*` intervals ([`COMPOSITES`]); `len` and `epoch_ms` depend on their argument's type
 //!   (`sql/type_dispatch.rs`).
-//! - `a ^ b`: DuckDB's power (`sql/power.rs`); `x[:b]`, `x[a:]` with their bound.
+//! - `a ^ b`: DuckDB's power (`sql/power.rs`); `x[:b]`, `x[a:]` with their bound;
+//!   `LIKE … ESCAPE '!'` of a literal pattern escaped with a backslash instead.
 //! - `x [NOT] IN (subquery)` and row values `(a, b) IN (subquery)` where their value is
 //!   used, not only their truth (select lists, `UPDATE … SET s = CASE WHEN k IN (…)`,
 //!   `(k NOT IN (…)) IS NULL` in a filter): the same, as scalar counts with the `IN`'s
@@ -67,6 +68,7 @@ pub(super) fn statement(statement: &mut Statement) {
 fn expression(e: &mut Expr) {
     exponent_literal(e);
     open_slice(e);
+    like_escape(e);
     super::power::rewrite(e);
     integer_divide(e);
     super::temporal::interval_clock(e);
@@ -262,6 +264,59 @@ fn exponent_literal(e: &mut Expr) {
         array: false,
         format: None,
     };
+}
+
+/// `LIKE`/`ILIKE` with an escape character other than `\\` and a literal pattern: the
+/// pattern escaped with `\\` instead, which is all DataFusion takes ("LIKE does not
+/// support escape_char other than the backslash").
+fn like_escape(e: &mut Expr) {
+    let (Expr::Like {
+        pattern,
+        escape_char,
+        ..
+    }
+    | Expr::ILike {
+        pattern,
+        escape_char,
+        ..
+    }) = e
+    else {
+        return;
+    };
+    let Some(Value::SingleQuotedString(escape)) = escape_char.as_ref().map(|v| &v.value) else {
+        return;
+    };
+    let mut chars = escape.chars();
+    let (Some(escape), None) = (chars.next(), chars.next()) else {
+        return;
+    };
+    if escape == '\\' {
+        return;
+    }
+    let Expr::Value(v) = pattern.as_mut() else {
+        return;
+    };
+    let Value::SingleQuotedString(text) = &mut v.value else {
+        return;
+    };
+    let mut rewritten = String::with_capacity(text.len() + 4);
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == escape {
+            // The escaped character, now escaped by a backslash.
+            if let Some(next) = chars.next() {
+                rewritten.push('\\');
+                rewritten.push(next);
+            }
+        } else if c == '\\' {
+            // A backslash is an ordinary character here.
+            rewritten.push_str("\\\\");
+        } else {
+            rewritten.push(c);
+        }
+    }
+    *text = rewritten;
+    *escape_char = Some(Value::SingleQuotedString("\\".to_string()).into());
 }
 
 /// DuckDB's `x[:b]` and `x[a:]` as `x[1:b]` and `x[a:-1]`: DataFusion wants both bounds

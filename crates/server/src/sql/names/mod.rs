@@ -252,13 +252,24 @@ impl Printer {
                 any: false,
                 expr,
                 pattern,
-                escape_char: None,
-            } => format!(
-                "({} {} {})",
-                self.expr(expr),
-                if *negated { "!~~*" } else { "~~*" },
-                self.expr(pattern)
-            ),
+                escape_char,
+            } => match escape_char {
+                Some(c) => negate(
+                    *negated,
+                    format!(
+                        "ilike_escape({}, {}, {})",
+                        self.expr(expr),
+                        self.expr(pattern),
+                        value(c).unwrap_or_else(|| c.to_string())
+                    ),
+                ),
+                None => format!(
+                    "({} {} {})",
+                    self.expr(expr),
+                    if *negated { "!~~*" } else { "~~*" },
+                    self.expr(pattern)
+                ),
+            },
             Expr::SimilarTo {
                 negated,
                 expr,
