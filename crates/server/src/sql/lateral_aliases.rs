@@ -107,14 +107,38 @@ fn tables(from: &[TableWithJoins]) -> Option<Vec<&ObjectName>> {
     Some(names)
 }
 
-/// Whether a select uses one of its aliases laterally, cheaply: some item after the
-/// first alias, or the `WHERE` clause, exists at all.
+/// Whether a select may use one of its aliases laterally, cheaply: an unqualified name
+/// in an item after an alias, or in the `WHERE` clause, is that alias (a column of the
+/// same name would be taken first, which only the select's columns tell; this only
+/// spares the selects that cannot, and their `FROM`'s planning, every other look).
 fn may_use_aliases(select: &Select) -> bool {
-    let first = select
-        .projection
-        .iter()
-        .position(|item| matches!(item, SelectItem::ExprWithAlias { .. }));
-    first.is_some_and(|i| i + 1 < select.projection.len() || select.selection.is_some())
+    let mut aliases: HashSet<String> = HashSet::new();
+    let names_one = |e: &Expr, aliases: &HashSet<String>| {
+        !aliases.is_empty()
+            && visit_expressions(e, |e| match e {
+                Expr::Identifier(i) if aliases.contains(&folded(i).to_lowercase()) => {
+                    ControlFlow::Break(())
+                }
+                _ => ControlFlow::Continue(()),
+            })
+            .is_break()
+    };
+    for item in &select.projection {
+        match item {
+            SelectItem::UnnamedExpr(e) if names_one(e, &aliases) => return true,
+            SelectItem::ExprWithAlias { expr, alias } => {
+                if names_one(expr, &aliases) {
+                    return true;
+                }
+                aliases.insert(folded(alias).to_lowercase());
+            }
+            _ => {}
+        }
+    }
+    select
+        .selection
+        .as_ref()
+        .is_some_and(|w| names_one(w, &aliases))
 }
 
 /// A `FROM` clause as text: what its planned columns are kept by.
