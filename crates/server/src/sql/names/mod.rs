@@ -160,6 +160,36 @@ struct Printer {
 }
 
 impl Printer {
+    /// `[NOT] [I]LIKE` as DuckDB prints it: `(s ~~ p)`, `(s !~~* p)`, or with an escape
+    /// character its function `like_escape(s, p, '!')`.
+    fn like(
+        &self,
+        function: &str,
+        operator: &str,
+        negated: bool,
+        expr: &Expr,
+        pattern: &Expr,
+        escape: Option<&datafusion::sql::sqlparser::ast::ValueWithSpan>,
+    ) -> String {
+        match escape {
+            Some(c) => negate(
+                negated,
+                format!(
+                    "{function}({}, {}, {})",
+                    self.expr(expr),
+                    self.expr(pattern),
+                    value(c).unwrap_or_else(|| c.to_string())
+                ),
+            ),
+            None => format!(
+                "({} {}{operator} {})",
+                self.expr(expr),
+                if negated { "!" } else { "" },
+                self.expr(pattern)
+            ),
+        }
+    }
+
     fn expr(&self, e: &Expr) -> String {
         match e {
             Expr::Identifier(ident) => identifier(ident),
@@ -230,46 +260,28 @@ impl Printer {
                 expr,
                 pattern,
                 escape_char,
-            } => match escape_char {
-                Some(c) => negate(
-                    *negated,
-                    format!(
-                        "like_escape({}, {}, {})",
-                        self.expr(expr),
-                        self.expr(pattern),
-                        value(c).unwrap_or_else(|| c.to_string())
-                    ),
-                ),
-                None => format!(
-                    "({} {} {})",
-                    self.expr(expr),
-                    if *negated { "!~~" } else { "~~" },
-                    self.expr(pattern)
-                ),
-            },
+            } => self.like(
+                "like_escape",
+                "~~",
+                *negated,
+                expr,
+                pattern,
+                escape_char.as_ref(),
+            ),
             Expr::ILike {
                 negated,
                 any: false,
                 expr,
                 pattern,
                 escape_char,
-            } => match escape_char {
-                Some(c) => negate(
-                    *negated,
-                    format!(
-                        "ilike_escape({}, {}, {})",
-                        self.expr(expr),
-                        self.expr(pattern),
-                        value(c).unwrap_or_else(|| c.to_string())
-                    ),
-                ),
-                None => format!(
-                    "({} {} {})",
-                    self.expr(expr),
-                    if *negated { "!~~*" } else { "~~*" },
-                    self.expr(pattern)
-                ),
-            },
+            } => self.like(
+                "ilike_escape",
+                "~~*",
+                *negated,
+                expr,
+                pattern,
+                escape_char.as_ref(),
+            ),
             Expr::SimilarTo {
                 negated,
                 expr,
