@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 
 import duckdb
@@ -1126,6 +1127,43 @@ def test_strptime_reads_columns_and_names_the_text_it_cannot_parse(client, schem
     assert client.query(
         f"SELECT try_strptime(s, '%Y-%m-%d') AS t FROM {schema}.raw ORDER BY id"
     ) == (["t"], [["2024-01-05T00:00:00"], [None]])
+
+
+def test_a_date_against_a_timestamp_bound_is_exact_and_prunes(client, schema):
+    """A date plus an interval is a TIMESTAMP, as in DuckDB: it was a DATE, the interval's
+    time dropped, so `day < DATE '2024-01-02' + INTERVAL 1 HOUR` left out 2024-01-02. A
+    DATE column compared with a TIMESTAMP constant reads only the partitions the bound
+    leaves: DataFusion's comparison of the column cast to a TIMESTAMP read them all."""
+    client.query(
+        f"CREATE TABLE {schema}.days (id INTEGER, day DATE) PARTITIONED BY (day)"
+    )
+    client.query(
+        f"INSERT INTO {schema}.days VALUES (1, DATE '2024-01-01'), (2, DATE '2024-01-02'), "
+        "(3, DATE '2024-01-03')"
+    )
+    assert client.query(
+        "SELECT DATE '2024-01-01' + INTERVAL 90 MINUTE AS t, "
+        "typeof(DATE '2024-01-01' - INTERVAL 1 DAY) AS y"
+    ) == (["t", "y"], [["2024-01-01T01:30:00", "TIMESTAMP"]])
+    for where, ids in [
+        ("day >= DATE '2024-01-03' - INTERVAL 1 DAY", [2, 3]),
+        ("day < DATE '2024-01-02' + INTERVAL 1 HOUR", [1, 2]),
+        ("day > TIMESTAMP '2024-01-02 10:00:00'", [3]),
+        ("TIMESTAMP '2024-01-02 00:00:00' >= day", [1, 2]),
+        ("day = DATE '2024-01-02' + INTERVAL 0 DAY", [2]),
+    ]:
+        statement = f"SELECT id FROM {schema}.days WHERE {where}"
+        assert sorted(r[0] for r in client.rows(statement)) == ids, where
+        (scan,) = client.scans(statement)
+        read = sorted(re.findall(r"day=(\d{4}-\d\d-\d\d)/", scan))
+        assert read == [f"2024-01-0{i}" for i in ids], (where, scan)
+    # No day equals an instant that is not a midnight: nothing, whatever is read.
+    assert (
+        client.rows(
+            f"SELECT id FROM {schema}.days WHERE day = TIMESTAMP '2024-01-02 10:00:00'"
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize(

@@ -1726,6 +1726,16 @@ def test_duckdb_select_forms(lake, statement):
             "SELECT s[1], s[0], s[-1], s[2:3], s[-2:-1], s[2:-2], s[:2], s[2:], s[k:v], "
             "[k, v, 3][2:]::VARCHAR, [k, v, 3][:-2]::VARCHAR FROM {t}"
         ),
+        # A date plus or minus an interval is a TIMESTAMP; a DATE compared with one is
+        # compared as the timestamp of its midnight.
+        (
+            "SELECT k, (DATE '2024-01-01' + k * INTERVAL 90 MINUTE)::VARCHAR, "
+            "(DATE '2024-03-31' - INTERVAL 1 MONTH)::VARCHAR, "
+            "(INTERVAL '1 day 02:00:00' + DATE '2024-02-28')::VARCHAR, "
+            "typeof(DATE '2024-01-01' + INTERVAL 1 DAY) FROM {t}"
+        ),
+        "SELECT k FROM {t} WHERE DATE '2024-01-01' + k < DATE '2024-01-03' + INTERVAL 1 HOUR",
+        "SELECT k FROM {t} WHERE DATE '2024-01-01' + k >= TIMESTAMP '2024-01-02 00:00:01'",
         # A clock in an interval literal.
         (
             "SELECT (TIMESTAMP '2024-01-01 00:00:00' + INTERVAL '1 day 04:05:06.789')::VARCHAR, "

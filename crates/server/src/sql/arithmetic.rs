@@ -38,6 +38,12 @@
 //! results are DOUBLEs by then), puts [`ROUND_TO_INTEGER`] under every `CAST`/`TRY_CAST`
 //! of such a number to an integer type; the write paths round the values they cast into
 //! an integer column with [`round_to_integer`] (`sql/mod.rs::assign_types`).
+//!
+//! **A DATE plus or minus an INTERVAL is a TIMESTAMP** (DuckDB), where DataFusion keeps a
+//! DATE and drops the interval's time (`DATE '2024-01-01' + INTERVAL 90 MINUTE` was
+//! `2024-01-01`). The same rule, first, casts the date to a TIMESTAMP ([`date_interval`]);
+//! a comparison of a DATE column with such a bound is compared as dates again by
+//! `sql/date_bounds.rs`, so it still prunes.
 
 use std::sync::Arc;
 
@@ -86,12 +92,51 @@ impl AnalyzerRule for DuckdbArithmetic {
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
         super::analyzer::rewrite_expressions(plan, |e, schema| {
-            e.transform_up(|e| truth_test(e, schema))?
+            e.transform_up(|e| date_interval(e, schema))?
+                .transform_parent(|e| e.transform_up(|e| truth_test(e, schema)))?
                 .transform_parent(|e| e.transform_up(|e| literal_type(e, schema)))?
                 .transform_parent(|e| e.transform_down(|e| divide(e, schema)))?
                 .transform_parent(|e| e.transform_up(|e| round_cast(e, schema)))
         })
     }
+}
+
+/// `date ± interval` and `interval + date`: the date cast to a TIMESTAMP (microseconds,
+/// DuckDB's), so the interval's time is kept.
+fn date_interval(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
+        return Ok(Transformed::no(e));
+    };
+    let date = |t: &DataType| matches!(t, DataType::Date32 | DataType::Date64);
+    let interval = |t: &DataType| matches!(t, DataType::Interval(_));
+    let timestamp = |x: Box<Expr>| {
+        Box::new(cast(
+            *x,
+            DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
+        ))
+    };
+    if matches!(op, Operator::Plus | Operator::Minus) {
+        let (l, r) = (left.get_type(schema)?, right.get_type(schema)?);
+        if date(&l) && interval(&r) {
+            return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
+                left: timestamp(left),
+                op,
+                right,
+            })));
+        }
+        if op == Operator::Plus && interval(&l) && date(&r) {
+            return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
+                left,
+                op,
+                right: timestamp(right),
+            })));
+        }
+    }
+    Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr {
+        left,
+        op,
+        right,
+    })))
 }
 
 /// `x IS [NOT] TRUE`, `IS [NOT] FALSE`, `IS [NOT] UNKNOWN` of a number: of `x` cast to

@@ -11,6 +11,7 @@ mod arithmetic;
 mod cast_names;
 mod catalog_view;
 mod column_case;
+mod date_bounds;
 mod ddl;
 mod dialect;
 mod dml;
@@ -351,6 +352,7 @@ impl SqlSession {
             .with_expr_planners(vec![Arc::new(strings::DuckdbStrings)])
             .with_default_features()
             .with_analyzer_rules(analyzer_rules())
+            .with_optimizer_rule(Arc::new(date_bounds::DateBounds))
             .with_type_planner(Arc::new(type_planner::DuckdbTypes))
             .with_physical_optimizer_rules(physical::rules(Arc::clone(&stores) as _))
             .build();
