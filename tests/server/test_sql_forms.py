@@ -1166,6 +1166,50 @@ def test_a_date_against_a_timestamp_bound_is_exact_and_prunes(client, schema):
     )
 
 
+def test_timestamp_text_without_seconds_is_read_as_duckdb_reads_it(client, schema):
+    """`'2024-01-01 10:00'` and a one-digit hour are TIMESTAMPs to DuckDB; Arrow's parser
+    refused them ('error parsing time') in a literal, a cast of a column, a comparison,
+    and the values an INSERT, UPDATE or MERGE writes."""
+    t = f"{schema}.times"
+    client.query(f"CREATE TABLE {t} (id INTEGER, ts TIMESTAMP, tz TIMESTAMPTZ)")
+    client.query(
+        f"INSERT INTO {t} VALUES (1, '2024-01-01 10:00', '2024-01-01 10:00+02')"
+    )
+    client.query(
+        f"INSERT INTO {t} SELECT 2, s, s FROM (VALUES ('2024-01-02 1:02:03')) AS v(s)"
+    )
+    client.query(f"UPDATE {t} SET ts = '2024-01-03 10:30' WHERE id = 2")
+    client.query(
+        f"MERGE INTO {t} USING (SELECT 3 AS id, '2024-01-05 10:00' AS s) AS src "
+        f"ON {t}.id = src.id WHEN NOT MATCHED THEN INSERT VALUES (src.id, src.s, src.s)"
+    )
+    assert client.query(f"SELECT * FROM {t} ORDER BY id") == (
+        ["id", "ts", "tz"],
+        [
+            [1, "2024-01-01T10:00:00", "2024-01-01T08:00:00+00:00"],
+            [2, "2024-01-03T10:30:00", "2024-01-02T01:02:03+00:00"],
+            [3, "2024-01-05T10:00:00", "2024-01-05T10:00:00+00:00"],
+        ],
+    )
+    assert client.query(
+        f"SELECT id, TIMESTAMP '2024-01-31 10:00' + INTERVAL 1 MONTH AS m, "
+        f"CAST(s AS TIMESTAMP) FROM {t}, (VALUES ('2024-01-01T09:15Z')) AS v(s) "
+        "WHERE ts > '2024-01-01 10:00' ORDER BY id"
+    ) == (
+        ["id", "m", "CAST(s AS TIMESTAMP)"],
+        [[2, "2024-02-29T10:00:00", "2024-01-01T09:15:00"]]
+        + [[3, "2024-02-29T10:00:00", "2024-01-01T09:15:00"]],
+    )
+    # Text that is no timestamp still fails with Arrow's message, and writes nothing.
+    with pytest.raises(SqlError) as refused:
+        client.query(f"INSERT INTO {t} VALUES (4, '2024-01-01 10', NULL)")
+    assert refused.value.message == (
+        "Conversion Error: Parser error: Error parsing timestamp from '2024-01-01 10': "
+        "error parsing time"
+    )
+    assert client.count(f"SELECT count(*) FROM {t}") == 3
+
+
 @pytest.mark.parametrize(
     ("statement", "clause"),
     [

@@ -1736,6 +1736,12 @@ def test_duckdb_select_forms(lake, statement):
         ),
         "SELECT k FROM {t} WHERE DATE '2024-01-01' + k < DATE '2024-01-03' + INTERVAL 1 HOUR",
         "SELECT k FROM {t} WHERE DATE '2024-01-01' + k >= TIMESTAMP '2024-01-02 00:00:01'",
+        # Text without seconds, or with a one-digit hour, read as a TIMESTAMP.
+        (
+            "SELECT k, CAST('2024-01-01 10:00' AS TIMESTAMP)::VARCHAR, "
+            "(TIMESTAMP '2024-01-01 1:02:03' + k * INTERVAL 1 MINUTE)::VARCHAR, "
+            "TIMESTAMP '2024-01-01 10:00' + INTERVAL 1 HOUR > '2024-01-01 10:59' FROM {t}"
+        ),
         # A clock in an interval literal.
         (
             "SELECT (TIMESTAMP '2024-01-01 00:00:00' + INTERVAL '1 day 04:05:06.789')::VARCHAR, "

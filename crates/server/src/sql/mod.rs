@@ -50,6 +50,7 @@ mod temporal;
 pub mod text_casts;
 pub mod time_travel;
 mod time_zones;
+mod timestamp_text;
 mod type_dispatch;
 mod type_planner;
 mod udf;
@@ -885,14 +886,16 @@ pub(crate) fn assigned_rows(
 }
 
 /// DataFusion's analyzer rules and ours: DuckDB's arithmetic before type coercion (it
-/// needs the types as written); checked integer arithmetic and DuckDB's text of
-/// timestamps after it (they need the types and casts coercion settles).
+/// needs the types as written); checked integer arithmetic, DuckDB's text of
+/// timestamps and the text it reads as timestamps after it (they need the types and
+/// casts coercion settles).
 fn analyzer_rules() -> Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> {
     let mut rules = datafusion::optimizer::Analyzer::new().rules;
     rules.insert(0, Arc::new(arithmetic::DuckdbArithmetic));
     rules.insert(1, Arc::new(set_operations::MultisetOperations));
     rules.push(Arc::new(arithmetic::CheckedIntegers));
     rules.push(Arc::new(text_casts::DuckdbText));
+    rules.push(Arc::new(timestamp_text::TimestampText));
     rules
 }
 
@@ -923,6 +926,16 @@ pub(crate) fn assign_types(
             // As a cast to an integer does (DuckDB): rounded, not truncated.
             Some(to) if to.data_type().is_integer() && arithmetic::rounds(field.data_type()) => {
                 Some(arithmetic::round_to_integer(column)?)
+            }
+            // Text DuckDB reads as a timestamp that Arrow's parser wants completed.
+            Some(to)
+                if matches!(to.data_type(), DataType::Timestamp(..))
+                    && matches!(
+                        field.data_type(),
+                        DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8
+                    ) =>
+            {
+                Some(timestamp_text::complete_array(column)?)
             }
             Some(to) if to.data_type() != field.data_type() => Some(Arc::clone(column)),
             _ => None,
