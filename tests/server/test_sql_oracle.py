@@ -1469,6 +1469,25 @@ SEMANTICS_TABLES = {
             "WITH RECURSIVE r(n, depth) AS (SELECT min(v), 0 FROM {t} "
             "UNION ALL SELECT n + 2, depth + 1 FROM r WHERE n < 6) SELECT n, depth FROM r"
         ),
+        # ANY/ALL of a subquery over the relation the outer query reads: each row compared
+        # with the subquery's values (it was compared with itself, so every row passed or
+        # none did); in a select list too.
+        "SELECT k, v FROM {t} WHERE v > ALL (SELECT v FROM {t} WHERE k = 2)",
+        "SELECT k, v FROM {t} WHERE v = ANY (SELECT v FROM {t} WHERE k = 1)",
+        "SELECT k, v FROM {t} WHERE v >= SOME (SELECT v FROM {t} WHERE s > 'c')",
+        "SELECT k, v FROM {t} WHERE v <> ALL (SELECT v FROM {t} WHERE k = 1 AND v IS NOT NULL)",
+        "SELECT k, v FROM {t} WHERE v < ANY (SELECT k FROM {t} UNION SELECT 0)",
+        (
+            "SELECT k, v, v = ANY (SELECT k FROM {t}) AS a, v <> ALL (SELECT k FROM {t}) AS b "
+            "FROM {t}"
+        ),
+        # A window that refines a named one keeps its partitioning (it was dropped).
+        (
+            "SELECT k, v, sum(v) OVER (w ROWS UNBOUNDED PRECEDING) AS run, "
+            "count(*) OVER (w2 ORDER BY s) AS n, max(v) OVER w3 AS m FROM {t} "
+            "WINDOW w AS (PARTITION BY k ORDER BY v, s), w2 AS (PARTITION BY k), "
+            "w3 AS (w2 ORDER BY s ROWS 1 PRECEDING)"
+        ),
     ],
 )
 def test_duckdb_semantics(lake, statement):
@@ -1741,6 +1760,23 @@ def test_duckdb_select_forms(lake, statement):
             "SELECT k, CAST('2024-01-01 10:00' AS TIMESTAMP)::VARCHAR, "
             "(TIMESTAMP '2024-01-01 1:02:03' + k * INTERVAL 1 MINUTE)::VARCHAR, "
             "TIMESTAMP '2024-01-01 10:00' + INTERVAL 1 HOUR > '2024-01-01 10:59' FROM {t}"
+        ),
+        # DuckDB's regular expressions DataFusion lacks, its other names and digests.
+        "SELECT k, v, mod(v, 3), mod(k, -2), to_hex(k) FROM {t}",
+        (
+            "SELECT s, regexp_full_match(s, '[a-e]+'), regexp_extract_all(s, '[a-c]')::VARCHAR, "
+            "regexp_extract_all(s, '([a-z])([a-z])', 2)::VARCHAR, "
+            "string_split_regex(s, 'b')::VARCHAR, regexp_split_to_array(s, '[bc]')::VARCHAR, "
+            "regexp_extract(s, 'b(.)', 1) FROM {t}"
+        ),
+        (
+            "SELECT s, lcase(s), ucase(s), prefix(s, 'e'), suffix(s, 'a'), unicode(s), "
+            "ord(s), sha1(s), decode(encode(s)) FROM {t}"
+        ),
+        "SELECT k, yearweek(DATE '2024-12-28' + k), list_min([k, v]) FROM {t}",
+        (
+            "SELECT k, quantile_cont(v, [0.25, 0.75])::VARCHAR, quantile_disc(v, [0.5, 1.0])::VARCHAR "
+            "FROM {t} GROUP BY k"
         ),
         # A clock in an interval literal.
         (

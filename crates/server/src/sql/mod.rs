@@ -32,6 +32,7 @@ mod physical;
 mod pivot;
 pub mod plain;
 mod power;
+mod regexps;
 mod relations;
 mod resolve;
 mod rewrite;
@@ -360,7 +361,9 @@ impl SqlSession {
         let ctx = SessionContext::new_with_state(state);
         ctx.register_udf(udf::from_base64_udf());
         ctx.register_udf(udf::typeof_udf());
-        ctx.register_udf(udf::sha256_udf());
+        for f in udf::digest_udfs() {
+            ctx.register_udf(f);
+        }
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
             udf::now::NowMicros::new(),
         ));
@@ -391,6 +394,7 @@ impl SqlSession {
         ));
         udf::capped::register(&ctx);
         strings::register(&ctx);
+        regexps::register(&ctx);
         for f in json::udfs() {
             ctx.register_udf(f);
         }

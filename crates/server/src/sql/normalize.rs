@@ -15,10 +15,13 @@
 //! - DuckDB function names DataFusion spells otherwise (`strftime`, `regexp_matches`,
 //!   `approx_count_distinct`, `dayofweek`, `dayofyear`, `epoch`, `year`, `month`, …):
 //!   what ibis sends; `list_value`, `gen_random_uuid`, `strlen`, `isodow`, `isoyear`,
-//!   `weekday`, `fsum`, `favg`, `struct_extract`; `string_agg(x)` separated by `,`.
+//!   `weekday`, `fsum`, `favg`, `struct_extract`, `lcase`, `ucase`, `prefix`, `suffix`,
+//!   `unicode`, `ord`, `list_min`; `string_agg(x)` separated by `,`.
 //! - DuckDB functions that compose others: `last_day`, `dayname`, `monthname`,
 //!   `time_bucket`, `pg_typeof`, `sign`, `date_add`, `isinf`, `list_reverse_sort`, `xor`,
-//!   `century`, `decade`, `to_days` and the other `to_*` intervals ([`COMPOSITES`]); `len` and `epoch_ms` depend on their argument's type
+//!   `century`, `decade`, `to_days` and the other `to_*` intervals, `mod`,
+//!   `regexp_full_match`, `yearweek`, `encode`/`decode` of one argument, `to_hex` in
+//!   capitals ([`COMPOSITES`]); `len` and `epoch_ms` depend on their argument's type
 //!   (`sql/type_dispatch.rs`).
 //! - `a ^ b`: DuckDB's power (`sql/power.rs`); `x[:b]`, `x[a:]` with their bound;
 //!   `LIKE … ESCAPE '!'` of a literal pattern escaped with a backslash instead.
@@ -34,7 +37,7 @@
 //!   `ORDER BY ALL` orders by every output column.
 //! - DuckDB's JSON functions and `->`/`->>` (`sql/json.rs`).
 //! - DuckDB's `arg_max`/`arg_min` (`max_by`/`min_by`) as `first_value` ordered and
-//!   filtered.
+//!   filtered; `quantile_cont(x, [q1, q2])` as a list of one aggregate per quantile.
 //! - dbt-duckdb's cross-database macros: `n * INTERVAL '…'` (`sql/temporal.rs`),
 //!   `list_aggr(l, 'string_agg', sep)`, `string_split`, `arbitrary`; `count_if`.
 
@@ -60,6 +63,7 @@ pub(super) fn statement(statement: &mut Statement) {
     let _ = statement.visit(&mut Subqueries);
     let _ = statement.visit(&mut SeriesColumns);
     let _ = statement.visit(&mut OrderByAll);
+    let _ = statement.visit(&mut NamedWindows);
     let _ = statement.visit(&mut DistinctOrderBy);
     super::cast_names::name_casts(statement);
 }
@@ -78,12 +82,221 @@ fn expression(e: &mut Expr) {
     count_if(e);
     string_agg_separator(e);
     arg_max(e);
+    quantile_list(e);
     at_time_zone(e);
     super::json::rewrite(e);
     distinct_from_precedence(e);
+    set_comparison(e);
     duckdb_function(e);
     duckdb_composite(e);
     count_distinct_row(e);
+}
+
+/// DuckDB's `quantile_cont(x, [q1, q2, …])` (also `quantile_disc`, `quantile`): the
+/// list of those quantiles, as a list of one aggregate per quantile (DataFusion's take
+/// one quantile), NULL over no values. Each keeps the call's `FILTER`, `OVER` and
+/// ordering.
+fn quantile_list(e: &mut Expr) {
+    let Expr::Function(f) = e else {
+        return;
+    };
+    if !["quantile_cont", "quantile_disc", "quantile"]
+        .iter()
+        .any(|n| plain_name(&f.name, n))
+    {
+        return;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return;
+    };
+    let [
+        _,
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Array(quantiles))),
+    ] = list.args.as_slice()
+    else {
+        return;
+    };
+    if quantiles.elem.is_empty() {
+        return;
+    }
+    let calls = quantiles
+        .elem
+        .iter()
+        .map(|q| {
+            let mut one = f.clone();
+            if let FunctionArguments::List(list) = &mut one.args {
+                list.args[1] = FunctionArg::Unnamed(FunctionArgExpr::Expr(q.clone()));
+            }
+            Expr::Function(one)
+        })
+        .collect();
+    // Over no values the list is NULL, not a list of NULLs.
+    let mut count = f.clone();
+    count.name = ObjectName::from(vec![Ident::new("count")]);
+    if let FunctionArguments::List(list) = &mut count.args {
+        list.args.truncate(1);
+    }
+    let Some(mut listed) = parse_expr("CASE WHEN __a0 = 0 THEN NULL ELSE __a1 END") else {
+        return;
+    };
+    let parts = [Expr::Function(count), function_call("make_array", calls)];
+    let _ = replace_names(&mut listed, |ident| {
+        let part = match ident.value.as_str() {
+            "__a0" => Some(parts[0].clone()),
+            "__a1" => Some(parts[1].clone()),
+            _ => None,
+        };
+        ControlFlow::Continue(part)
+    });
+    *e = listed;
+}
+
+/// `x = ANY (q)` and `x <> ALL (q)` of a subquery as `x IN (q)` and `x NOT IN (q)`, the
+/// same three-valued answers, planned wherever `IN` is (a select list too). Any other
+/// comparison with `ANY`/`ALL` of a subquery names the subquery's column
+/// `__deltalite_set`: DataFusion's rewrite correlates that column with `x` by name, and
+/// when both read a relation of one name (`FROM t WHERE x > ALL (SELECT x FROM t …)`)
+/// it compared `t.x` with itself, so every row passed or none did.
+fn set_comparison(e: &mut Expr) {
+    let (left, compare_op, right, all) = match e {
+        Expr::AnyOp {
+            left,
+            compare_op,
+            right,
+            ..
+        } => (left, compare_op, right, false),
+        Expr::AllOp {
+            left,
+            compare_op,
+            right,
+        } => (left, compare_op, right, true),
+        _ => return,
+    };
+    let Expr::Subquery(query) = right.as_mut() else {
+        return;
+    };
+    match (&*compare_op, all) {
+        (BinaryOperator::Eq, false) | (BinaryOperator::NotEq, true) => {
+            *e = Expr::InSubquery {
+                expr: left.clone(),
+                subquery: query.clone(),
+                negated: all,
+            };
+        }
+        _ => name_set_column(query.body.as_mut()),
+    }
+}
+
+/// The one column of a set comparison's subquery named `__deltalite_set` (its leftmost
+/// select's: a set operation takes its names from there).
+fn name_set_column(body: &mut SetExpr) {
+    match body {
+        SetExpr::Select(select) => {
+            if let [item] = select.projection.as_mut_slice() {
+                let expr = match item {
+                    SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } => {
+                        expr.clone()
+                    }
+                    _ => return,
+                };
+                *item = SelectItem::ExprWithAlias {
+                    expr,
+                    alias: Ident::new("__deltalite_set"),
+                };
+            }
+        }
+        SetExpr::SetOperation { left, .. } => name_set_column(left),
+        SetExpr::Query(query) => name_set_column(query.body.as_mut()),
+        _ => {}
+    }
+}
+
+/// A window that refines a named one (`OVER (w ROWS UNBOUNDED PRECEDING)`, `WINDOW w2 AS
+/// (w ORDER BY x)`) written out whole: the named window's partitioning, its ordering
+/// unless the refinement orders, and the refinement's frame (else the named one's).
+/// DataFusion plans `OVER w` but ignored the name inside parentheses, so such a window
+/// lost the named window's `PARTITION BY` (a running sum ran over every partition).
+struct NamedWindows;
+
+impl VisitorMut for NamedWindows {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        named_windows(query.body.as_mut());
+        ControlFlow::Continue(())
+    }
+}
+
+fn named_windows(body: &mut SetExpr) {
+    use datafusion::sql::sqlparser::ast::{NamedWindowExpr, WindowSpec, WindowType};
+    let select = match body {
+        SetExpr::Select(select) => select,
+        SetExpr::SetOperation { left, right, .. } => {
+            named_windows(left);
+            named_windows(right);
+            return;
+        }
+        _ => return,
+    };
+    if select.named_window.is_empty() {
+        return;
+    }
+    // Each definition written out from those before it, in order.
+    let mut defined: Vec<(Ident, WindowSpec)> = Vec::new();
+    let whole = |spec: &WindowSpec, defined: &[(Ident, WindowSpec)]| -> WindowSpec {
+        let base = spec
+            .window_name
+            .as_ref()
+            .and_then(|n| defined.iter().find(|(d, _)| d.value == n.value))
+            .map(|(_, base)| base);
+        match base {
+            Some(base) => WindowSpec {
+                window_name: None,
+                partition_by: base.partition_by.clone(),
+                order_by: if spec.order_by.is_empty() {
+                    base.order_by.clone()
+                } else {
+                    spec.order_by.clone()
+                },
+                window_frame: spec
+                    .window_frame
+                    .clone()
+                    .or_else(|| base.window_frame.clone()),
+            },
+            None => spec.clone(),
+        }
+    };
+    for definition in select.named_window.iter_mut() {
+        let spec = match &definition.1 {
+            NamedWindowExpr::WindowSpec(spec) => whole(spec, &defined),
+            NamedWindowExpr::NamedWindow(name) => whole(
+                &WindowSpec {
+                    window_name: Some(name.clone()),
+                    partition_by: Vec::new(),
+                    order_by: Vec::new(),
+                    window_frame: None,
+                },
+                &defined,
+            ),
+        };
+        definition.1 = NamedWindowExpr::WindowSpec(spec.clone());
+        defined.push((definition.0.clone(), spec));
+    }
+    let mut refine = |e: &mut Expr| {
+        if let Expr::Function(f) = e
+            && let Some(WindowType::WindowSpec(spec)) = &f.over
+            && spec.window_name.is_some()
+        {
+            f.over = Some(WindowType::WindowSpec(whole(spec, &defined)));
+        }
+        ControlFlow::<()>::Continue(())
+    };
+    for item in select.projection.iter_mut() {
+        let _ = visit_expressions_mut(item, &mut refine);
+    }
+    if let Some(qualify) = select.qualify.as_mut() {
+        let _ = visit_expressions_mut(qualify, &mut refine);
+    }
 }
 
 /// DuckDB's `ORDER BY ALL [ASC|DESC] [NULLS …]`: by every output column, left to right.
@@ -592,6 +805,13 @@ fn duckdb_function(e: &mut Expr) {
         "favg" => ("avg", None),
         "struct_extract" => ("get_field", None),
         "strlen" => ("octet_length", None),
+        "lcase" => ("lower", None),
+        "ucase" => ("upper", None),
+        "prefix" => ("starts_with", None),
+        "suffix" => ("ends_with", None),
+        // DataFusion's `ascii` is the first character's code point, as DuckDB's `unicode`.
+        "unicode" | "ord" => ("ascii", None),
+        "list_min" => ("array_min", None),
         _ => return,
     };
     if renamed == "to_char"
@@ -651,6 +871,22 @@ const COMPOSITES: &[(&str, &str, usize)] = &[
         "array_sort(__a0, 'DESC', 'NULLS LAST')",
         1,
     ),
+    ("mod", "(__a0 % __a1)", 2),
+    (
+        "regexp_full_match",
+        "regexp_like(__a0, concat('^(?:', __a1, ')$'))",
+        2,
+    ),
+    (
+        "yearweek",
+        "CAST(date_part('isoyear', __a0) * 100 + date_part('week', __a0) AS BIGINT)",
+        1,
+    ),
+    // DuckDB's one-argument forms: text as its UTF-8 bytes and back.
+    ("encode", "CAST(__a0 AS BLOB)", 1),
+    ("decode", "CAST(__a0 AS VARCHAR)", 1),
+    // DuckDB writes hex digits in capitals.
+    ("to_hex", "upper(to_hex(__a0))", 1),
     // Parsed as an exclusive or, and not revisited by `sql/power.rs`.
     ("xor", "(__a0 ^ __a1)", 2),
     (

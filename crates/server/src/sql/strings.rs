@@ -12,24 +12,19 @@
 //!   (1 the first, -1 the last, both ends included), as DuckDB has them; DataFusion
 //!   subscripts only lists ("array_element does not support type Utf8"). Planned by
 //!   [`DuckdbStrings`] when the subscripted value is text.
-//! - `regexp_extract(s, pattern[, group])`: the first match's group (0, the whole match,
-//!   by default), `''` when nothing matches or the group is NULL or missing; DataFusion
-//!   has no such function. Patterns are Rust's `regex` (as DataFusion's other regexp
-//!   functions), whose `\w`, `\d` and `\s` are Unicode classes where DuckDB's RE2 has
-//!   ASCII ones.
+//!
+//! DuckDB's regular expression functions DataFusion lacks are in `sql/regexps.rs`.
 
 use std::sync::{Arc, LazyLock};
 
 use arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringBuilder};
 use arrow::compute::cast;
 use arrow::datatypes::DataType;
-use arrow::datatypes::Int64Type;
-use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue, exec_err};
+use datafusion::common::{DFSchema, Result, ScalarValue, exec_err};
 use datafusion::logical_expr::expr::{GetFieldAccess, ScalarFunction};
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawFieldAccessExpr};
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ExprSchemable, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
-    TypeSignature, Volatility,
+    ColumnarValue, Expr, ExprSchemable, ScalarFunctionArgs, ScalarUDF, Volatility,
 };
 use datafusion::prelude::SessionContext;
 
@@ -145,85 +140,10 @@ fn slice(s: &str, from: i64, to: i64) -> &str {
     substring(s, from, to - from + 1)
 }
 
-/// DuckDB's `regexp_extract`.
-fn regexp_extract_udf() -> ScalarUDF {
-    ScalarUDF::new_from_impl(RegexpExtract {
-        signature: Signature::one_of(
-            vec![TypeSignature::Any(2), TypeSignature::Any(3)],
-            Volatility::Immutable,
-        ),
-    })
-}
-
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct RegexpExtract {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for RegexpExtract {
-    fn name(&self) -> &str {
-        "regexp_extract"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        elementwise(&args.args, extracted)
-    }
-}
-
-/// Each row's `regexp_extract(s, pattern[, group])`.
-fn extracted(arrays: &[ArrayRef]) -> Result<ArrayRef> {
-    let text = |a: &ArrayRef| -> Result<ArrayRef> { Ok(cast(a, &DataType::Utf8)?) };
-    let (strings, patterns) = match arrays {
-        [s, p] | [s, p, _] => (text(s)?, text(p)?),
-        _ => return exec_err!("regexp_extract takes a string, a pattern and a group"),
-    };
-    let (strings, patterns) = (strings.as_string::<i32>(), patterns.as_string::<i32>());
-    let groups = match arrays.get(2) {
-        Some(g) => Some(cast(g, &DataType::Int64)?),
-        None => None,
-    };
-    let groups = groups.as_ref().map(|g| g.as_primitive::<Int64Type>());
-    let mut compiled: Option<(String, regex::Regex)> = None;
-    let mut out = StringBuilder::with_capacity(strings.len(), 0);
-    for i in 0..strings.len() {
-        if strings.is_null(i) || patterns.is_null(i) {
-            out.append_null();
-            continue;
-        }
-        let pattern = patterns.value(i);
-        let regex = match &compiled {
-            Some((p, r)) if p == pattern => r,
-            _ => {
-                let r = regex::Regex::new(pattern)
-                    .map_err(|e| DataFusionError::Execution(format!("regexp_extract: {e}")))?;
-                &compiled.insert((pattern.to_string(), r)).1
-            }
-        };
-        // As DuckDB: a NULL group, or one the pattern does not have, extracts ''.
-        let group = match groups {
-            Some(g) if g.is_null(i) => None,
-            Some(g) => usize::try_from(g.value(i)).ok(),
-            None => Some(0),
-        };
-        let found = group
-            .filter(|g| *g < regex.captures_len())
-            .and_then(|g| regex.captures(strings.value(i))?.get(g))
-            .map_or("", |m| m.as_str());
-        out.append_value(found);
-    }
-    Ok(Arc::new(out.finish()))
-}
-
 /// Replace the session's `substr`/`substring` functions (a quoted `"substring"(…)` is a
-/// call by name) with DuckDB's, and add `regexp_extract`.
+/// call by name) with DuckDB's.
 pub(super) fn register(ctx: &SessionContext) {
     ctx.register_udf(substring_udf().as_ref().clone());
-    ctx.register_udf(regexp_extract_udf());
 }
 
 /// DuckDB's positions, on DataFusion's `substr` (its name, aliases, signature and so

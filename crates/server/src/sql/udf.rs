@@ -1,5 +1,5 @@
 //! Functions the SQL sessions add or replace: capped size-taking functions, `from_base64`,
-//! DuckDB's `sha256`; and the parts the other modules' functions are built of
+//! DuckDB's `sha256` and `sha1`; and the parts the other modules' functions are built of
 //! ([`elementwise`], [`marker`], [`Replacing`]).
 
 use std::fmt::Debug;
@@ -323,12 +323,19 @@ pub(super) fn from_base64_udf() -> datafusion::logical_expr::ScalarUDF {
     )
 }
 
-/// DuckDB's `sha256(text or blob) -> VARCHAR`: the digest as lowercase hex (DataFusion's
-/// answers the 32 bytes as a BLOB, so keys built with it differed from DuckDB's).
-pub(super) fn sha256_udf() -> datafusion::logical_expr::ScalarUDF {
+/// DuckDB's `sha256(text or blob) -> VARCHAR` and `sha1`: the digest as lowercase hex
+/// (DataFusion's `sha256` answers the 32 bytes as a BLOB, so keys built with it differed
+/// from DuckDB's; it has no `sha1`).
+pub(super) fn digest_udfs() -> [datafusion::logical_expr::ScalarUDF; 2] {
+    [
+        digest_udf::<sha2::Sha256>("sha256"),
+        digest_udf::<sha1::Sha1>("sha1"),
+    ]
+}
+
+fn digest_udf<D: sha2::Digest>(name: &'static str) -> datafusion::logical_expr::ScalarUDF {
     use datafusion::logical_expr::{Signature, expr_fn::SimpleScalarUDF};
-    use sha2::Digest;
-    let one = |bytes: &[u8]| hex::encode(sha2::Sha256::digest(bytes));
+    let one = |bytes: &[u8]| hex::encode(D::digest(bytes));
     let takes = vec![
         DataType::Utf8,
         DataType::LargeUtf8,
@@ -338,22 +345,22 @@ pub(super) fn sha256_udf() -> datafusion::logical_expr::ScalarUDF {
         DataType::BinaryView,
     ];
     SimpleScalarUDF::new_with_signature(
-        "sha256",
+        name,
         Signature::uniform(1, takes, Volatility::Immutable),
         DataType::Utf8,
         Arc::new(move |args: &[ColumnarValue]| {
             let arrays = ColumnarValue::values_to_arrays(args)?;
             let [input] = arrays.as_slice() else {
-                return Err(datafusion::error::DataFusionError::Execution(
-                    "sha256 takes one argument".into(),
-                ));
+                return Err(datafusion::error::DataFusionError::Execution(format!(
+                    "{name} takes one argument"
+                )));
             };
             let input = arrow::compute::cast(input, &DataType::Binary)?;
             let bytes = input
                 .as_any()
                 .downcast_ref::<BinaryArray>()
                 .ok_or_else(|| {
-                    datafusion::error::DataFusionError::Execution("sha256 expects bytes".into())
+                    datafusion::error::DataFusionError::Execution(format!("{name} expects bytes"))
                 })?;
             let out: StringArray = bytes.iter().map(|v| v.map(one)).collect();
             Ok(ColumnarValue::Array(Arc::new(out)))
