@@ -1740,6 +1740,12 @@ def test_duckdb_select_forms(lake, statement):
             "s ILIKE 'E%' ESCAPE '#', s NOT LIKE 'a!%' ESCAPE '!' FROM {t}"
         ),
         "SELECT k, count(*) FILTER (v > 0), sum(v) FILTER (s IS NOT NULL) FROM {t} GROUP BY k",
+        # Without ESCAPE a backslash is an ordinary character of a pattern, a written one
+        # or a column's (it escaped the next one: `'a\b' LIKE 'a\b'` was false).
+        (
+            "SELECT s, s || '_\\' LIKE '%\\_\\' AS x, 'a\\' || s LIKE 'a\\%' AS y, "
+            "s || '\\' ILIKE replace(s, 'a', '_') || '\\' AS z FROM {t}"
+        ),
         # Subscripts and slices of text; slices without a bound.
         (
             "SELECT s[1], s[0], s[-1], s[2:3], s[-2:-1], s[2:-2], s[:2], s[2:], s[k:v], "

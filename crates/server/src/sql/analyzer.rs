@@ -15,13 +15,7 @@ pub(super) fn rewrite_expressions(
     rewrite: impl Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
 ) -> Result<LogicalPlan> {
     plan.transform_up_with_subqueries(|node| {
-        let mut schema = merge_schema(&node.inputs());
-        if let LogicalPlan::TableScan(scan) = &node {
-            schema.merge(&DFSchema::try_from_qualified_schema(
-                scan.table_name.clone(),
-                &scan.source.schema(),
-            )?);
-        }
+        let schema = columns_read(&node)?;
         // A rewritten select item keeps the name it was written with.
         let names = NamePreserver::new(&node);
         node.map_expressions(|e| {
@@ -30,4 +24,17 @@ pub(super) fn rewrite_expressions(
         })
     })
     .map(|t| t.data)
+}
+
+/// The columns a node's expressions read: its inputs', a scan's table's (its filters').
+/// Also the optimizer rule's (`sql/date_bounds.rs`).
+pub(super) fn columns_read(node: &LogicalPlan) -> Result<DFSchema> {
+    let mut schema = merge_schema(&node.inputs());
+    if let LogicalPlan::TableScan(scan) = node {
+        schema.merge(&DFSchema::try_from_qualified_schema(
+            scan.table_name.clone(),
+            &scan.source.schema(),
+        )?);
+    }
+    Ok(schema)
 }

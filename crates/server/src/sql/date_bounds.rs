@@ -21,7 +21,6 @@ use arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, Result, ScalarValue};
 use datafusion::logical_expr::expr::{BinaryExpr, Cast};
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, Operator, lit};
 use datafusion::optimizer::optimizer::ApplyOrder;
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
@@ -48,14 +47,7 @@ impl OptimizerRule for DateBounds {
         plan: LogicalPlan,
         _config: &dyn OptimizerConfig,
     ) -> Result<Transformed<LogicalPlan>> {
-        // The columns a node's expressions read: its inputs', a scan's table's.
-        let mut schema = merge_schema(&plan.inputs());
-        if let LogicalPlan::TableScan(scan) = &plan {
-            schema.merge(&DFSchema::try_from_qualified_schema(
-                scan.table_name.clone(),
-                &scan.source.schema(),
-            )?);
-        }
+        let schema = super::analyzer::columns_read(&plan)?;
         plan.map_expressions(|e| e.transform_up(|e| Ok(bound(e, &schema))))
     }
 }

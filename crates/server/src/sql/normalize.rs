@@ -24,7 +24,8 @@
 //!   capitals ([`COMPOSITES`]); `len` and `epoch_ms` depend on their argument's type
 //!   (`sql/type_dispatch.rs`).
 //! - `a ^ b`: DuckDB's power (`sql/power.rs`); `x[:b]`, `x[a:]` with their bound;
-//!   `LIKE … ESCAPE '!'` of a literal pattern escaped with a backslash instead.
+//!   `LIKE … ESCAPE '!'` of a literal pattern escaped with a backslash instead; without
+//!   `ESCAPE`, a backslash in a pattern an ordinary character, as in DuckDB.
 //! - `x [NOT] IN (subquery)` and row values `(a, b) IN (subquery)` where their value is
 //!   used, not only their truth (select lists, `UPDATE … SET s = CASE WHEN k IN (…)`,
 //!   `(k NOT IN (…)) IS NULL` in a filter): the same, as scalar counts with the `IN`'s
@@ -479,9 +480,12 @@ fn exponent_literal(e: &mut Expr) {
     };
 }
 
-/// `LIKE`/`ILIKE` with an escape character other than `\\` and a literal pattern: the
-/// pattern escaped with `\\` instead, which is all DataFusion takes ("LIKE does not
-/// support escape_char other than the backslash").
+/// `LIKE`/`ILIKE` as DuckDB reads its pattern. Without `ESCAPE` a backslash is an
+/// ordinary character in DuckDB and the escape in DataFusion (`'a\\b' LIKE 'a\\b'` was
+/// false, `'a_b' LIKE 'a\\_b'` true): each backslash of the pattern is escaped, a literal
+/// pattern's where it stands, any other through `replace`. With an escape character
+/// other than `\\` and a literal pattern: the pattern escaped with `\\` instead, which is
+/// all DataFusion takes ("LIKE does not support escape_char other than the backslash").
 fn like_escape(e: &mut Expr) {
     let (Expr::Like {
         pattern,
@@ -496,26 +500,40 @@ fn like_escape(e: &mut Expr) {
     else {
         return;
     };
-    let Some(Value::SingleQuotedString(escape)) = escape_char.as_ref().map(|v| &v.value) else {
-        return;
+    let escape = match escape_char.as_ref().map(|v| &v.value) {
+        None => None,
+        Some(Value::SingleQuotedString(escape)) => {
+            let mut chars = escape.chars();
+            let (Some(escape), None) = (chars.next(), chars.next()) else {
+                return;
+            };
+            if escape == '\\' {
+                return;
+            }
+            Some(escape)
+        }
+        Some(_) => return,
     };
-    let mut chars = escape.chars();
-    let (Some(escape), None) = (chars.next(), chars.next()) else {
-        return;
+    let text = match pattern.as_mut() {
+        Expr::Value(v) => match &mut v.value {
+            Value::SingleQuotedString(text) => text,
+            _ => return,
+        },
+        other if escape.is_none() => {
+            let backslash = |s: &str| Expr::Value(Value::SingleQuotedString(s.to_string()).into());
+            let written = std::mem::replace(other, Expr::Value(Value::Null.into()));
+            *other = function_call("replace", vec![written, backslash("\\"), backslash("\\\\")]);
+            return;
+        }
+        _ => return,
     };
-    if escape == '\\' {
+    if escape.is_none() && !text.contains('\\') {
         return;
     }
-    let Expr::Value(v) = pattern.as_mut() else {
-        return;
-    };
-    let Value::SingleQuotedString(text) = &mut v.value else {
-        return;
-    };
     let mut rewritten = String::with_capacity(text.len() + 4);
     let mut chars = text.chars();
     while let Some(c) = chars.next() {
-        if c == escape {
+        if Some(c) == escape {
             // The escaped character, now escaped by a backslash.
             if let Some(next) = chars.next() {
                 rewritten.push('\\');
@@ -529,7 +547,9 @@ fn like_escape(e: &mut Expr) {
         }
     }
     *text = rewritten;
-    *escape_char = Some(Value::SingleQuotedString("\\".to_string()).into());
+    if escape.is_some() {
+        *escape_char = Some(Value::SingleQuotedString("\\".to_string()).into());
+    }
 }
 
 /// DuckDB's `x[:b]` and `x[a:]` as `x[1:b]` and `x[a:-1]`: DataFusion wants both bounds
