@@ -1481,6 +1481,13 @@ SEMANTICS_TABLES = {
             "SELECT k, v, v = ANY (SELECT k FROM {t}) AS a, v <> ALL (SELECT k FROM {t}) AS b "
             "FROM {t}"
         ),
+        # A subquery's ORDER BY is kept, so a LIMIT over it takes its first rows (the
+        # ordering was dropped, and the LIMIT took any).
+        "SELECT * FROM (SELECT k, v FROM {t} ORDER BY v DESC, k) LIMIT 2",
+        (
+            "WITH o AS (SELECT s FROM {t} WHERE s IS NOT NULL ORDER BY s DESC) "
+            "SELECT upper(s) FROM o LIMIT 3"
+        ),
         # A window that refines a named one keeps its partitioning (it was dropped).
         (
             "SELECT k, v, sum(v) OVER (w ROWS UNBOUNDED PRECEDING) AS run, "

@@ -340,6 +340,12 @@ impl SqlSession {
         // cannot hold `123456789012345.678`: written into a DECIMAL column it came out
         // `…345.664`).
         config.options_mut().sql_parser.parse_float_as_decimal = true;
+        // DuckDB keeps a subquery's ORDER BY, so `SELECT * FROM (… ORDER BY x) LIMIT 1` is
+        // the smallest; DataFusion dropped it when no LIMIT sat beside it.
+        config
+            .options_mut()
+            .sql_parser
+            .enable_subquery_sort_elimination = false;
         // The shared runtime's memory pool, disk manager and caches, with a registry of
         // this session's own that knows no storage until names resolve to granted tables.
         let stores = Arc::new(stores::GrantedStores::default());
