@@ -400,6 +400,9 @@ def test_table_properties_for_maintenance_are_checked(server, alice):
         # SUMMARIZE plans the query it summarizes on its own first.
         "SUMMARIZE lakehouse.main.secret",
         "SUMMARIZE SELECT * FROM other.main.mine JOIN lakehouse.main.secret USING (a)",
+        # A correlated aggregate is computed over the outer query's values, joined back.
+        "SELECT (SELECT count(*) FROM lakehouse.main.secret s WHERE s.a < m.a) FROM other.main.mine m",
+        "SELECT * FROM other.main.mine m WHERE (SELECT max(s.a) FROM lakehouse.main.secret s WHERE s.a <> m.a) > 0",
     ],
 )
 def test_every_form_stays_inside_the_grants(server, alice, bob, statement):

@@ -1488,6 +1488,18 @@ SEMANTICS_TABLES = {
             "WITH o AS (SELECT s FROM {t} WHERE s IS NOT NULL ORDER BY s DESC) "
             "SELECT upper(s) FROM o LIMIT 3"
         ),
+        # A scalar aggregate correlated by other than `=`: it was 'Physical plan does not
+        # support logical expression ScalarSubquery'; over no rows count is 0, others NULL.
+        "SELECT k, v, (SELECT count(*) FROM {t} b WHERE b.v < a.v) AS rnk FROM {t} a",
+        (
+            "SELECT k, (SELECT max(b.v) FROM {t} b WHERE b.k < a.k AND b.s IS NOT NULL) AS m, "
+            "(SELECT count(b.s) + 1 FROM {t} b WHERE b.v > a.v OR a.v IS NULL) AS c FROM {t} a"
+        ),
+        "SELECT k, v FROM {t} a WHERE (SELECT count(*) FROM {t} b WHERE b.v <= a.v) >= 3",
+        (
+            "SELECT k, (SELECT string_agg(b.s, ',' ORDER BY b.s) FROM {t} b "
+            "WHERE b.k BETWEEN a.k - 1 AND a.k AND b.s <> a.s) AS near FROM {t} a"
+        ),
         # A window that refines a named one keeps its partitioning (it was dropped).
         (
             "SELECT k, v, sum(v) OVER (w ROWS UNBOUNDED PRECEDING) AS run, "

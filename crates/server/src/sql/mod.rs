@@ -37,6 +37,7 @@ mod relations;
 mod resolve;
 mod rewrite;
 mod sample;
+mod scalar_subqueries;
 mod scan;
 mod set_operations;
 mod show;
@@ -360,7 +361,7 @@ impl SqlSession {
             .with_expr_planners(vec![Arc::new(strings::DuckdbStrings)])
             .with_default_features()
             .with_analyzer_rules(analyzer_rules())
-            .with_optimizer_rule(Arc::new(date_bounds::DateBounds))
+            .with_optimizer_rules(optimizer_rules())
             .with_type_planner(Arc::new(type_planner::DuckdbTypes))
             .with_physical_optimizer_rules(physical::rules(Arc::clone(&stores) as _))
             .build();
@@ -906,6 +907,16 @@ fn analyzer_rules() -> Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + 
     rules.push(Arc::new(arithmetic::CheckedIntegers));
     rules.push(Arc::new(text_casts::DuckdbText));
     rules.push(Arc::new(timestamp_text::TimestampText));
+    rules
+}
+
+/// DataFusion's optimizer rules and ours: correlated scalar aggregates it cannot
+/// decorrelate first, while they are as planned; DATE bounds last, once constants are
+/// folded.
+fn optimizer_rules() -> Vec<Arc<dyn datafusion::optimizer::OptimizerRule + Send + Sync>> {
+    let mut rules = datafusion::optimizer::Optimizer::new().rules;
+    rules.insert(0, Arc::new(scalar_subqueries::ScalarSubqueries));
+    rules.push(Arc::new(date_bounds::DateBounds));
     rules
 }
 
