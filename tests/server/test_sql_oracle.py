@@ -1803,6 +1803,15 @@ def test_duckdb_select_forms(lake, statement):
             "SELECT k, quantile_cont(v, [0.25, 0.75])::VARCHAR, quantile_disc(v, [0.5, 1.0])::VARCHAR "
             "FROM {t} GROUP BY k"
         ),
+        # `->>` binds tighter than comparisons, IS, IN, BETWEEN and LIKE, and left to
+        # right with `||` (`j->>'k' = 'a'` was `j ->> ('k' = 'a')`, a type error, and
+        # `j->>'k' || '!'` was `j ->> ('k' || '!')`, NULL).
+        (
+            "SELECT j->>'k' = 'a' AS a, j->>'k' IS NULL AS b, j->>'n' IN ('1', '2') AS c, "
+            "j->>'k' LIKE 'e%' AS d, j->>'k' || '!' AS e, j->>'n' BETWEEN '1' AND '2' AS f, "
+            "j->>'k' <> 'b' AND j->>'n' IS NOT NULL AS g "
+            "FROM (SELECT '{{\"k\": \"' || s || '\", \"n\": ' || k || '}}' AS j FROM {t})"
+        ),
         # A clock in an interval literal.
         (
             "SELECT (TIMESTAMP '2024-01-01 00:00:00' + INTERVAL '1 day 04:05:06.789')::VARCHAR, "

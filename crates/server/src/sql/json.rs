@@ -17,7 +17,15 @@
 //! | `json_keys(j[, p])` | `json_object_keys` |
 //!
 //! The crate's own `->` planner is not used: it answers a union type no client reads.
+//!
+//! `->>` binds as DuckDB binds it ([`precedence`]): tighter than comparisons, `IS`, `IN`,
+//! `BETWEEN` and `LIKE`, and left to right with `||`. sqlparser's generic dialect bound
+//! it looser than all of these, so `j->>'k' = 'v'` was `j ->> ('k' = 'v')` (a type
+//! error) and `j->>'k' || 'x'` was `j ->> ('k' || 'x')` (silently NULL). It is regrouped
+//! right after parsing, before the output names are taken. (DuckDB's `->`, its lambda
+//! arrow too, binds as loosely as sqlparser's: `j->'k' IS NULL` is `j -> ('k' IS NULL)`.)
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
@@ -29,7 +37,8 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
 };
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value,
+    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Statement, Value,
+    VisitMut, VisitorMut,
 };
 use datafusion_functions_json::udfs;
 
@@ -165,6 +174,105 @@ fn compacted(texts: &ArrayRef, strings: Option<&ArrayRef>) -> Result<ArrayRef> {
         None => out_type,
     };
     Ok(cast(&(Arc::new(out.finish()) as ArrayRef), &out_type)?)
+}
+
+/// Regroup every `a ->> b` of `statement` whose `b` was parsed as a looser operation
+/// (see the module's documentation).
+pub(super) fn precedence(statement: &mut Statement) {
+    let _ = statement.visit(&mut ArrowPrecedence);
+}
+
+struct ArrowPrecedence;
+
+impl VisitorMut for ArrowPrecedence {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        if let Expr::BinaryOp {
+            op: BinaryOperator::LongArrow,
+            right,
+            ..
+        } = e
+            && looser(right)
+        {
+            let null = || Expr::Value(Value::Null.into());
+            if let Expr::BinaryOp { left, op, right } = std::mem::replace(e, null()) {
+                // `a ->> (b = c)` becomes `(a ->> b) = c`: the arrow takes the leftmost
+                // operand of the looser operations, which take its place.
+                let mut rest = *right;
+                put_leftmost(&mut rest, |leaf| Expr::BinaryOp {
+                    left,
+                    op,
+                    right: Box::new(leaf),
+                });
+                *e = rest;
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// An operation `->>` binds tighter than (or, `||`, as tightly, left to right).
+fn looser(e: &Expr) -> bool {
+    use BinaryOperator as B;
+    match e {
+        Expr::BinaryOp { op, .. } => matches!(
+            op,
+            B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq | B::Spaceship | B::StringConcat
+        ),
+        Expr::IsNull(_)
+        | Expr::IsNotNull(_)
+        | Expr::IsTrue(_)
+        | Expr::IsNotTrue(_)
+        | Expr::IsFalse(_)
+        | Expr::IsNotFalse(_)
+        | Expr::IsUnknown(_)
+        | Expr::IsNotUnknown(_)
+        | Expr::IsDistinctFrom(..)
+        | Expr::IsNotDistinctFrom(..)
+        | Expr::InList { .. }
+        | Expr::InSubquery { .. }
+        | Expr::Between { .. }
+        | Expr::Like { .. }
+        | Expr::ILike { .. }
+        | Expr::SimilarTo { .. } => true,
+        _ => false,
+    }
+}
+
+/// The leftmost operand of a looser operation (`e` itself otherwise).
+fn leftmost(e: &mut Expr) -> &mut Expr {
+    match e {
+        Expr::BinaryOp { left, .. }
+        | Expr::IsDistinctFrom(left, _)
+        | Expr::IsNotDistinctFrom(left, _)
+        | Expr::IsNull(left)
+        | Expr::IsNotNull(left)
+        | Expr::IsTrue(left)
+        | Expr::IsNotTrue(left)
+        | Expr::IsFalse(left)
+        | Expr::IsNotFalse(left)
+        | Expr::IsUnknown(left)
+        | Expr::IsNotUnknown(left)
+        | Expr::InList { expr: left, .. }
+        | Expr::InSubquery { expr: left, .. }
+        | Expr::Between { expr: left, .. }
+        | Expr::Like { expr: left, .. }
+        | Expr::ILike { expr: left, .. }
+        | Expr::SimilarTo { expr: left, .. } => left,
+        other => other,
+    }
+}
+
+/// `e` with the leftmost operand of its chain of looser operations replaced by `arrow`
+/// of it.
+fn put_leftmost(e: &mut Expr, arrow: impl FnOnce(Expr) -> Expr) {
+    if looser(e) {
+        put_leftmost(leftmost(e), arrow);
+    } else {
+        let leaf = std::mem::replace(e, Expr::Value(Value::Null.into()));
+        *e = arrow(leaf);
+    }
 }
 
 /// One expression, if it is a DuckDB JSON form: a call of one of [`udfs`] with keys.

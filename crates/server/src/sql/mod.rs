@@ -518,8 +518,9 @@ impl SqlSession {
             guard::check_depth(s)?;
             if let Some(inner) = sql_statement(s) {
                 // Names first: DuckDB names an item as written, before any rewrite
-                // (with `^` grouped as DuckDB groups it).
+                // (with `^`, `->` and `->>` grouped as DuckDB groups them).
                 power::precedence(inner);
+                json::precedence(inner);
                 names::name_items(inner);
                 pivot::rewrite(inner).map_err(sql_err)?;
                 sample::rewrite(inner).map_err(sql_err)?;
