@@ -1812,6 +1812,13 @@ def test_duckdb_select_forms(lake, statement):
             "j->>'k' <> 'b' AND j->>'n' IS NOT NULL AS g "
             "FROM (SELECT '{{\"k\": \"' || s || '\", \"n\": ' || k || '}}' AS j FROM {t})"
         ),
+        # json_array_length is 0 of a value that is no array; json_valid.
+        (
+            "SELECT s, json_array_length(j) AS n, json_array_length(j, '$.a') AS m, "
+            "json_valid(j) AS v, json_valid(s) AS w FROM (SELECT s, CASE WHEN k = 1 "
+            "THEN '[1, 2]' WHEN k = 2 THEN '{{\"a\": [' || v || ']}}' "
+            "ELSE '\"' || s || '\"' END AS j FROM {t})"
+        ),
         # A clock in an interval literal.
         (
             "SELECT (TIMESTAMP '2024-01-01 00:00:00' + INTERVAL '1 day 04:05:06.789')::VARCHAR, "

@@ -12,9 +12,10 @@
 //! |---|---|
 //! | `j -> p`, `json_extract(j, p)` | `json_get_json`: the value as JSON text |
 //! | `j ->> p`, `json_extract_string(j, p)` | `json_as_text`: strings unquoted |
-//! | `json_array_length(j[, p])` | `json_length` |
+//! | `json_array_length(j[, p])` | `json_length` of an array, 0 of another value |
 //! | `json_exists(j, p)` | `json_contains` |
 //! | `json_keys(j[, p])` | `json_object_keys` |
+//! | `json_valid(j)` | (ours, on `serde_json`) |
 //!
 //! The crate's own `->` planner is not used: it answers a union type no client reads.
 //!
@@ -51,7 +52,11 @@ pub(super) fn udfs() -> Vec<ScalarUDF> {
             udfs::json_as_text_udf(),
             Written::Text,
         ),
-        ("json_array_length", udfs::json_length_udf(), Written::AsIs),
+        (
+            "json_array_length",
+            udfs::json_length_udf(),
+            Written::ArrayLength,
+        ),
         ("json_exists", udfs::json_contains_udf(), Written::AsIs),
         ("json_keys", udfs::json_object_keys_udf(), Written::AsIs),
     ]
@@ -63,7 +68,30 @@ pub(super) fn udfs() -> Vec<ScalarUDF> {
             written,
         })
     })
+    .chain([json_valid_udf()])
     .collect()
+}
+
+/// DuckDB's `json_valid(text)`: whether the text is one JSON value.
+fn json_valid_udf() -> ScalarUDF {
+    use datafusion::logical_expr::{Volatility, create_udf};
+    create_udf(
+        "json_valid",
+        vec![DataType::Utf8],
+        DataType::Boolean,
+        Volatility::Immutable,
+        Arc::new(|args: &[ColumnarValue]| {
+            super::udf::elementwise(args, |arrays| {
+                let texts = cast(&arrays[0], &DataType::Utf8)?;
+                let valid: arrow::array::BooleanArray = texts
+                    .as_string::<i32>()
+                    .iter()
+                    .map(|t| t.map(|t| serde_json::from_str::<serde_json::Value>(t).is_ok()))
+                    .collect();
+                Ok(Arc::new(valid) as ArrayRef)
+            })
+        }),
+    )
 }
 
 /// How a function's values are written.
@@ -76,6 +104,8 @@ enum Written {
     /// A string's text, any other value as compact JSON text (DuckDB's `->>` of `[ ]`
     /// is `[]`; the crate's answers the input's slice).
     Text,
+    /// An array's length, 0 for any other value (the crate's counts an object's keys).
+    ArrayLength,
 }
 
 /// One of DuckDB's JSON functions: the crate's `inner`, NULL where the JSON is NULL,
@@ -115,6 +145,17 @@ impl ScalarUDFImpl for DuckdbJson {
                 let text = self.inner.invoke_with_args(args)?.to_array(rows)?;
                 compacted(&raw, Some(&text))?
             }
+            Written::ArrayLength => {
+                // The value's JSON text (the call is planned as answering a count).
+                let mut text_args = args.clone();
+                text_args.return_field =
+                    Arc::new(arrow::datatypes::Field::new("json", DataType::Utf8, true));
+                let raw = udfs::json_get_json_udf()
+                    .invoke_with_args(text_args)?
+                    .to_array(rows)?;
+                let lengths = self.inner.invoke_with_args(args)?.to_array(rows)?;
+                array_lengths(&raw, &lengths)?
+            }
         };
         let result = match &json {
             Some(json) if json.null_count() > 0 => nullif(&result, &is_null(json)?)?,
@@ -126,6 +167,29 @@ impl ScalarUDFImpl for DuckdbJson {
             ColumnarValue::Array(result)
         })
     }
+}
+
+/// Each value's `lengths` entry where its JSON text `raw` is an array, 0 where it is
+/// another value, NULL where there is none.
+fn array_lengths(raw: &ArrayRef, lengths: &ArrayRef) -> Result<ArrayRef> {
+    let out_type = lengths.data_type().clone();
+    let raw = cast(raw, &DataType::Utf8)?;
+    let counted = cast(lengths, &DataType::UInt64)?;
+    let counted = counted.as_primitive::<arrow::datatypes::UInt64Type>();
+    let out: arrow::array::UInt64Array = raw
+        .as_string::<i32>()
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let text = text?;
+            if text.trim_start().starts_with('[') {
+                counted.is_valid(i).then(|| counted.value(i))
+            } else {
+                Some(0)
+            }
+        })
+        .collect();
+    Ok(cast(&(Arc::new(out) as ArrayRef), &out_type)?)
 }
 
 /// JSON texts without the whitespace outside their strings; where `strings` is given, a
