@@ -1819,6 +1819,14 @@ def test_duckdb_select_forms(lake, statement):
             "THEN '[1, 2]' WHEN k = 2 THEN '{{\"a\": [' || v || ']}}' "
             "ELSE '\"' || s || '\"' END AS j FROM {t})"
         ),
+        # Ranking functions are BIGINTs (they were unsigned, so dbt_utils' date spine,
+        # an interval times `row_number() - 1`, was refused).
+        (
+            "SELECT k, (DATE '2024-01-01' + INTERVAL 1 DAY * (row_number() OVER "
+            "(ORDER BY k, v, s) - 1))::VARCHAR AS d, typeof(rank() OVER (ORDER BY k)) AS t, "
+            "row_number() OVER (ORDER BY s, k) - 1 AS r, ntile(3) OVER (ORDER BY v, k, s) AS n "
+            "FROM {t}"
+        ),
         # A clock in an interval literal.
         (
             "SELECT (TIMESTAMP '2024-01-01 00:00:00' + INTERVAL '1 day 04:05:06.789')::VARCHAR, "

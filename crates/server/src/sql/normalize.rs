@@ -81,6 +81,7 @@ fn expression(e: &mut Expr) {
     interval_times(e);
     list_string_agg(e);
     count_if(e);
+    ranking_bigint(e);
     string_agg_separator(e);
     arg_max(e);
     quantile_list(e);
@@ -591,6 +592,31 @@ fn integer_divide(e: &mut Expr) {
         }));
         *e = function_call(super::arithmetic::INTEGER_DIVIDE, vec![divide]);
     }
+}
+
+/// `row_number()`, `rank()`, `dense_rank()` and `ntile(n)` over a window as the BIGINT
+/// DuckDB answers (DataFusion's are unsigned: `row_number() OVER () - 1` was a UBIGINT,
+/// `INTERVAL '1 day' * (row_number() OVER (…) - 1)`, dbt_utils' date spine, a DECIMAL
+/// the interval could not be multiplied by, and a table made from one an unsigned column).
+fn ranking_bigint(e: &mut Expr) {
+    let Expr::Function(f) = e else {
+        return;
+    };
+    if f.over.is_none()
+        || !["row_number", "rank", "dense_rank", "ntile"]
+            .iter()
+            .any(|n| plain_name(&f.name, n))
+    {
+        return;
+    }
+    let ranking = std::mem::replace(e, Expr::Value(Value::Null.into()));
+    *e = Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(ranking),
+        data_type: DataType::BigInt(None),
+        array: false,
+        format: None,
+    };
 }
 
 /// DuckDB's `count_if(condition)`: `sum(CAST(condition AS INTEGER))`, as DuckDB counts
