@@ -1827,6 +1827,14 @@ def test_duckdb_select_forms(lake, statement):
             "row_number() OVER (ORDER BY s, k) - 1 AS r, ntile(3) OVER (ORDER BY v, k, s) AS n "
             "FROM {t}"
         ),
+        # An interval times a fraction, or divided, as DuckDB scales one (a month's fraction
+        # 30 days, a day's 24 hours): refused before ('can only be multiplied by an
+        # integer'; Interval / Int64).
+        (
+            "SELECT k, (INTERVAL '1 day' / k)::VARCHAR, (INTERVAL '3 months 1 day' / 2)::VARCHAR, "
+            "(INTERVAL '1 month' * (k + 0.5))::VARCHAR, (INTERVAL '90 minutes' * 1.5)::VARCHAR, "
+            "(TIMESTAMP '2024-01-01 00:00:00' + INTERVAL '1 hour' / 3)::VARCHAR FROM {t}"
+        ),
         # A clock in an interval literal.
         (
             "SELECT (TIMESTAMP '2024-01-01 00:00:00' + INTERVAL '1 day 04:05:06.789')::VARCHAR, "

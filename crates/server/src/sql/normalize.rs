@@ -761,20 +761,24 @@ fn list_string_agg(e: &mut Expr) {
 }
 
 /// `n * INTERVAL '…'` or `INTERVAL '…' * n` (dbt's `dateadd`), which DataFusion does not
-/// type: see `sql/temporal.rs`.
+/// type, and `INTERVAL '…' / n`: see `sql/temporal.rs`.
 fn interval_times(e: &mut Expr) {
-    let Expr::BinaryOp {
-        left,
-        op: BinaryOperator::Multiply,
-        right,
-    } = e
-    else {
+    let Expr::BinaryOp { left, op, right } = e else {
         return;
     };
     let is_interval = |e: &Expr| matches!(unnested(e), Expr::Interval(_));
-    let (interval, n) = match (is_interval(left), is_interval(right)) {
-        (true, false) => (left.as_ref().clone(), right.as_ref().clone()),
-        (false, true) => (right.as_ref().clone(), left.as_ref().clone()),
+    let (interval, n) = match (op, is_interval(left), is_interval(right)) {
+        (BinaryOperator::Multiply, true, false) => (left.as_ref().clone(), right.as_ref().clone()),
+        (BinaryOperator::Multiply, false, true) => (right.as_ref().clone(), left.as_ref().clone()),
+        // `interval / n`: times `1.0 / n`, a DOUBLE (`sql/arithmetic.rs`).
+        (BinaryOperator::Divide, true, false) => (
+            left.as_ref().clone(),
+            Expr::BinaryOp {
+                left: Box::new(Expr::Value(Value::Number("1.0".into(), false).into())),
+                op: BinaryOperator::Divide,
+                right: Box::new(Expr::Nested(right.clone())),
+            },
+        ),
         _ => return,
     };
     *e = function_call(super::temporal::INTERVAL_TIMES, vec![interval, n]);

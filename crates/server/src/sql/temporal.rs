@@ -168,10 +168,10 @@ impl ScalarUDFImpl for IntervalTimes {
     }
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {
         match args {
-            [DataType::Interval(_), n] if n.is_integer() || n.is_null() => Ok(DataType::Interval(
+            [DataType::Interval(_), n] if n.is_numeric() || n.is_null() => Ok(DataType::Interval(
                 arrow::datatypes::IntervalUnit::MonthDayNano,
             )),
-            [_, n] => plan_err!("an INTERVAL can only be multiplied by an integer, not {n}"),
+            [_, n] => plan_err!("an INTERVAL can only be multiplied by a number, not {n}"),
             _ => plan_err!("{INTERVAL_TIMES} takes an interval and an integer"),
         }
     }
@@ -190,38 +190,72 @@ impl ScalarUDFImpl for IntervalTimes {
             interval,
             &DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano),
         )?;
-        let n = arrow::compute::cast(n, &DataType::Int64)?;
-        let (interval, n) = (
-            interval.as_primitive::<IntervalMonthDayNanoType>(),
-            n.as_primitive::<Int64Type>(),
-        );
         let overflow = || {
             datafusion::error::DataFusionError::Execution(
                 "Out of Range Error: interval multiplication overflows".to_string(),
             )
         };
-        let out = interval
-            .iter()
-            .zip(n.iter())
-            .map(|(i, n)| {
-                let (Some(i), Some(n)) = (i, n) else {
-                    return Ok(None);
-                };
-                let times32 = |v: i32| {
-                    i32::try_from(n)
-                        .ok()
-                        .and_then(|n| v.checked_mul(n))
-                        .ok_or_else(overflow)
-                };
-                Ok(Some(IntervalMonthDayNano::new(
-                    times32(i.months)?,
-                    times32(i.days)?,
-                    i.nanoseconds.checked_mul(n).ok_or_else(overflow)?,
-                )))
-            })
-            .collect::<Result<IntervalMonthDayNanoArray>>()?;
+        let fractional = matches!(
+            n.data_type(),
+            DataType::Float16
+                | DataType::Float32
+                | DataType::Float64
+                | DataType::Decimal128(_, 1..)
+                | DataType::Decimal256(_, 1..)
+        );
+        let interval = interval.as_primitive::<IntervalMonthDayNanoType>();
+        let out = if fractional {
+            let n = arrow::compute::cast(n, &DataType::Float64)?;
+            interval
+                .iter()
+                .zip(n.as_primitive::<arrow::datatypes::Float64Type>().iter())
+                .map(|(i, n)| match (i, n) {
+                    (Some(i), Some(n)) => interval_scaled(i, n).map(Some).ok_or_else(overflow),
+                    _ => Ok(None),
+                })
+                .collect::<Result<IntervalMonthDayNanoArray>>()?
+        } else {
+            let n = arrow::compute::cast(n, &DataType::Int64)?;
+            interval
+                .iter()
+                .zip(n.as_primitive::<Int64Type>().iter())
+                .map(|(i, n)| {
+                    let (Some(i), Some(n)) = (i, n) else {
+                        return Ok(None);
+                    };
+                    let times32 = |v: i32| {
+                        i32::try_from(n)
+                            .ok()
+                            .and_then(|n| v.checked_mul(n))
+                            .ok_or_else(overflow)
+                    };
+                    Ok(Some(IntervalMonthDayNano::new(
+                        times32(i.months)?,
+                        times32(i.days)?,
+                        i.nanoseconds.checked_mul(n).ok_or_else(overflow)?,
+                    )))
+                })
+                .collect::<Result<IntervalMonthDayNanoArray>>()?
+        };
         Ok(ColumnarValue::Array(Arc::new(out)))
     }
+}
+
+/// `interval` times a fraction, as DuckDB scales one: each part scaled, the fraction of a
+/// month carried into days as 30 days, the fraction of a day into the time as 24 hours,
+/// the time to the microsecond. `None` when a part leaves its range.
+fn interval_scaled(interval: IntervalMonthDayNano, n: f64) -> Option<IntervalMonthDayNano> {
+    const NANOS_PER_DAY: f64 = 86_400e9;
+    let months = f64::from(interval.months) * n;
+    let days = f64::from(interval.days) * n + months.fract() * 30.0;
+    let nanos = interval.nanoseconds as f64 * n + days.fract() * NANOS_PER_DAY;
+    let micros = (nanos / 1e3).round();
+    let whole = |v: f64, max: f64| (v.is_finite() && v.abs() <= max).then_some(v.trunc());
+    Some(IntervalMonthDayNano::new(
+        whole(months, f64::from(i32::MAX))? as i32,
+        whole(days, f64::from(i32::MAX))? as i32,
+        (whole(micros, 9.2e15)? as i64) * 1_000,
+    ))
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
