@@ -1500,6 +1500,13 @@ SEMANTICS_TABLES = {
             "SELECT k, (SELECT string_agg(b.s, ',' ORDER BY b.s) FROM {t} b "
             "WHERE b.k BETWEEN a.k - 1 AND a.k AND b.s <> a.s) AS near FROM {t} a"
         ),
+        # VALUES columns are col0, col1, … (they were column1, column2, …); an alias may
+        # name only the first ones (it was refused).
+        "VALUES (1, 'a'), (2, NULL)",
+        "SELECT * FROM (VALUES (1, 'a'), (2, NULL))",
+        "SELECT col0 + 1, col1 FROM (VALUES (1, 2)) AS t",
+        "SELECT * FROM (VALUES (1, 2)) AS t(a) JOIN {t} ON t.a = {t}.k",
+        "WITH c AS (VALUES (3, 4)) SELECT col1, col0 FROM c",
         # A window that refines a named one keeps its partitioning (it was dropped).
         (
             "SELECT k, v, sum(v) OVER (w ROWS UNBOUNDED PRECEDING) AS run, "

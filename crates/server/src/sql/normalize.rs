@@ -65,6 +65,7 @@ pub(super) fn statement(statement: &mut Statement) {
     let _ = statement.visit(&mut SeriesColumns);
     let _ = statement.visit(&mut OrderByAll);
     let _ = statement.visit(&mut NamedWindows);
+    values_columns(statement);
     let _ = statement.visit(&mut DistinctOrderBy);
     super::cast_names::name_casts(statement);
 }
@@ -299,6 +300,101 @@ fn named_windows(body: &mut SetExpr) {
     if let Some(qualify) = select.qualify.as_mut() {
         let _ = visit_expressions_mut(qualify, &mut refine);
     }
+}
+
+/// The columns of `VALUES` named as DuckDB names them, `col0`, `col1`, … (DataFusion's
+/// are `column1`, `column2`, …): a bare `VALUES` statement, a CTE's and a derived
+/// table's, unless their alias names them all; a derived table's alias naming only the
+/// first columns (`(VALUES (1, 2)) t(a)`) keeps `col1` for the rest, where DataFusion
+/// refused it. An `INSERT`'s `VALUES` are left alone.
+fn values_columns(statement: &mut Statement) {
+    let width = |query: &Query| match query.body.as_ref() {
+        SetExpr::Values(values) => values.rows.first().map(|row| row.len()),
+        _ => None,
+    };
+    let complete = |alias: &mut TableAlias, width: usize| {
+        for i in alias.columns.len()..width {
+            alias.columns.push(TableAliasColumnDef {
+                name: Ident::new(format!("col{i}")),
+                data_type: None,
+            });
+        }
+    };
+    // A bare VALUES: a select of all its columns, named.
+    if let Statement::Query(query) = statement
+        && let Some(n) = width(query)
+        && let Ok(mut statements) = Parser::parse_sql(
+            &GenericDialect {},
+            "SELECT * FROM (VALUES (NULL)) AS valueslist",
+        )
+        && let Some(Statement::Query(mut select)) = statements.pop()
+        && let SetExpr::Select(outer) = select.body.as_mut()
+        && let Some(TableFactor::Derived {
+            subquery,
+            alias: Some(alias),
+            ..
+        }) = outer.from.first_mut().map(|f| &mut f.relation)
+    {
+        complete(alias, n);
+        let mut values = query.as_ref().clone();
+        values.with = None;
+        values.order_by = None;
+        values.limit_clause = None;
+        **subquery = values;
+        query.body = select.body;
+    }
+    let _ = visit_table_factors(statement, |factor| {
+        if let TableFactor::Derived {
+            subquery, alias, ..
+        } = factor
+            && let Some(n) = width(subquery)
+        {
+            let alias = alias.get_or_insert_with(|| TableAlias {
+                explicit: true,
+                name: Ident::new("valueslist"),
+                columns: Vec::new(),
+                at: None,
+            });
+            complete(alias, n);
+        }
+    });
+    struct Ctes;
+    impl VisitorMut for Ctes {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+            for cte in query.with.iter_mut().flat_map(|w| w.cte_tables.iter_mut()) {
+                if cte.alias.columns.is_empty()
+                    && let SetExpr::Values(values) = cte.query.body.as_ref()
+                    && let Some(row) = values.rows.first()
+                {
+                    cte.alias.columns = (0..row.len())
+                        .map(|i| TableAliasColumnDef {
+                            name: Ident::new(format!("col{i}")),
+                            data_type: None,
+                        })
+                        .collect();
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut Ctes);
+}
+
+/// `f` on every table factor of `statement`.
+fn visit_table_factors(
+    statement: &mut Statement,
+    mut f: impl FnMut(&mut TableFactor),
+) -> ControlFlow<()> {
+    struct Factors<F>(F);
+    impl<F: FnMut(&mut TableFactor)> VisitorMut for Factors<F> {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+            (self.0)(factor);
+            ControlFlow::Continue(())
+        }
+    }
+    statement.visit(&mut Factors(&mut f))
 }
 
 /// DuckDB's `ORDER BY ALL [ASC|DESC] [NULLS …]`: by every output column, left to right.
