@@ -1507,6 +1507,8 @@ SEMANTICS_TABLES = {
         "SELECT col0 + 1, col1 FROM (VALUES (1, 2)) AS t",
         "SELECT * FROM (VALUES (1, 2)) AS t(a) JOIN {t} ON t.a = {t}.k",
         "WITH c AS (VALUES (3, 4)) SELECT col1, col0 FROM c",
+        # IN (VALUES …) in a filter (it was refused: 'single expression required').
+        "SELECT k, v FROM {t} WHERE k IN (VALUES (1), (3)) OR v NOT IN (VALUES (4), (5))",
         # A window that refines a named one keeps its partitioning (it was dropped).
         (
             "SELECT k, v, sum(v) OVER (w ROWS UNBOUNDED PRECEDING) AS run, "

@@ -89,6 +89,7 @@ fn expression(e: &mut Expr) {
     at_time_zone(e);
     super::json::rewrite(e);
     distinct_from_precedence(e);
+    in_values(e);
     set_comparison(e);
     duckdb_function(e);
     duckdb_composite(e);
@@ -152,6 +153,37 @@ fn quantile_list(e: &mut Expr) {
         ControlFlow::Continue(part)
     });
     *e = listed;
+}
+
+/// `x [NOT] IN (VALUES (a), (b))` as the list `x [NOT] IN (a, b)`, the same three-valued
+/// answer (DataFusion refused the form: "single expression required").
+fn in_values(e: &mut Expr) {
+    let Expr::InSubquery {
+        expr,
+        subquery,
+        negated,
+    } = e
+    else {
+        return;
+    };
+    let SetExpr::Values(values) = subquery.body.as_ref() else {
+        return;
+    };
+    if subquery.with.is_some() || subquery.order_by.is_some() || subquery.limit_clause.is_some() {
+        return;
+    }
+    let mut list = Vec::with_capacity(values.rows.len());
+    for row in &values.rows {
+        let [value] = row.as_slice() else {
+            return;
+        };
+        list.push(value.clone());
+    }
+    *e = Expr::InList {
+        expr: expr.clone(),
+        list,
+        negated: *negated,
+    };
 }
 
 /// `x = ANY (q)` and `x <> ALL (q)` of a subquery as `x IN (q)` and `x NOT IN (q)`, the
