@@ -344,14 +344,8 @@ fn values_columns(statement: &mut Statement) {
         SetExpr::Values(values) => values.rows.first().map(|row| row.len()),
         _ => None,
     };
-    let complete = |alias: &mut TableAlias, width: usize| {
-        for i in alias.columns.len()..width {
-            alias.columns.push(TableAliasColumnDef {
-                name: Ident::new(format!("col{i}")),
-                data_type: None,
-            });
-        }
-    };
+    let complete =
+        |alias: &mut TableAlias, width: usize| complete_columns(&mut alias.columns, width);
     // A bare VALUES: a select of all its columns, named.
     if let Statement::Query(query) = statement
         && let Some(n) = width(query)
@@ -399,18 +393,23 @@ fn values_columns(statement: &mut Statement) {
                     && let SetExpr::Values(values) = cte.query.body.as_ref()
                     && let Some(row) = values.rows.first()
                 {
-                    cte.alias.columns = (0..row.len())
-                        .map(|i| TableAliasColumnDef {
-                            name: Ident::new(format!("col{i}")),
-                            data_type: None,
-                        })
-                        .collect();
+                    complete_columns(&mut cte.alias.columns, row.len());
                 }
             }
             ControlFlow::Continue(())
         }
     }
     let _ = statement.visit(&mut Ctes);
+}
+
+/// `columns` followed by DuckDB's names of the `VALUES` columns after them, up to `width`.
+fn complete_columns(columns: &mut Vec<TableAliasColumnDef>, width: usize) {
+    for i in columns.len()..width {
+        columns.push(TableAliasColumnDef {
+            name: Ident::new(format!("col{i}")),
+            data_type: None,
+        });
+    }
 }
 
 /// `f` on every table factor of `statement`.
