@@ -91,11 +91,12 @@ struct Shape {
     input: Arc<LogicalPlan>,
 }
 
-/// The first scalar subquery of the node's own expressions that has the shape.
+/// The first scalar subquery of the node's own expressions that has the shape (walked
+/// in place: this runs for every projection and filter of every plan).
 fn first_candidate(plan: &LogicalPlan) -> Option<(Subquery, Shape)> {
     let mut found = None;
-    for e in plan.expressions() {
-        let _ = e.apply(|e| {
+    let _ = plan.apply_expressions(|e| {
+        e.apply(|e| {
             if let Expr::ScalarSubquery(subquery) = e
                 && let Some(shape) = shape_of(&subquery.subquery)
             {
@@ -103,11 +104,8 @@ fn first_candidate(plan: &LogicalPlan) -> Option<(Subquery, Shape)> {
                 return Ok(TreeNodeRecursion::Stop);
             }
             Ok(TreeNodeRecursion::Continue)
-        });
-        if found.is_some() {
-            break;
-        }
-    }
+        })
+    });
     found
 }
 
@@ -168,10 +166,16 @@ fn is_subquery(e: &Expr) -> bool {
 
 fn has_subqueries(plan: &LogicalPlan) -> bool {
     plan.exists(|node| {
-        Ok(node
-            .expressions()
-            .iter()
-            .any(|e| e.exists(|e| Ok(is_subquery(e))).unwrap_or(true)))
+        let mut found = false;
+        node.apply_expressions(|e| {
+            found = e.exists(|e| Ok(is_subquery(e)))?;
+            Ok(if found {
+                TreeNodeRecursion::Stop
+            } else {
+                TreeNodeRecursion::Continue
+            })
+        })?;
+        Ok(found)
     })
     .unwrap_or(true)
 }
@@ -184,7 +188,7 @@ fn decorrelate(
     shape: Shape,
     config: &dyn OptimizerConfig,
 ) -> Result<LogicalPlan> {
-    let input = Arc::new(plan.inputs()[0].clone());
+    let input = plan.inputs()[0].clone();
     // The outer columns read, each a column of the domain.
     let mut outer: Vec<Column> = Vec::new();
     for e in [&shape.filter, &shape.value] {
@@ -201,7 +205,7 @@ fn decorrelate(
     let domain_name = aliases.next("__dl_domain");
     let values_name = aliases.next("__dl_values");
     let field = |i: usize| format!("__dl_c{i}");
-    let domain = LogicalPlanBuilder::from(Arc::unwrap_or_clone(Arc::clone(&input)))
+    let domain = LogicalPlanBuilder::from(input.clone())
         .project(
             outer
                 .iter()
@@ -225,7 +229,7 @@ fn decorrelate(
     let groups: Vec<Expr> = (0..outer.len()).map(in_domain).collect();
     let values = LogicalPlanBuilder::from(domain)
         .join_on(
-            Arc::unwrap_or_clone(Arc::clone(&shape.input)),
+            shape.input.as_ref().clone(),
             JoinType::Inner,
             [read_domain(shape.filter.clone())?],
         )?
@@ -243,7 +247,7 @@ fn decorrelate(
         .alias(values_name.as_str())?
         .build()?;
     let in_values = |name: &str| Expr::Column(Column::new(Some(values_name.as_str()), name));
-    let joined = LogicalPlanBuilder::from(Arc::unwrap_or_clone(Arc::clone(&input)))
+    let joined = LogicalPlanBuilder::from(input.clone())
         .join_on(
             values,
             JoinType::Left,

@@ -105,12 +105,22 @@ fn complete_udf() -> ScalarUDF {
 pub(super) fn complete_array(array: &ArrayRef) -> Result<ArrayRef> {
     let text = arrow::compute::cast(array, &DataType::Utf8)?;
     let strings = text.as_string::<i32>();
-    if !strings.iter().flatten().any(|s| complete(s).is_some()) {
+    // Read once; a new array only from the first text that changes on.
+    let Some(first) = strings
+        .iter()
+        .position(|s| s.is_some_and(|s| complete(s).is_some()))
+    else {
         return Ok(text);
-    }
+    };
     let completed: StringArray = strings
         .iter()
-        .map(|s| s.map(|s| complete(s).unwrap_or_else(|| s.to_string())))
+        .enumerate()
+        .map(|(i, s)| {
+            s.map(|s| match i < first {
+                true => s.to_string(),
+                false => complete(s).unwrap_or_else(|| s.to_string()),
+            })
+        })
         .collect();
     Ok(Arc::new(completed) as ArrayRef)
 }
