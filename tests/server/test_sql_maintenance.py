@@ -403,6 +403,13 @@ def test_table_properties_for_maintenance_are_checked(server, alice):
         # A correlated aggregate is computed over the outer query's values, joined back.
         "SELECT (SELECT count(*) FROM lakehouse.main.secret s WHERE s.a < m.a) FROM other.main.mine m",
         "SELECT * FROM other.main.mine m WHERE (SELECT max(s.a) FROM lakehouse.main.secret s WHERE s.a <> m.a) > 0",
+        "EXPLAIN SELECT (SELECT count(*) FROM lakehouse.main.secret s WHERE s.a < m.a) FROM other.main.mine m",
+        "WITH s AS (FROM lakehouse.main.secret) SELECT (SELECT count(*) FROM s WHERE s.a < m.a) FROM other.main.mine m",
+        "SELECT 1; SELECT (SELECT max(s.a) FROM lakehouse.main.secret s WHERE s.a > m.a) FROM other.main.mine m",
+        # ANY/ALL of a subquery, its column renamed; IN (VALUES …) beside one.
+        "SELECT * FROM other.main.mine WHERE a > ALL (SELECT a FROM lakehouse.main.secret)",
+        "SELECT a = ANY (SELECT a FROM lakehouse.main.secret) FROM other.main.mine",
+        "SELECT * FROM other.main.mine WHERE a IN (VALUES (1)) OR a IN (SELECT a FROM lakehouse.main.secret)",
     ],
 )
 def test_every_form_stays_inside_the_grants(server, alice, bob, statement):
