@@ -50,7 +50,7 @@ impl Source {
         let mut out = Vec::new();
         for batch in iter {
             let batch = batch?;
-            total += batch.get_array_memory_size();
+            total += deltalite::runtime::held::batch_bytes(&batch);
             if limit > 0 && total > limit {
                 return Err(EngineError::SourceTooLarge {
                     actual: total,

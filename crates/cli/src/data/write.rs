@@ -200,7 +200,7 @@ fn collect(batches: InputBatches, limit: usize) -> anyhow::Result<Vec<RecordBatc
     let mut held = 0usize;
     for batch in batches {
         let batch = batch?;
-        held = held.saturating_add(batch.get_array_memory_size());
+        held = held.saturating_add(deltalite::runtime::held::batch_bytes(&batch));
         if held > limit {
             return Err(deltalite::DeltaLiteError::SourceTooLarge {
                 actual: held,

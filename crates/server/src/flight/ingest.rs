@@ -191,7 +191,7 @@ async fn spool(
     let received = async {
         while let Some(batch) = batches.next().await {
             let batch = batch.map_err(decode)?;
-            held = held.saturating_add(batch.get_array_memory_size() as u64);
+            held = held.saturating_add(deltalite::runtime::held::batch_bytes(&batch) as u64);
             if held > limit {
                 return Err(status(ApiError::TooLarge(limit)));
             }

@@ -263,7 +263,7 @@ async fn read_batches(
         let batch = batch.map_err(|e| {
             Status::invalid_argument(format!("Invalid Input Error: invalid Arrow data: {e}"))
         })?;
-        held = held.saturating_add(batch.get_array_memory_size());
+        held = held.saturating_add(deltalite::runtime::held::batch_bytes(&batch));
         if held > limit {
             return Err(status(ApiError::TooLarge(limit as u64)));
         }

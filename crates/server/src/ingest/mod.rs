@@ -449,7 +449,7 @@ fn collect_source(
     let mut held = 0usize;
     for batch in batches {
         let batch = batch.map_err(|e| ApiError::from_engine(INGEST_ERR, e))?;
-        held = held.saturating_add(batch.get_array_memory_size());
+        held = held.saturating_add(deltalite::runtime::held::batch_bytes(&batch));
         if held > limit {
             let err = DeltaLiteError::SourceTooLarge {
                 actual: held,

@@ -370,7 +370,7 @@ pub(crate) fn prepare(
 
 /// Size in memory of the caller's batches, for the source guard.
 pub(crate) fn source_bytes(batches: &[RecordBatch]) -> usize {
-    batches.iter().map(|b| b.get_array_memory_size()).sum()
+    crate::runtime::held::batches_bytes(batches)
 }
 
 /// Check the source guard.
