@@ -42,7 +42,7 @@ pub(super) fn parse_keys(text: &str, columns: &[String]) -> Result<Vec<LayoutKey
     let query = Parser::new(&GenericDialect {})
         .try_with_sql(&format!("SELECT {text}"))
         .and_then(|mut p| p.parse_query())
-        .map_err(|e| sql_err(format!("Parser Error: {e}")))?;
+        .map_err(|e| super::parse_error(&e))?;
     let SetExpr::Select(select) = query.body.as_ref() else {
         return Err(invalid(text));
     };

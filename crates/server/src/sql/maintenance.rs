@@ -141,7 +141,7 @@ pub(super) fn starts_one(tokens: &[Tok]) -> bool {
 
 /// Parse one statement's text, which [`starts_one`] recognised.
 pub(super) fn parse_one(text: &str) -> Result<DeltaStatement, ApiError> {
-    let err = |e: ParserError| sql_err(format!("Parser Error: {e}"));
+    let err = |e: ParserError| super::parse_error(&e);
     let mut parser = Parser::new(&GenericDialect {})
         .try_with_sql(text)
         .map_err(err)?;

@@ -80,6 +80,7 @@ use datafusion::sql::sqlparser::ast::{
     Statement,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::ParserError;
 use futures::TryStreamExt;
 
 use crate::auth::User;
@@ -195,7 +196,7 @@ const ERROR_CLASSES: [&str; 9] = [
 pub fn sql_error(e: datafusion::error::DataFusionError) -> ApiError {
     use datafusion::error::DataFusionError as E;
     let msg = match e.find_root() {
-        E::SQL(err, _) => format!("Parser Error: {err}"),
+        E::SQL(err, _) => parser_message(err),
         E::Plan(m) => format!("Binder Error: {m}"),
         E::SchemaError(err, _) => format!("Binder Error: {err}"),
         E::NotImplemented(m) => format!("Not implemented Error: {m}"),
@@ -209,6 +210,29 @@ pub fn sql_error(e: datafusion::error::DataFusionError) -> ApiError {
         other => other.to_string(),
     };
     ApiError::from_failure(&e, msg, ApiError::BadRequest)
+}
+
+/// A parser failure as DuckDB words it (`syntax error at or near "limit"`, which
+/// clients and dbt's conformance suite look for), with sqlparser's own account after it.
+pub(crate) fn parser_message(e: &ParserError) -> String {
+    let text = match e {
+        ParserError::ParserError(m) | ParserError::TokenizerError(m) => m,
+        ParserError::RecursionLimitExceeded => return format!("Parser Error: {e}"),
+    };
+    let Some((_, found)) = text.split_once("found: ") else {
+        return format!("Parser Error: {text}");
+    };
+    let token = found.split_once(" at Line: ").map_or(found, |(t, _)| t);
+    if token == "EOF" {
+        format!("Parser Error: syntax error at end of input ({text})")
+    } else {
+        format!("Parser Error: syntax error at or near \"{token}\" ({text})")
+    }
+}
+
+/// A parser failure as the client sees it.
+pub(crate) fn parse_error(e: &ParserError) -> ApiError {
+    sql_err(parser_message(e))
 }
 
 /// Whether a statement failed because the query memory pool refused a reservation.
@@ -510,8 +534,13 @@ impl SqlSession {
     /// DataFusion's parser, then the depth guard, DuckDB's output names, normalization and
     /// the statement guard.
     fn parse_sql(sql: &str) -> Result<Vec<DFStatement>, ApiError> {
-        let statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})
-            .map_err(|e| sql_err(format!("Parser Error: {e}")))?;
+        let statements =
+            DFParser::parse_sql_with_dialect(sql, &GenericDialect {}).map_err(|e| {
+                match e.find_root() {
+                    datafusion::error::DataFusionError::SQL(err, _) => parse_error(err),
+                    other => sql_err(format!("Parser Error: {other}")),
+                }
+            })?;
         let mut statements: Vec<DFStatement> = statements.into_iter().collect();
         for s in statements.iter_mut() {
             // Depth first: the other passes recurse.

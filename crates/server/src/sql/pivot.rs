@@ -478,7 +478,7 @@ pub(super) fn template(sql: &str, source: &TableFactor) -> Result<Box<Query>, St
     let mut query = Parser::new(&GenericDialect {})
         .try_with_sql(sql)
         .and_then(|mut p| p.parse_query())
-        .map_err(|e| format!("Parser Error: {e}"))?;
+        .map_err(|e| super::parser_message(&e))?;
     let _ = VisitMut::visit(&mut query, &mut PlaceSource(Some(source.clone())));
     Ok(query)
 }

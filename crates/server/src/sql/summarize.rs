@@ -24,7 +24,7 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
-use super::{SqlSession, sql_err, sql_statement};
+use super::{SqlSession, sql_statement};
 use crate::error::ApiError;
 
 /// The alias that marks the query a `SUMMARIZE` summarizes.
@@ -51,7 +51,7 @@ impl SqlSession {
         let mut built = Parser::new(&GenericDialect {})
             .try_with_sql(&summary_sql(&columns))
             .and_then(|mut p| p.parse_query())
-            .map_err(|e| sql_err(format!("Parser Error: {e}")))?;
+            .map_err(|e| super::parse_error(&e))?;
         let source = TableFactor::Derived {
             lateral: false,
             subquery: summarized,
