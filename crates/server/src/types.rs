@@ -105,6 +105,21 @@ pub fn numeric_precision_scale(dt: &DataType) -> (Option<i32>, Option<i32>) {
 pub fn field_for_sql_type(name: &str, sql_type: &str, nullable: bool) -> Result<Field, ApiError> {
     let t = sql_type.trim().to_ascii_uppercase();
     let t = t.split_whitespace().collect::<Vec<_>>().join(" ");
+    // DuckDB's lists, `VARCHAR[]`, `INTEGER[][]` (a model contract's DDL declares them).
+    if let Some(element) = t.strip_suffix("[]") {
+        let element = field_for_sql_type("element", element, true)?;
+        if element.metadata().contains_key(SQL_TYPE_KEY) {
+            return Err(ApiError::BadRequest(format!(
+                "Not implemented Error: lists of {} are not supported",
+                element.metadata()[SQL_TYPE_KEY]
+            )));
+        }
+        return Ok(Field::new(
+            name,
+            DataType::List(Arc::new(element)),
+            nullable,
+        ));
+    }
     let (dt, sql_meta): (DataType, Option<&str>) = match t.as_str() {
         "VARCHAR" | "TEXT" | "STRING" | "CHAR" | "BPCHAR" | "JSON" | "UUID" => {
             (DataType::Utf8, None)

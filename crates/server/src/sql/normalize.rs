@@ -65,6 +65,7 @@ pub(super) fn statement(statement: &mut Statement) {
     let _ = statement.visit(&mut SeriesColumns);
     let _ = statement.visit(&mut OrderByAll);
     let _ = statement.visit(&mut NamedWindows);
+    let _ = statement.visit(&mut IntegerItems);
     values_columns(statement);
     let _ = statement.visit(&mut DistinctOrderBy);
     super::cast_names::name_casts(statement);
@@ -251,6 +252,67 @@ fn name_set_column(body: &mut SetExpr) {
 /// unless the refinement orders, and the refinement's frame (else the named one's).
 /// DataFusion plans `OVER w` but ignored the name inside parentheses, so such a window
 /// lost the named window's `PARTITION BY` (a running sum ran over every partition).
+/// A select item that is an integer literal in INTEGER's range (`SELECT 1 AS id`) is an
+/// INTEGER, as DuckDB types it; DataFusion makes every integer literal a BIGINT. dbt's
+/// model contracts compare the query's types with the declared ones (`data_type: int`),
+/// and `CREATE TABLE … AS SELECT 1 AS z` makes the column DuckDB makes. Literals inside
+/// expressions keep DataFusion's typing.
+struct IntegerItems;
+
+impl VisitorMut for IntegerItems {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        integer_items(query.body.as_mut());
+        ControlFlow::Continue(())
+    }
+}
+
+fn integer_items(body: &mut SetExpr) {
+    let select = match body {
+        SetExpr::Select(select) => select,
+        SetExpr::SetOperation { left, right, .. } => {
+            integer_items(left);
+            integer_items(right);
+            return;
+        }
+        _ => return,
+    };
+    for item in &mut select.projection {
+        let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item else {
+            continue;
+        };
+        if !integer_in_range(e) {
+            continue;
+        }
+        let literal = std::mem::replace(e, Expr::Value(Value::Null.into()));
+        *e = Expr::Cast {
+            kind: CastKind::Cast,
+            expr: Box::new(literal),
+            data_type: DataType::Integer(None),
+            array: false,
+            format: None,
+        };
+    }
+}
+
+/// Whether `e` is an integer literal in INTEGER's range, or its negation (typed before
+/// it is negated, as DuckDB types it: `-2147483648` is a BIGINT).
+fn integer_in_range(e: &Expr) -> bool {
+    let value = match e {
+        Expr::Value(v) => &v.value,
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => match expr.as_ref() {
+            Expr::Value(v) => &v.value,
+            _ => return false,
+        },
+        _ => return false,
+    };
+    matches!(value, Value::Number(digits, _) if digits.parse::<i32>().is_ok())
+}
+
 struct NamedWindows;
 
 impl VisitorMut for NamedWindows {
@@ -1571,6 +1633,20 @@ mod tests {
     }
 
     #[test]
+    fn integer_literal_items_are_integers() {
+        assert_eq!(
+            normalized(
+                "SELECT 1 AS a, -2, 2147483648, -2147483648, 1 + 1, 1.5, x FROM t \
+                 UNION ALL SELECT 3, (SELECT 4), 5, 6, 7, 8, 9"
+            ),
+            "SELECT CAST(1 AS INTEGER) AS a, CAST(-2 AS INTEGER), 2147483648, -2147483648, \
+             1 + 1, 1.5, x FROM t UNION ALL SELECT CAST(3 AS INTEGER), (SELECT CAST(4 AS INTEGER)), \
+             CAST(5 AS INTEGER), CAST(6 AS INTEGER), CAST(7 AS INTEGER), CAST(8 AS INTEGER), \
+             CAST(9 AS INTEGER)"
+        );
+    }
+
+    #[test]
     fn exists_in_a_select_list_becomes_a_count() {
         assert_eq!(
             normalized(
@@ -1582,10 +1658,10 @@ mod tests {
         );
         assert_eq!(
             normalized("SELECT NOT EXISTS (SELECT 1 UNION ALL SELECT 2) AS e"),
-            "SELECT (SELECT count(*) = 0 FROM (SELECT 1 UNION ALL SELECT 2) AS __deltalite_exists) AS e"
+            "SELECT (SELECT count(*) = 0 FROM (SELECT CAST(1 AS INTEGER) UNION ALL SELECT CAST(2 AS INTEGER)) AS __deltalite_exists) AS e"
         );
         // Filters keep EXISTS: DataFusion plans it there.
-        let filter = "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k)";
+        let filter = "SELECT a FROM t WHERE EXISTS (SELECT x FROM u WHERE u.k = t.k)";
         assert_eq!(normalized(filter), filter);
     }
 

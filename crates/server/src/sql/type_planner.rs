@@ -4,7 +4,8 @@
 //! "no end" value) failed, as did every bound timestamp parameter outside that range,
 //! while the tables hold such values. `BLOB` (`BYTEA`, `VARBINARY`) is binary, and `JSON`
 //! is text, as in DuckDB (where `JSON` is a `VARCHAR` whose text is JSON); `HUGEINT` is
-//! the widest decimal, DuckDB's 128-bit integers as this server stores them.
+//! the widest decimal, DuckDB's 128-bit integers as this server stores them; a text
+//! type's length is ignored, as DuckDB ignores it.
 
 use std::sync::Arc;
 
@@ -24,6 +25,12 @@ impl TypePlanner for DuckdbTypes {
             SqlType::Blob(_) | SqlType::Bytea | SqlType::Varbinary(_) => Some(DataType::Binary),
             SqlType::JSON => Some(DataType::Utf8),
             SqlType::HugeInt => Some(DataType::Decimal128(38, 0)),
+            // A length is no constraint in DuckDB (`VARCHAR(256)` is `VARCHAR`); DataFusion
+            // refuses the lengths of the SQL standard's spellings.
+            SqlType::CharacterVarying(_)
+            | SqlType::CharVarying(_)
+            | SqlType::Character(_)
+            | SqlType::Char(Some(_)) => Some(DataType::Utf8),
             _ => None,
         };
         if let Some(plain) = plain {
