@@ -39,6 +39,8 @@
 //! - DuckDB's JSON functions and `->`/`->>` (`sql/json.rs`).
 //! - DuckDB's `arg_max`/`arg_min` (`max_by`/`min_by`) as `first_value` ordered and
 //!   filtered; `quantile_cont(x, [q1, q2])` as a list of one aggregate per quantile.
+//! - A select item that is an integer literal in INTEGER's range is an INTEGER, as DuckDB
+//!   types it (DataFusion's are BIGINTs): dbt's model contracts compare the types.
 //! - dbt-duckdb's cross-database macros: `n * INTERVAL '…'` (`sql/temporal.rs`),
 //!   `list_aggr(l, 'string_agg', sep)`, `string_split`, `arbitrary`; `count_if`.
 
@@ -47,9 +49,9 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     AccessExpr, BinaryOperator, CastKind, DataType, Distinct, DuplicateTreatment, ExactNumberInfo,
     Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident,
-    JoinConstraint, JoinOperator, ObjectName, OrderBy, OrderByExpr, OrderByKind, Query, SelectItem,
-    SetExpr, Statement, Subscript, TableAlias, TableAliasColumnDef, TableFactor, UnaryOperator,
-    Value, VisitMut, VisitorMut, visit_expressions_mut,
+    JoinConstraint, JoinOperator, ObjectName, OrderBy, OrderByExpr, OrderByKind, Query, Select,
+    SelectItem, SetExpr, Statement, Subscript, TableAlias, TableAliasColumnDef, TableFactor,
+    UnaryOperator, Value, VisitMut, VisitorMut, visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -64,8 +66,8 @@ pub(super) fn statement(statement: &mut Statement) {
     let _ = statement.visit(&mut Subqueries);
     let _ = statement.visit(&mut SeriesColumns);
     let _ = statement.visit(&mut OrderByAll);
-    let _ = statement.visit(&mut NamedWindows);
-    let _ = statement.visit(&mut IntegerItems);
+    let _ = statement.visit(&mut EachSelect(named_windows));
+    let _ = statement.visit(&mut EachSelect(integer_items));
     values_columns(statement);
     let _ = statement.visit(&mut DistinctOrderBy);
     super::cast_names::name_casts(statement);
@@ -247,37 +249,12 @@ fn name_set_column(body: &mut SetExpr) {
     }
 }
 
-/// A window that refines a named one (`OVER (w ROWS UNBOUNDED PRECEDING)`, `WINDOW w2 AS
-/// (w ORDER BY x)`) written out whole: the named window's partitioning, its ordering
-/// unless the refinement orders, and the refinement's frame (else the named one's).
-/// DataFusion plans `OVER w` but ignored the name inside parentheses, so such a window
-/// lost the named window's `PARTITION BY` (a running sum ran over every partition).
 /// A select item that is an integer literal in INTEGER's range (`SELECT 1 AS id`) is an
 /// INTEGER, as DuckDB types it; DataFusion makes every integer literal a BIGINT. dbt's
 /// model contracts compare the query's types with the declared ones (`data_type: int`),
 /// and `CREATE TABLE … AS SELECT 1 AS z` makes the column DuckDB makes. Literals inside
 /// expressions keep DataFusion's typing.
-struct IntegerItems;
-
-impl VisitorMut for IntegerItems {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        integer_items(query.body.as_mut());
-        ControlFlow::Continue(())
-    }
-}
-
-fn integer_items(body: &mut SetExpr) {
-    let select = match body {
-        SetExpr::Select(select) => select,
-        SetExpr::SetOperation { left, right, .. } => {
-            integer_items(left);
-            integer_items(right);
-            return;
-        }
-        _ => return,
-    };
+fn integer_items(select: &mut Select) {
     for item in &mut select.projection {
         let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item else {
             continue;
@@ -313,28 +290,35 @@ fn integer_in_range(e: &Expr) -> bool {
     matches!(value, Value::Number(digits, _) if digits.parse::<i32>().is_ok())
 }
 
-struct NamedWindows;
+/// Each `SELECT` of every query body (both sides of a set operation), given to `.0`.
+struct EachSelect<F: FnMut(&mut Select)>(F);
 
-impl VisitorMut for NamedWindows {
+impl<F: FnMut(&mut Select)> VisitorMut for EachSelect<F> {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        named_windows(query.body.as_mut());
+        fn each(body: &mut SetExpr, f: &mut impl FnMut(&mut Select)) {
+            match body {
+                SetExpr::Select(select) => f(select),
+                SetExpr::SetOperation { left, right, .. } => {
+                    each(left, f);
+                    each(right, f);
+                }
+                _ => {}
+            }
+        }
+        each(query.body.as_mut(), &mut self.0);
         ControlFlow::Continue(())
     }
 }
 
-fn named_windows(body: &mut SetExpr) {
+/// A window that refines a named one (`OVER (w ROWS UNBOUNDED PRECEDING)`, `WINDOW w2 AS
+/// (w ORDER BY x)`) written out whole: the named window's partitioning, its ordering
+/// unless the refinement orders, and the refinement's frame (else the named one's).
+/// DataFusion plans `OVER w` but ignored the name inside parentheses, so such a window
+/// lost the named window's `PARTITION BY` (a running sum ran over every partition).
+fn named_windows(select: &mut Select) {
     use datafusion::sql::sqlparser::ast::{NamedWindowExpr, WindowSpec, WindowType};
-    let select = match body {
-        SetExpr::Select(select) => select,
-        SetExpr::SetOperation { left, right, .. } => {
-            named_windows(left);
-            named_windows(right);
-            return;
-        }
-        _ => return,
-    };
     if select.named_window.is_empty() {
         return;
     }
