@@ -183,6 +183,39 @@ def test_comments_are_stored_and_shown(client, server, schema):
     assert field.metadata.get("comment") == "the key"
 
 
+def test_a_view_keeps_its_comment_until_replaced(client, server, schema):
+    """dbt's `persist_docs` for a view model: `COMMENT ON VIEW`, listed by
+    `duckdb_views()` (dbt-altertable's catalog reads it there), stored (a second server
+    over the same data lists it) and kept through a rename, cleared by `NULL`, dropped when the view is replaced (as in DuckDB)."""
+    name = schema.split(".")[1]
+    client.query(f"CREATE TABLE {schema}.vt (a INT)")
+    client.query(f"CREATE VIEW {schema}.v AS SELECT a FROM {schema}.vt")
+    client.query(f"COMMENT ON VIEW {schema}.v IS $c$the view's comment$c$")
+
+    def listed(view="v", by=client):
+        return by.rows(
+            "SELECT comment FROM duckdb_views() "
+            f"WHERE schema_name = '{name}' AND view_name = '{view}'"
+        )
+
+    assert listed() == [("the view's comment",)]
+    with ServerProcess(data=server.data) as second:
+        assert listed(by=Client(second)) == [("the view's comment",)]
+    client.query(f"ALTER VIEW {schema}.v RENAME TO w")
+    assert listed("w") == [("the view's comment",)]
+    client.query(f"COMMENT ON VIEW {schema}.w IS NULL")
+    assert listed("w") == [(None,)]
+    client.query(f"COMMENT ON VIEW {schema}.w IS 'again'")
+    client.query(
+        f"CREATE OR REPLACE VIEW {schema}.w AS SELECT a + 1 AS b FROM {schema}.vt"
+    )
+    assert listed("w") == [(None,)]
+    with pytest.raises(SqlError) as e:
+        client.query(f"COMMENT ON VIEW {schema}.nope IS 'x'")
+    assert e.value.message == "Catalog Error: View with name nope does not exist!"
+    assert listed("nope") == []
+
+
 def test_partition_ddl_lays_out_the_table(client, server, schema):
     client.query(
         f"CREATE TABLE {schema}.m (region VARCHAR, ts TIMESTAMP, id INT) "

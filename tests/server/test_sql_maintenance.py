@@ -411,6 +411,8 @@ def test_table_properties_for_maintenance_are_checked(server, alice):
         "SELECT * FROM other.main.mine WHERE a > ALL (SELECT a FROM lakehouse.main.secret)",
         "SELECT a = ANY (SELECT a FROM lakehouse.main.secret) FROM other.main.mine",
         "SELECT * FROM other.main.mine WHERE a IN (VALUES (1)) OR a IN (SELECT a FROM lakehouse.main.secret)",
+        # A view's comment is stored with the view.
+        "COMMENT ON VIEW lakehouse.main.secret IS 'mine now'",
     ],
 )
 def test_every_form_stays_inside_the_grants(server, alice, bob, statement):

@@ -57,7 +57,8 @@ enum TableNeeds {
 enum ViewNeeds {
     /// Its name only.
     Name,
-    /// Its SQL (a view whose definition is gone by then is left out).
+    /// Its stored definition: SQL and comment (a view whose definition is gone by then is
+    /// left out).
     Sql,
     /// Its columns as its query plans now (a view that no longer plans is left out).
     Columns,
@@ -113,7 +114,7 @@ impl Listing {
         match self {
             Self::DuckdbTables => None,
             Self::InfoTables => Some(ViewNeeds::Name),
-            Self::DuckdbViews if reads("sql") => Some(ViewNeeds::Sql),
+            Self::DuckdbViews if reads("sql") || reads("comment") => Some(ViewNeeds::Sql),
             Self::DuckdbViews => Some(ViewNeeds::Name),
             Self::InfoColumns | Self::DuckdbColumns => Some(ViewNeeds::Columns),
         }
@@ -149,6 +150,8 @@ pub(super) enum RelationKind {
         fields: Option<Fields>,
         /// Its SQL, when the listing needs it.
         sql: Option<String>,
+        /// Its `COMMENT ON VIEW`, read with its SQL.
+        comment: Option<String>,
     },
 }
 
@@ -420,14 +423,17 @@ impl SqlSession {
         name: TableName,
         needs: ViewNeeds,
     ) -> Result<Option<Relation>, ApiError> {
-        let (fields, sql) = match needs {
-            ViewNeeds::Name => (None, None),
+        let (fields, sql, comment) = match needs {
+            ViewNeeds::Name => (None, None, None),
             ViewNeeds::Sql => match self.storage.get_view(&name).await? {
-                Some(body) => (None, super::views::view_sql(&body)),
+                Some(body) => match super::views::Definition::read(&body) {
+                    Some(d) => (None, Some(d.sql), d.comment),
+                    None => (None, None, None),
+                },
                 None => return Ok(None),
             },
             ViewNeeds::Columns => match self.listed_view_schema(&name).await? {
-                Some(schema) => (Some(schema.fields().clone()), None),
+                Some(schema) => (Some(schema.fields().clone()), None, None),
                 None => return Ok(None),
             },
         };
@@ -435,7 +441,11 @@ impl SqlSession {
             catalog: name.catalog,
             schema: name.schema,
             name: name.table,
-            kind: RelationKind::View { fields, sql },
+            kind: RelationKind::View {
+                fields,
+                sql,
+                comment,
+            },
         }))
     }
 }

@@ -450,8 +450,9 @@ impl SqlSession {
         Ok(())
     }
 
-    /// `COMMENT ON TABLE|COLUMN … IS '…'` (`NULL` clears), stored in the Delta metadata:
-    /// the table's description, the column's `comment` field metadata.
+    /// `COMMENT ON TABLE|COLUMN|VIEW … IS '…'` (`NULL` clears), stored in the Delta
+    /// metadata (the table's description, the column's `comment` field metadata) or in the
+    /// view's stored definition.
     pub(super) async fn comment(
         &mut self,
         object_type: &CommentObject,
@@ -460,6 +461,16 @@ impl SqlSession {
         if_exists: bool,
     ) -> Result<Output, ApiError> {
         let mut parts = name_parts(object_name)?;
+        if *object_type == CommentObject::View {
+            let name = self.resolve(&parts)?;
+            if self.comment_view(&name, comment.clone()).await? || if_exists {
+                return Ok(Self::ok_status());
+            }
+            return Err(sql_err(format!(
+                "Catalog Error: View with name {} does not exist!",
+                name.table
+            )));
+        }
         let column = match object_type {
             CommentObject::Table => None,
             CommentObject::Column => match parts.pop() {

@@ -98,10 +98,10 @@ pub(super) fn tables_batch(relations: &[Relation]) -> Result<RecordBatch, ApiErr
 
 /// `duckdb_views()`.
 pub(super) fn views_batch(relations: &[Relation]) -> Result<RecordBatch, ApiError> {
-    let views: Vec<(&Relation, Option<String>)> = relations
+    let views: Vec<(&Relation, Option<String>, Option<String>)> = relations
         .iter()
         .filter_map(|r| match &r.kind {
-            RelationKind::View { sql, .. } => Some((r, sql.clone())),
+            RelationKind::View { sql, comment, .. } => Some((r, sql.clone(), comment.clone())),
             RelationKind::Table { .. } => None,
         })
         .collect();
@@ -109,20 +109,20 @@ pub(super) fn views_batch(relations: &[Relation]) -> Result<RecordBatch, ApiErro
     batch(vec![
         Col::Text(
             "database_name",
-            text(views.iter().map(|(r, _)| r.catalog.as_str())),
+            text(views.iter().map(|(r, ..)| r.catalog.as_str())),
         ),
         Col::Text(
             "schema_name",
-            text(views.iter().map(|(r, _)| r.schema.as_str())),
+            text(views.iter().map(|(r, ..)| r.schema.as_str())),
         ),
         Col::Text(
             "view_name",
-            text(views.iter().map(|(r, _)| r.name.as_str())),
+            text(views.iter().map(|(r, ..)| r.name.as_str())),
         ),
-        Col::Text("comment", vec![None; n]),
+        Col::Text("comment", views.iter().map(|(.., c)| c.clone()).collect()),
         Col::Bool("internal", vec![false; n]),
         Col::Bool("temporary", vec![false; n]),
-        Col::Text("sql", views.into_iter().map(|(_, sql)| sql).collect()),
+        Col::Text("sql", views.into_iter().map(|(_, sql, _)| sql).collect()),
     ])
 }
 

@@ -26,8 +26,22 @@ use crate::error::ApiError;
 pub const MAX_VIEW_DEPTH: usize = 16;
 
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Definition {
-    sql: String,
+pub(super) struct Definition {
+    pub(super) sql: String,
+    /// `COMMENT ON VIEW`; replacing the view drops it, as in DuckDB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) comment: Option<String>,
+}
+
+impl Definition {
+    /// A stored definition (`None`: not one this server wrote).
+    pub(super) fn read(body: &[u8]) -> Option<Self> {
+        serde_json::from_slice(body).ok()
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, ApiError> {
+        serde_json::to_vec(self).map_err(|e| ApiError::Internal(e.to_string()))
+    }
 }
 
 impl SqlSession {
@@ -63,8 +77,7 @@ impl SqlSession {
                 )));
             }
         }
-        let body = serde_json::to_vec(&Definition { sql })
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        let body = Definition { sql, comment: None }.bytes()?;
         self.storage.put_view(&name, body).await?;
         Ok(Self::ok_status())
     }
@@ -215,13 +228,25 @@ impl SqlSession {
         self.storage.delete_view(from).await?;
         Ok(true)
     }
-}
 
-/// A view's stored query, for listings (`duckdb_views()`).
-pub(super) fn view_sql(body: &[u8]) -> Option<String> {
-    serde_json::from_slice::<Definition>(body)
-        .ok()
-        .map(|d| d.sql)
+    /// `COMMENT ON VIEW name IS …` (`NULL` clears); `false` when there is no such view.
+    pub(super) async fn comment_view(
+        &self,
+        name: &TableName,
+        comment: Option<String>,
+    ) -> Result<bool, ApiError> {
+        let lock = self.storage.table_lock(name);
+        let _guard = lock.lock().await;
+        let Some(body) = self.storage.get_view(name).await? else {
+            return Ok(false);
+        };
+        let mut definition = Definition::read(&body).ok_or_else(|| {
+            ApiError::Internal(format!("view {}: unreadable definition", name.table))
+        })?;
+        definition.comment = comment;
+        self.storage.put_view(name, definition.bytes()?).await?;
+        Ok(true)
+    }
 }
 
 /// The names every `WITH` of a query defines, at any depth (a view's body in parentheses
