@@ -1,6 +1,7 @@
 """dbt-altertable 0.2.13 (dbt-core 1.11, dbt-duckdb 1.11.0 macros), unchanged, against a
 real `deltalite serve` over Arrow Flight SQL: the project in tests/dbt/project (a seed,
-a view, a `table` model over it, incremental `merge`, `append` and `delete+insert` models, a timestamp
+a view, a `table` model over it, incremental `merge`, `append` and `delete+insert` models, an
+incremental model whose column changes type (`on_schema_change: sync_all_columns`), a timestamp
 snapshot, schema and singular tests) is seeded, run and snapshotted, changed at the
 source, run and snapshotted again, tested, documented (`docs generate`), fully
 refreshed and re-seeded; after each step the tables' contents are read back through
@@ -93,6 +94,7 @@ MODELS = [
     "inc_append",
     "inc_delete_insert",
     "inc_merge",
+    "inc_sync",
     "people",
     "people_table",
     "stg_people",
@@ -131,6 +133,11 @@ def main() -> int:
             ],
         )
         check("first run stg_people (a view)", table("stg_people"), SEEDED)
+        check(
+            "first run inc_sync",
+            table("inc_sync", "id, code"),
+            [{"id": i, "code": 10 * i} for i in (1, 2, 3)],
+        )
         check("no tmp, backup or temporary tables left", tables(), MODELS)
         dbt(project, "snapshot")
         check(
@@ -148,7 +155,7 @@ def main() -> int:
             f'INSERT INTO "{CATALOG}"."{SCHEMA}".people VALUES '
             "(4, 'Dee', TIMESTAMP '2024-01-04 09:00:00', 4.0)"
         )
-        dbt(project, "run")
+        dbt(project, "run", "--vars", "{codes_as_text: true}")
         changed = [
             {"id": 1, "name": "Alice"},
             {"id": 2, "name": "Bobby"},
@@ -182,6 +189,21 @@ def main() -> int:
             "second run stg_people (a view: the source as it is now)",
             table("stg_people", "id, name"),
             changed,
+        )
+        check(
+            "second run inc_sync: code retyped to text, every row merged",
+            (
+                rows(
+                    "SELECT data_type FROM information_schema.columns WHERE "
+                    f"table_schema = '{SCHEMA}' AND table_name = 'inc_sync' "
+                    "AND column_name = 'code'"
+                ),
+                table("inc_sync", "id, code"),
+            ),
+            (
+                [{"data_type": "VARCHAR"}],
+                [{"id": i, "code": str(10 * i)} for i in (1, 2, 3, 4)],
+            ),
         )
         check("no tmp, backup or temporary tables left", tables(), WITH_SNAPSHOT)
         dbt(project, "snapshot")

@@ -402,6 +402,79 @@ def test_drop_column_rewrites_the_table_without_it(client, server, schema):
     ]
 
 
+def test_rename_column_rewrites_the_table_under_the_new_name(client, server, schema):
+    """dbt's `alter_column_type` (`on_schema_change: sync_all_columns` when a column's
+    type changes) as dbt sends it, one script: add a column, copy, drop the old one,
+    rename the new. Each rename is one overwrite commit; the rows, types and errors as
+    DuckDB's, the column's comment kept, the old name in the history."""
+    s = schema
+    duck = duckdb.connect()
+    duck.execute("CREATE SCHEMA f")
+    script = (
+        "CREATE TABLE {s}.r (id INTEGER, v INTEGER); "
+        "INSERT INTO {s}.r VALUES (1, 10), (2, NULL); "
+        'ALTER TABLE {s}.r ADD COLUMN "v__dbt_alter" VARCHAR; '
+        'UPDATE {s}.r SET "v__dbt_alter" = "v"; '
+        'ALTER TABLE {s}.r DROP COLUMN "v" CASCADE; '
+        'ALTER TABLE {s}.r RENAME COLUMN "v__dbt_alter" TO "v"'
+    )
+    client.query(script.format(s=s))
+    duck.execute(script.format(s="f"))
+    query = "SELECT *, typeof(v) FROM {s}.r ORDER BY id"
+    assert client.query(query.format(s=s)) == (
+        ["id", "v", "typeof(v)"],
+        [list(r) for r in duck_rows(duck, query.format(s="f"))],
+    )
+    client.query(f"COMMENT ON COLUMN {s}.r.id IS 'the key'")
+    before = len(commits(server, s, "r"))
+    client.query(f"ALTER TABLE {s}.r RENAME id TO key")
+    log = commits(server, s, "r")
+    assert len(log) == before + 1
+    info = next(a["commitInfo"] for a in log[-1] if "commitInfo" in a)
+    assert info["operationParameters"]["mode"] == "Overwrite"
+    name = s.split(".")[1]
+    assert client.rows(
+        "SELECT column_name, data_type, column_comment FROM information_schema.columns "
+        f"WHERE table_schema = '{name}' AND table_name = 'r' ORDER BY ordinal_position"
+    ) == [("key", "INTEGER", "the key"), ("v", "VARCHAR", None)]
+    assert client.rows(f"SELECT key, v FROM {s}.r ORDER BY key") == [
+        (1, "10"),
+        (2, None),
+    ]
+    # The same name again changes nothing; DuckDB's errors change nothing either.
+    client.query(f"ALTER TABLE {s}.r RENAME COLUMN key TO key")
+    duck.execute("ALTER TABLE f.r RENAME COLUMN id TO key")
+    for sql, message in [
+        (
+            "ALTER TABLE {s}.r RENAME COLUMN nope TO x",
+            'Binder Error: Table "r" does not have a column with name "nope"',
+        ),
+        (
+            "ALTER TABLE {s}.r RENAME COLUMN key TO v",
+            'Catalog Error: Column with name "v" already exists!',
+        ),
+    ]:
+        with pytest.raises(SqlError) as e:
+            client.query(sql.format(s=s))
+        assert e.value.message == message
+        with pytest.raises(duckdb.Error) as d:
+            duck.execute(sql.format(s="f"))
+        assert str(d.value).startswith(message)
+    assert len(commits(server, s, "r")) == before + 1
+    client.query(f"CREATE TABLE {s}.rp (d DATE, x INTEGER) PARTITIONED BY (d)")
+    with pytest.raises(SqlError) as e:
+        client.query(f"ALTER TABLE {s}.rp RENAME COLUMN d TO day")
+    assert e.value.message == (
+        'Catalog Error: cannot rename column "d": the table\'s layout keys name it'
+    )
+    assert client.rows(
+        f"SELECT id FROM {s}.r VERSION AS OF {before - 1} ORDER BY id"
+    ) == [
+        (1,),
+        (2,),
+    ]
+
+
 def test_column_defaults_are_refused_not_ignored(client, server, schema):
     """A `DEFAULT` the server would not apply (rows an INSERT leaves the column out of
     would be NULL, not the default) is refused, and nothing is created or changed;

@@ -413,6 +413,7 @@ def test_table_properties_for_maintenance_are_checked(server, alice):
         "SELECT * FROM other.main.mine WHERE a IN (VALUES (1)) OR a IN (SELECT a FROM lakehouse.main.secret)",
         # A view's comment is stored with the view.
         "COMMENT ON VIEW lakehouse.main.secret IS 'mine now'",
+        "ALTER TABLE lakehouse.main.secret RENAME COLUMN a TO b",
     ],
 )
 def test_every_form_stays_inside_the_grants(server, alice, bob, statement):

@@ -9,7 +9,7 @@ use arrow::datatypes::{Field, Schema};
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     AlterColumnOperation, AlterTableOperation, ColumnDef, ColumnOption, CommentObject, CreateTable,
-    Expr, ObjectName, ObjectType, SchemaName, SqlOption, Statement, Use, Value,
+    Expr, Ident, ObjectName, ObjectType, SchemaName, SqlOption, Statement, Use, Value,
 };
 use deltalite::compact::CompactOptions;
 use deltalite::options::DEFAULT_COMMIT_MAX_RETRIES;
@@ -199,11 +199,7 @@ impl SqlSession {
                 .options
                 .iter()
                 .any(|o| matches!(o.option, ColumnOption::NotNull));
-            let col_name = if col.name.quote_style.is_some() {
-                col.name.value.clone()
-            } else {
-                col.name.value.to_lowercase()
-            };
+            let col_name = ident_value(&col.name);
             fields.push(field_for_sql_type(
                 &col_name,
                 &col.data_type.to_string(),
@@ -240,11 +236,7 @@ impl SqlSession {
                     column_def,
                     ..
                 } => {
-                    let col = if column_def.name.quote_style.is_some() {
-                        column_def.name.value.clone()
-                    } else {
-                        column_def.name.value.to_lowercase()
-                    };
+                    let col = ident_value(&column_def.name);
                     if schema.index_of(&col).is_ok() {
                         if *if_not_exists {
                             continue;
@@ -262,11 +254,7 @@ impl SqlSession {
                     column_name,
                     op: AlterColumnOperation::SetDataType { data_type, .. },
                 } => {
-                    let col = if column_name.quote_style.is_some() {
-                        column_name.value.clone()
-                    } else {
-                        column_name.value.to_lowercase()
-                    };
+                    let col = ident_value(column_name);
                     let Ok(idx) = schema.index_of(&col) else {
                         return Err(sql_err(format!(
                             "Binder Error: Table \"{}\" does not have a column with name \"{col}\"",
@@ -335,11 +323,7 @@ impl SqlSession {
                 } => {
                     let mut drop = Vec::new();
                     for ident in column_names {
-                        let col = if ident.quote_style.is_some() {
-                            ident.value.clone()
-                        } else {
-                            ident.value.to_lowercase()
-                        };
+                        let col = ident_value(ident);
                         match schema.index_of(&col) {
                             Ok(_) => drop.push(col),
                             Err(_) if *if_exists => {}
@@ -355,6 +339,28 @@ impl SqlSession {
                         self.drop_columns(&name, &mut table, &drop).await?;
                     }
                 }
+                AlterTableOperation::RenameColumn {
+                    old_column_name,
+                    new_column_name,
+                } => {
+                    let old = ident_value(old_column_name);
+                    let new = ident_value(new_column_name);
+                    if schema.index_of(&old).is_err() {
+                        return Err(sql_err(format!(
+                            "Binder Error: Table \"{}\" does not have a column with name \"{old}\"",
+                            name.table
+                        )));
+                    }
+                    if old == new {
+                        continue;
+                    }
+                    if schema.index_of(&new).is_ok() {
+                        return Err(sql_err(format!(
+                            "Catalog Error: Column with name \"{new}\" already exists!"
+                        )));
+                    }
+                    self.rename_column(&name, &mut table, &old, &new).await?;
+                }
                 other => {
                     return Err(sql_err(format!(
                         "Not implemented Error: ALTER TABLE {other} is not supported"
@@ -363,6 +369,51 @@ impl SqlSession {
             }
         }
         Ok(Self::ok_status())
+    }
+
+    /// `RENAME COLUMN`: as [`Self::drop_columns`], the table is rewritten in one overwrite
+    /// commit, the column (its comment with it) under its new name. dbt's
+    /// `alter_column_type` (an incremental model's `on_schema_change: sync_all_columns`)
+    /// adds a column, copies, drops the old one and renames the new. A column the
+    /// table's layout keys name (`PARTITIONED BY`, `SORTED BY`) keeps its name.
+    async fn rename_column(
+        &mut self,
+        name: &crate::catalog::TableName,
+        table: &mut DeltaLiteTable,
+        old: &str,
+        new: &str,
+    ) -> Result<(), ApiError> {
+        let schema = table.schema().map_err(delta_err)?;
+        let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        let configuration = table.configuration().map_err(delta_err)?;
+        let mut keyed = table.partition_columns().map_err(delta_err)?;
+        for property in [PARTITIONED_BY, SORTED_BY] {
+            if let Some(text) = configuration.get(property) {
+                keyed.extend(layout::parse_keys(text, &columns)?.iter().map(|k| match k {
+                    layout::LayoutKey::Identity(c) => c.clone(),
+                    layout::LayoutKey::Transform { column, .. } => column.clone(),
+                }));
+            }
+        }
+        if keyed.iter().any(|c| c == old) {
+            return Err(sql_err(format!(
+                "Catalog Error: cannot rename column \"{old}\": the table's layout keys name it"
+            )));
+        }
+        let fields: Vec<(Field, String)> = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let read = super::rewrite::quote(f.name());
+                if f.name() == old {
+                    let renamed = f.as_ref().clone().with_name(new);
+                    (renamed, format!("{read} AS {}", super::rewrite::quote(new)))
+                } else {
+                    (f.as_ref().clone(), read)
+                }
+            })
+            .collect();
+        self.rewrite_columns(name, table, fields).await
     }
 
     /// `DROP COLUMN`: Delta (without column mapping) has no way to drop a column from its
@@ -382,11 +433,11 @@ impl SqlSession {
                 "Catalog Error: cannot drop column \"{col}\": the table is partitioned by it"
             )));
         }
-        let kept: Vec<Field> = schema
+        let kept: Vec<(Field, String)> = schema
             .fields()
             .iter()
             .filter(|f| !drop.contains(f.name()))
-            .map(|f| f.as_ref().clone())
+            .map(|f| (f.as_ref().clone(), super::rewrite::quote(f.name())))
             .collect();
         if kept.is_empty() {
             return Err(sql_err(format!(
@@ -394,20 +445,30 @@ impl SqlSession {
                 name.table
             )));
         }
+        self.rewrite_columns(name, table, kept).await
+    }
+
+    /// Overwrite `table` with the rows of its latest version, as `fields` (each new field
+    /// and the select item it is read as), in one commit: history kept, time travel still
+    /// reads the old columns.
+    async fn rewrite_columns(
+        &mut self,
+        name: &crate::catalog::TableName,
+        table: &mut DeltaLiteTable,
+        fields: Vec<(Field, String)>,
+    ) -> Result<(), ApiError> {
+        let metadata = table.schema().map_err(delta_err)?.metadata().clone();
         let real = [&name.catalog, &name.schema, &name.table]
-            .map(|p| format!("\"{}\"", p.replace('"', "\"\"")))
+            .map(|p| super::rewrite::quote(p))
             .join(".");
-        let select: Vec<String> = kept
-            .iter()
-            .map(|f| format!("\"{}\"", f.name().replace('"', "\"\"")))
-            .collect();
+        let (fields, select): (Vec<Field>, Vec<String>) = fields.into_iter().unzip();
         let stream = self
             .stream_sql(&format!("SELECT {} FROM {real}", select.join(", ")))
             .await?;
         let failure = Arc::new(Mutex::new(None));
         table
             .overwrite_stream(
-                &Schema::new_with_metadata(kept, schema.metadata().clone()),
+                &Schema::new_with_metadata(fields, metadata),
                 engine_rows(stream, Arc::clone(&failure)),
                 &WriteOptions::default(),
             )
@@ -793,5 +854,14 @@ fn note(sink: &Mutex<Vec<Dropped>>, dropped: Dropped) {
     match sink.lock() {
         Ok(mut list) => list.push(dropped),
         Err(p) => p.into_inner().push(dropped),
+    }
+}
+
+/// A column name as DDL writes it: quoted, as written; bare, lowercased.
+fn ident_value(ident: &Ident) -> String {
+    if ident.quote_style.is_some() {
+        ident.value.clone()
+    } else {
+        ident.value.to_lowercase()
     }
 }
