@@ -354,6 +354,18 @@ def duck_rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple]:
     return [tuple(r) for r in con.execute(sql).fetchall()]
 
 
+def both_refuse(client, duck, schema, *cases) -> None:
+    """Each `(sql, message)`: our exact message, and DuckDB's starts with it (schema
+    `{s}` here, `f` there)."""
+    for sql, message in cases:
+        with pytest.raises(SqlError) as e:
+            client.query(sql.format(s=schema))
+        assert e.value.message == message
+        with pytest.raises(duckdb.Error) as d:
+            duck.execute(sql.format(s="f"))
+        assert str(d.value).startswith(message)
+
+
 def test_drop_column_rewrites_the_table_without_it(client, server, schema):
     """dbt's `on_schema_change: sync_all_columns` drops columns: one overwrite commit, the
     rows as DuckDB leaves them."""
@@ -444,7 +456,10 @@ def test_rename_column_rewrites_the_table_under_the_new_name(client, server, sch
     # The same name again changes nothing; DuckDB's errors change nothing either.
     client.query(f"ALTER TABLE {s}.r RENAME COLUMN key TO key")
     duck.execute("ALTER TABLE f.r RENAME COLUMN id TO key")
-    for sql, message in [
+    both_refuse(
+        client,
+        duck,
+        s,
         (
             "ALTER TABLE {s}.r RENAME COLUMN nope TO x",
             'Binder Error: Table "r" does not have a column with name "nope"',
@@ -453,13 +468,7 @@ def test_rename_column_rewrites_the_table_under_the_new_name(client, server, sch
             "ALTER TABLE {s}.r RENAME COLUMN key TO v",
             'Catalog Error: Column with name "v" already exists!',
         ),
-    ]:
-        with pytest.raises(SqlError) as e:
-            client.query(sql.format(s=s))
-        assert e.value.message == message
-        with pytest.raises(duckdb.Error) as d:
-            duck.execute(sql.format(s="f"))
-        assert str(d.value).startswith(message)
+    )
     assert len(commits(server, s, "r")) == before + 1
     client.query(f"CREATE TABLE {s}.rp (d DATE, x INTEGER) PARTITIONED BY (d)")
     with pytest.raises(SqlError) as e:
@@ -473,6 +482,63 @@ def test_rename_column_rewrites_the_table_under_the_new_name(client, server, sch
         (1,),
         (2,),
     ]
+
+
+def test_ddl_keeps_a_names_case_and_each_select_binds_its_own_tables(client, schema):
+    """DuckDB keeps the case an unquoted column name is written in (`TEST_VALID_TO`) and
+    matches names without regard to case, also in `ALTER`; where two tables of one
+    statement spell a name two ways (dbt's snapshot suites compare such tables with
+    `EXCEPT`), each `SELECT` binds it in its own tables. `date(x)` and a date compared
+    with a timestamp past 2262, as DuckDB answers them, side by side."""
+    s = schema
+    duck = duckdb.connect()
+    duck.execute("CREATE SCHEMA f")
+    setup = [
+        'CREATE TABLE {s}.q ("TEST_VALID_TO" TIMESTAMP, id INTEGER)',
+        "CREATE TABLE {s}.w (TEST_VALID_TO TIMESTAMP, Id INTEGER)",
+        "INSERT INTO {s}.q VALUES (TIMESTAMP '2024-01-01 00:00:00', 1), (NULL, 2)",
+        "INSERT INTO {s}.w (test_valid_to, ID) VALUES (TIMESTAMP '2024-01-01 00:00:00', 1)",
+        "ALTER TABLE {s}.w ADD COLUMN Note VARCHAR",
+        "ALTER TABLE {s}.w ALTER COLUMN ID TYPE BIGINT",
+    ]
+    for sql in setup:
+        client.query(sql.format(s=s))
+        duck.execute(sql.format(s="f"))
+    name = s.split(".")[1]
+    assert client.rows(
+        "SELECT column_name, data_type FROM information_schema.columns "
+        f"WHERE table_schema = '{name}' AND table_name = 'w' ORDER BY ordinal_position"
+    ) == [("TEST_VALID_TO", "TIMESTAMP"), ("Id", "BIGINT"), ("Note", "VARCHAR")]
+    for query in [
+        'SELECT "TEST_VALID_TO", "id" FROM {s}.q EXCEPT SELECT "TEST_VALID_TO", "id" FROM {s}.w',
+        "SELECT test_valid_to, id FROM {s}.q EXCEPT SELECT test_valid_to, id FROM {s}.w",
+        "SELECT id FROM {s}.q WHERE test_valid_to IN (SELECT TEST_VALID_TO FROM {s}.w)",
+        (
+            "SELECT count(*) FROM {s}.q WHERE test_valid_to < date('9999-12-31') "
+            "OR DATE '9999-12-31' <= test_valid_to"
+        ),
+        "SELECT date('2099-12-31') AS d, date(TIMESTAMP '2024-01-02 10:00:00') AS t",
+    ]:
+        ours = client.query(query.format(s=s))
+        cursor = duck.execute(query.format(s="f"))
+        theirs = [list(r) for r in cursor.fetchall()]
+        theirs = [
+            [v.isoformat() if hasattr(v, "isoformat") else v for v in r] for r in theirs
+        ]
+        assert ours == ([d[0] for d in cursor.description], theirs), query
+    both_refuse(
+        client,
+        duck,
+        s,
+        (
+            "CREATE TABLE {s}.dup (a INTEGER, A INTEGER)",
+            'Catalog Error: Column with name "A" already exists!',
+        ),
+        (
+            "ALTER TABLE {s}.w ADD COLUMN note INTEGER",
+            'Catalog Error: Column with name "note" already exists!',
+        ),
+    )
 
 
 def test_column_defaults_are_refused_not_ignored(client, server, schema):

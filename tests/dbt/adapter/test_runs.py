@@ -1,5 +1,5 @@
 """dbt-tests-adapter's suites for how dbt runs a project: aliases, the relation cache,
-threads, `dbt show`, `--empty`, hooks, query comments, changing a model's
+threads, table materialization, connection validation, `dbt clone`, `dbt show`, `--empty`, hooks, query comments, changing a model's
 materialization, copies, stored test failures, microbatch and sample mode, comments on
 columns, unit tests and model contracts. Where dbt's fixture is Postgres SQL DuckDB
 refuses too, the class gives the DuckDB spelling, as dbt-duckdb's own suite does."""
@@ -11,6 +11,8 @@ from dbt.tests.adapter.aliases.test_aliases import (
     BaseAliases,
     BaseSameAliasDifferentSchemas,
 )
+from dbt.tests.adapter.basic.test_table_materialization import BaseTableMaterialization
+from dbt.tests.adapter.basic.test_validate_connection import BaseValidateConnection
 from dbt.tests.adapter.caching.test_caching import (
     BaseCachingLowercaseModel,
     BaseCachingSelectedSchemaOnly,
@@ -22,6 +24,7 @@ from dbt.tests.adapter.constraints.test_constraints import (
     BaseTableConstraintsColumnsEqual,
     BaseViewConstraintsColumnsEqual,
 )
+from dbt.tests.adapter.dbt_clone.test_dbt_clone import BaseCloneNotPossible
 from dbt.tests.adapter.dbt_show.test_dbt_show import (
     BaseShowDoesNotHandleDoubleLimit,
     BaseShowLimit,
@@ -93,6 +96,18 @@ class TestCachingSelectedSchemaOnly(BaseCachingSelectedSchemaOnly):
 
 class TestConcurrency(BaseConcurrency):
     pass
+
+
+class TestTableMaterialization(BaseTableMaterialization):
+    pass
+
+
+class TestValidateConnection(BaseValidateConnection):
+    pass
+
+
+class TestCloneNotPossible(BaseCloneNotPossible):
+    """DuckDB (and the server) cannot clone a table: `dbt clone` makes views."""
 
 
 class TestShowLimit(BaseShowLimit):

@@ -101,8 +101,24 @@ impl AnalyzerRule for DuckdbArithmetic {
     }
 }
 
+/// `=`, `<>`, `<`, `<=`, `>`, `>=`, `IS [NOT] DISTINCT FROM`.
+fn is_comparison(op: Operator) -> bool {
+    matches!(
+        op,
+        Operator::Eq
+            | Operator::NotEq
+            | Operator::Lt
+            | Operator::LtEq
+            | Operator::Gt
+            | Operator::GtEq
+            | Operator::IsDistinctFrom
+            | Operator::IsNotDistinctFrom
+    )
+}
+
 /// `date ± interval` and `interval + date`: the date cast to a TIMESTAMP (microseconds,
-/// DuckDB's), so the interval's time is kept.
+/// DuckDB's), so the interval's time is kept; a date compared with a timestamp, cast to
+/// the timestamp's type.
 fn date_interval(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
         return Ok(Transformed::no(e));
@@ -129,6 +145,26 @@ fn date_interval(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                 left,
                 op,
                 right: timestamp(right),
+            })));
+        }
+    }
+    // A date compared with a timestamp: the date cast to the timestamp's type. DataFusion
+    // casts both to nanoseconds, which end in 2262: `valid_to = DATE '9999-12-31'` (dbt's
+    // snapshots, `dbt_valid_to_current`) failed.
+    if is_comparison(op) {
+        let (l, r) = (left.get_type(schema)?, right.get_type(schema)?);
+        if date(&l) && matches!(r, DataType::Timestamp(..)) {
+            return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
+                left: Box::new(cast(*left, r)),
+                op,
+                right,
+            })));
+        }
+        if matches!(l, DataType::Timestamp(..)) && date(&r) {
+            return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
+                left,
+                op,
+                right: Box::new(cast(*right, l)),
             })));
         }
     }
@@ -162,17 +198,10 @@ fn literal_type(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
         return Ok(Transformed::no(e));
     };
     let typed = op.is_numerical_operators()
+        || is_comparison(op)
         || matches!(
             op,
-            Operator::Eq
-                | Operator::NotEq
-                | Operator::Lt
-                | Operator::LtEq
-                | Operator::Gt
-                | Operator::GtEq
-                | Operator::IsDistinctFrom
-                | Operator::IsNotDistinctFrom
-                | Operator::BitwiseAnd
+            Operator::BitwiseAnd
                 | Operator::BitwiseOr
                 | Operator::BitwiseXor
                 | Operator::BitwiseShiftLeft

@@ -10,8 +10,11 @@
 //! names a table of the statement; any other as the one spelling its lower case has
 //! among the statement's tables' columns and the names the statement defines (aliases,
 //! a CTE's columns). A name spelled two ways there (`ID` and `id`; `SELECT "ID" AS id
-//! … ORDER BY id`, where `id` is the alias) is left as written, and so is every name of
-//! a statement over lower-case tables (every one dlt and dbt write).
+//! … ORDER BY id`, where `id` is the alias) is spelled as the tables of its own `SELECT`
+//! spell it, when they spell it one way ([`ScopedSpellings`]: comparing a table whose
+//! column is `TEST_VALID_TO` with one whose column is `test_valid_to`), else left as
+//! written; so is every name of a statement over lower-case tables (every one dlt
+//! writes).
 //!
 //! The names a statement defines keep their case the same way (`SELECT 1 AS MyName`
 //! names its column `MyName`, as DuckDB does, and `ORDER BY myname` is that column):
@@ -23,9 +26,9 @@ use std::ops::ControlFlow;
 use datafusion::common::TableReference;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    ExcludeSelectItem, Expr, Ident, JoinConstraint, JoinOperator, ObjectName, ObjectNamePart,
-    Query, SelectItem, SetExpr, TableAlias, TableFactor, Visit, VisitMut, Visitor, VisitorMut,
-    visit_expressions_mut,
+    ExcludeSelectItem, Expr, GroupByExpr, Ident, JoinConstraint, JoinOperator, ObjectName,
+    ObjectNamePart, Query, Select, SelectItem, SetExpr, TableAlias, TableFactor, Visit, VisitMut,
+    Visitor, VisitorMut, visit_expressions_mut,
 };
 
 use super::{SqlSession, folded, name_parts, sql_statement};
@@ -113,6 +116,7 @@ impl SqlSession {
             return statement;
         }
         let _ = VisitMut::visit(sql, &mut KeptCase(&spellings));
+        let _ = VisitMut::visit(sql, &mut ScopedSpellings::new(&spellings));
         let respell = |qualifier: Option<&Ident>, column: &mut Ident| {
             if let Some(spelling) = spellings.respelled(qualifier, column) {
                 column.value = spelling;
@@ -350,6 +354,124 @@ impl VisitorMut for KeptCase<'_> {
         {
             self.keep_table_alias(alias);
         }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Unqualified column references respelled by the tables of their own `SELECT`, for a
+/// name the statement's tables spell several ways (`"TEST_VALID_TO"` in one table,
+/// `test_valid_to` in another, which the statement-wide spellings leave as written):
+/// DuckDB binds a name in the scope it is in. Innermost queries first; a reference a
+/// query's tables do not spell (a correlated one) is left to the queries around it. A
+/// `SELECT` reading anything but tables (a derived table, a CTE) has no known scope.
+struct ScopedSpellings<'a> {
+    spellings: &'a Spellings,
+    /// The references already bound, by address (the tree is changed in place only).
+    bound: HashSet<usize>,
+}
+
+impl<'a> ScopedSpellings<'a> {
+    fn new(spellings: &'a Spellings) -> Self {
+        Self {
+            spellings,
+            bound: HashSet::new(),
+        }
+    }
+
+    /// The columns of a `SELECT`'s tables by lower case (`None`: spelled two ways),
+    /// when it reads only tables.
+    fn scope(&self, select: &Select) -> Option<HashMap<String, Option<String>>> {
+        let mut scope: HashMap<String, Option<String>> = HashMap::new();
+        let factors = select
+            .from
+            .iter()
+            .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)));
+        for factor in factors {
+            let TableFactor::Table { name, alias, .. } = factor else {
+                return None;
+            };
+            let qualifier = match alias {
+                Some(alias) => folded(&alias.name),
+                None => folded(name.0.last()?.as_ident()?),
+            };
+            for (lower, spelling) in self.spellings.tables.get(&qualifier)? {
+                match scope.get(lower) {
+                    Some(Some(other)) if other != spelling => {
+                        scope.insert(lower.clone(), None);
+                    }
+                    Some(_) => {}
+                    None => {
+                        scope.insert(lower.clone(), Some(spelling.clone()));
+                    }
+                }
+            }
+        }
+        Some(scope)
+    }
+
+    fn bind(&mut self, select: &mut Select) {
+        let Some(scope) = self.scope(select) else {
+            return;
+        };
+        let bound = &mut self.bound;
+        let mut bind = |e: &mut Expr| {
+            if let Expr::Identifier(ident) = e {
+                let address = &*ident as *const Ident as usize;
+                if bound.contains(&address) {
+                    return ControlFlow::<()>::Continue(());
+                }
+                let lower = ident.value.to_lowercase();
+                if let Some(Some(spelling)) = scope.get(&lower) {
+                    bound.insert(address);
+                    let own = match ident.quote_style {
+                        None => &lower,
+                        Some(_) => &ident.value,
+                    };
+                    if own != spelling {
+                        ident.value = spelling.clone();
+                        ident.quote_style = Some('"');
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        };
+        for item in &mut select.projection {
+            if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
+                let _ = visit_expressions_mut(e, &mut bind);
+            }
+        }
+        for e in select.selection.iter_mut().chain(select.having.iter_mut()) {
+            let _ = visit_expressions_mut(e, &mut bind);
+        }
+        if let GroupByExpr::Expressions(keys, _) = &mut select.group_by {
+            for e in keys {
+                let _ = visit_expressions_mut(e, &mut bind);
+            }
+        }
+        for join in select.from.iter_mut().flat_map(|t| &mut t.joins) {
+            if let Some(JoinConstraint::On(e)) = join_constraint(&mut join.join_operator) {
+                let _ = visit_expressions_mut(e, &mut bind);
+            }
+        }
+    }
+
+    fn bind_body(&mut self, body: &mut SetExpr) {
+        match body {
+            SetExpr::Select(select) => self.bind(select),
+            SetExpr::SetOperation { left, right, .. } => {
+                self.bind_body(left);
+                self.bind_body(right);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl VisitorMut for ScopedSpellings<'_> {
+    type Break = ();
+
+    fn post_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        self.bind_body(&mut query.body);
         ControlFlow::Continue(())
     }
 }

@@ -9,7 +9,7 @@ use arrow::datatypes::{Field, Schema};
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     AlterColumnOperation, AlterTableOperation, ColumnDef, ColumnOption, CommentObject, CreateTable,
-    Expr, Ident, ObjectName, ObjectType, SchemaName, SqlOption, Statement, Use, Value,
+    Expr, ObjectName, ObjectType, SchemaName, SqlOption, Statement, Use, Value,
 };
 use deltalite::compact::CompactOptions;
 use deltalite::options::DEFAULT_COMMIT_MAX_RETRIES;
@@ -199,9 +199,17 @@ impl SqlSession {
                 .options
                 .iter()
                 .any(|o| matches!(o.option, ColumnOption::NotNull));
-            let col_name = ident_value(&col.name);
+            let col_name = &col.name.value;
+            if fields
+                .iter()
+                .any(|f: &Field| f.name().eq_ignore_ascii_case(col_name))
+            {
+                return Err(sql_err(format!(
+                    "Catalog Error: Column with name \"{col_name}\" already exists!"
+                )));
+            }
             fields.push(field_for_sql_type(
-                &col_name,
+                col_name,
                 &col.data_type.to_string(),
                 !not_null,
             )?);
@@ -230,19 +238,22 @@ impl SqlSession {
         };
         for op in operations {
             let schema = table.schema().map_err(delta_err)?;
+            // Names are matched without regard to case, as DuckDB matches them; a new
+            // name keeps the case it is written in.
+            let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
             match op {
                 AlterTableOperation::AddColumn {
                     if_not_exists,
                     column_def,
                     ..
                 } => {
-                    let col = ident_value(&column_def.name);
-                    if schema.index_of(&col).is_ok() {
+                    let col = column_def.name.value.clone();
+                    if column_named(&columns, &col).is_some() {
                         if *if_not_exists {
                             continue;
                         }
                         return Err(sql_err(format!(
-                            "Catalog Error: Column with name {col} already exists!"
+                            "Catalog Error: Column with name \"{col}\" already exists!"
                         )));
                     }
                     refuse_default(column_def)?;
@@ -254,13 +265,14 @@ impl SqlSession {
                     column_name,
                     op: AlterColumnOperation::SetDataType { data_type, .. },
                 } => {
-                    let col = ident_value(column_name);
-                    let Ok(idx) = schema.index_of(&col) else {
+                    let written = &column_name.value;
+                    let Some(col) = column_named(&columns, written) else {
                         return Err(sql_err(format!(
-                            "Binder Error: Table \"{}\" does not have a column with name \"{col}\"",
+                            "Binder Error: Table \"{}\" does not have a column with name \"{written}\"",
                             name.table
                         )));
                     };
+                    let idx = schema.index_of(&col).map_err(|e| sql_err(e.to_string()))?;
                     let current = schema.field(idx);
                     let wanted =
                         field_for_sql_type(&col, &data_type.to_string(), current.is_nullable())?;
@@ -300,8 +312,6 @@ impl SqlSession {
                                 .map_err(delta_err)?;
                             continue;
                         }
-                        let columns: Vec<String> =
-                            schema.fields().iter().map(|f| f.name().clone()).collect();
                         let value = layout::render(&layout::parse_keys(&value, &columns)?);
                         if key == PARTITIONED_BY {
                             self.set_partitioning(&name, &mut table, &value).await?;
@@ -323,14 +333,13 @@ impl SqlSession {
                 } => {
                     let mut drop = Vec::new();
                     for ident in column_names {
-                        let col = ident_value(ident);
-                        match schema.index_of(&col) {
-                            Ok(_) => drop.push(col),
-                            Err(_) if *if_exists => {}
-                            Err(_) => {
+                        match column_named(&columns, &ident.value) {
+                            Some(col) => drop.push(col),
+                            None if *if_exists => {}
+                            None => {
                                 return Err(sql_err(format!(
-                                    "Catalog Error: Table \"{}\" does not have a column with name \"{col}\"",
-                                    name.table
+                                    "Catalog Error: Table \"{}\" does not have a column with name \"{}\"",
+                                    name.table, ident.value
                                 )));
                             }
                         }
@@ -343,18 +352,19 @@ impl SqlSession {
                     old_column_name,
                     new_column_name,
                 } => {
-                    let old = ident_value(old_column_name);
-                    let new = ident_value(new_column_name);
-                    if schema.index_of(&old).is_err() {
+                    let Some(old) = column_named(&columns, &old_column_name.value) else {
                         return Err(sql_err(format!(
-                            "Binder Error: Table \"{}\" does not have a column with name \"{old}\"",
-                            name.table
+                            "Binder Error: Table \"{}\" does not have a column with name \"{}\"",
+                            name.table, old_column_name.value
                         )));
-                    }
+                    };
+                    let new = new_column_name.value.clone();
                     if old == new {
                         continue;
                     }
-                    if schema.index_of(&new).is_ok() {
+                    let others: Vec<String> =
+                        columns.iter().filter(|c| **c != old).cloned().collect();
+                    if column_named(&others, &new).is_some() {
                         return Err(sql_err(format!(
                             "Catalog Error: Column with name \"{new}\" already exists!"
                         )));
@@ -854,14 +864,5 @@ fn note(sink: &Mutex<Vec<Dropped>>, dropped: Dropped) {
     match sink.lock() {
         Ok(mut list) => list.push(dropped),
         Err(p) => p.into_inner().push(dropped),
-    }
-}
-
-/// A column name as DDL writes it: quoted, as written; bare, lowercased.
-fn ident_value(ident: &Ident) -> String {
-    if ident.quote_style.is_some() {
-        ident.value.clone()
-    } else {
-        ident.value.to_lowercase()
     }
 }

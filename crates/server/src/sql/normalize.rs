@@ -20,7 +20,7 @@
 //! - DuckDB functions that compose others: `last_day`, `dayname`, `monthname`,
 //!   `time_bucket`, `pg_typeof`, `sign`, `date_add`, `isinf`, `list_reverse_sort`, `xor`,
 //!   `century`, `decade`, `to_days` and the other `to_*` intervals, `mod`,
-//!   `regexp_full_match`, `yearweek`, `encode`/`decode` of one argument, `to_hex` in
+//!   `regexp_full_match`, `yearweek`, `encode`/`decode` of one argument, `date`, `to_hex` in
 //!   capitals ([`COMPOSITES`]); `len` and `epoch_ms` depend on their argument's type
 //!   (`sql/type_dispatch.rs`).
 //! - `a ^ b`: DuckDB's power (`sql/power.rs`); `x[:b]`, `x[a:]` with their bound;
@@ -1095,6 +1095,8 @@ const COMPOSITES: &[(&str, &str, usize)] = &[
         1,
     ),
     ("mod", "(__a0 % __a1)", 2),
+    // DuckDB's `date(x)`: the cast (dbt's snapshot suites write `date('2099-12-31')`).
+    ("date", "CAST(__a0 AS DATE)", 1),
     (
         "regexp_full_match",
         "regexp_like(__a0, concat('^(?:', __a1, ')$'))",
