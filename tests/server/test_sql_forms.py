@@ -541,6 +541,47 @@ def test_ddl_keeps_a_names_case_and_each_select_binds_its_own_tables(client, sch
     )
 
 
+def test_a_date_meeting_a_timestamp_becomes_that_timestamp(client, schema):
+    """DataFusion made a DATE and a TIMESTAMP that meet nanoseconds without a zone, which
+    end in 2262: dbt's `dbt_valid_to_current: date('9999-12-31')` failed in a
+    `coalesce`, a comparison and the staging table's `UNION ALL`. DuckDB's answers and
+    types, side by side, also through a CTE and a table made of such a `coalesce`."""
+    s = schema
+    duck = duckdb.connect()
+    duck.execute("CREATE SCHEMA f")
+    setup = (
+        "CREATE TABLE {s}.snap AS SELECT 1 AS id, coalesce(nullif(TIMESTAMP "
+        "'2024-01-01 00:00:00', TIMESTAMP '2024-01-01 00:00:00'), date('9999-12-31')) "
+        "AS valid_to"
+    )
+    client.query(setup.format(s=s))
+    duck.execute(setup.format(s="f"))
+    for query in [
+        (
+            "SELECT coalesce(NULL::TIMESTAMP, DATE '9999-12-31') AS c, "
+            "typeof(coalesce(NULL::TIMESTAMPTZ, DATE '9999-12-31')) AS tz"
+        ),
+        "SELECT CASE WHEN id = 1 THEN DATE '9999-12-31' ELSE valid_to END AS c FROM {s}.snap",
+        "SELECT TIMESTAMP '2024-01-01 00:00:00' IN (DATE '2024-01-01', DATE '9999-12-31') AS i",
+        "SELECT greatest(DATE '9999-12-31', TIMESTAMP '2024-01-01 00:00:00') AS g",
+        "SELECT id, valid_to FROM {s}.snap WHERE valid_to = DATE '9999-12-31'",
+        "SELECT typeof(valid_to) AS t, valid_to FROM {s}.snap",
+        (
+            "WITH i AS (SELECT 'i' AS k, coalesce(NULL::TIMESTAMP, date('9999-12-31')) AS v), "
+            "u AS (SELECT 'u' AS k, valid_to AS v FROM {s}.snap) "
+            "SELECT * FROM i UNION ALL SELECT * FROM u UNION ALL "
+            "SELECT 'd', DATE '2024-01-01' ORDER BY k"
+        ),
+    ]:
+        ours = client.query(query.format(s=s))
+        cursor = duck.execute(query.format(s="f"))
+        rows = [
+            [v.isoformat() if hasattr(v, "isoformat") else v for v in r]
+            for r in cursor.fetchall()
+        ]
+        assert ours == ([d[0] for d in cursor.description], rows), query
+
+
 def test_column_defaults_are_refused_not_ignored(client, server, schema):
     """A `DEFAULT` the server would not apply (rows an INSERT leaves the column out of
     would be NULL, not the default) is refused, and nothing is created or changed;

@@ -1,15 +1,18 @@
 """dbt-tests-adapter's snapshot suites beyond the basic ones: column names from the
 snapshot's config and from dbt_project.yml, invalid names, several unique key columns,
-and the new-record modes. (Not the `dbt_valid_to_current` suites: DataFusion gives a
-`coalesce` or `CASE` of a DATE and a TIMESTAMP nanoseconds, which end in 2262, and
-their `9999-12-31` fails; one of them also reads rows by position without an
-`ORDER BY`.) Their fixtures compare a table made
+and the new-record modes, one with `dbt_valid_to_current`. (Not
+`BaseSnapshotDbtValidToCurrent`: it reads rows by position from a query without `ORDER
+BY`, after dbt's snapshot merge rewrote some of them, and the server's row order after
+an update is not the table's insertion order, as it is in Postgres and DuckDB.) Their fixtures compare a table made
 with `TEST_VALID_TO` unquoted with snapshots whose columns are named as dbt quotes them;
 DuckDB keeps an unquoted name's case and binds a name in its own `SELECT`, as the
 server does."""
 
 from dbt.tests.adapter.simple_snapshot.new_record_check_mode import (
     BaseSnapshotNewRecordCheckMode,
+)
+from dbt.tests.adapter.simple_snapshot.new_record_dbt_valid_to_current import (
+    BaseSnapshotNewRecordDbtValidToCurrent,
 )
 from dbt.tests.adapter.simple_snapshot.new_record_timestamp_mode import (
     BaseSnapshotNewRecordTimestampMode,
@@ -44,3 +47,8 @@ class TestSnapshotNewRecordTimestampMode(BaseSnapshotNewRecordTimestampMode):
 
 class TestSnapshotNewRecordCheckMode(BaseSnapshotNewRecordCheckMode):
     pass
+
+
+class TestSnapshotNewRecordDbtValidToCurrent(BaseSnapshotNewRecordDbtValidToCurrent):
+    """`dbt_valid_to_current: date('9999-12-31')`: a DATE past 2262 meets TIMESTAMPs in
+    a `coalesce`, comparisons and a `UNION ALL` of the staging table."""

@@ -14,14 +14,23 @@ pub(super) fn rewrite_expressions(
     plan: LogicalPlan,
     rewrite: impl Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
 ) -> Result<LogicalPlan> {
+    // A rewritten expression may have another type (a coalesce of a DATE and a
+    // TIMESTAMP): from the first node rewritten on, every node's schema is taken again
+    // (children come first, so every node above it is among them).
+    let mut retype = false;
     plan.transform_up_with_subqueries(|node| {
         let schema = columns_read(&node)?;
         // A rewritten select item keeps the name it was written with.
         let names = NamePreserver::new(&node);
-        node.map_expressions(|e| {
+        let rewritten = node.map_expressions(|e| {
             let name = names.save(&e);
             rewrite(e, &schema).map(|t| t.update_data(|e| name.restore(e)))
-        })
+        })?;
+        retype |= rewritten.transformed;
+        match retype {
+            true => rewritten.map_data(|node| node.recompute_schema()),
+            false => Ok(rewritten),
+        }
     })
     .map(|t| t.data)
 }

@@ -44,6 +44,13 @@
 //! `2024-01-01`). The same rule, first, casts the date to a TIMESTAMP ([`date_interval`]);
 //! a comparison of a DATE column with such a bound is compared as dates again by
 //! `sql/date_bounds.rs`, so it still prunes.
+//!
+//! **A DATE meeting a TIMESTAMP becomes that TIMESTAMP** (its type, its unit, its zone),
+//! where DataFusion makes both nanoseconds without a zone, which end in 2262:
+//! `valid_to < DATE '9999-12-31'`, `coalesce(valid_to, DATE '9999-12-31')` (dbt's
+//! snapshots with `dbt_valid_to_current`), a `CASE`, an `IN` list or a `UNION` with both
+//! failed. The same rule, first ([`date_interval`], [`dates_as_timestamps`],
+//! [`union_dates`]).
 
 use std::sync::Arc;
 
@@ -54,8 +61,8 @@ use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, Result, ScalarValue};
 use datafusion::logical_expr::expr::{BinaryExpr, Cast, ScalarFunction, TryCast};
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature, Volatility, cast,
+    ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, Projection, ScalarFunctionArgs,
+    ScalarUDF, ScalarUDFImpl, Signature, Union, Volatility, cast,
 };
 use datafusion::optimizer::AnalyzerRule;
 
@@ -91,14 +98,170 @@ impl AnalyzerRule for DuckdbArithmetic {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        super::analyzer::rewrite_expressions(plan, |e, schema| {
+        let plan = super::analyzer::rewrite_expressions(plan, |e, schema| {
             e.transform_up(|e| date_interval(e, schema))?
+                .transform_parent(|e| e.transform_up(|e| dates_as_timestamps(e, schema)))?
                 .transform_parent(|e| e.transform_up(|e| truth_test(e, schema)))?
                 .transform_parent(|e| e.transform_up(|e| literal_type(e, schema)))?
                 .transform_parent(|e| e.transform_down(|e| divide(e, schema)))?
                 .transform_parent(|e| e.transform_up(|e| round_cast(e, schema)))
-        })
+        })?;
+        // After the expressions: a `coalesce` of a DATE and a TIMESTAMP under a union is a
+        // TIMESTAMP only once rewritten.
+        Ok(plan.transform_up(union_dates)?.data)
     }
+}
+
+/// The arguments of `coalesce`, `nullif`, `greatest`, `least`, the results of a `CASE`,
+/// and an `IN` list's value and items, where DATEs meet a TIMESTAMP: the DATEs cast to
+/// the first TIMESTAMP's type.
+fn dates_as_timestamps(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    let date = |e: &Expr| -> Result<bool> {
+        Ok(matches!(
+            e.get_type(schema)?,
+            DataType::Date32 | DataType::Date64
+        ))
+    };
+    let target = |values: &[&Expr]| -> Result<Option<DataType>> {
+        let mut timestamp = None;
+        let mut dates = false;
+        for v in values {
+            match v.get_type(schema)? {
+                t @ DataType::Timestamp(..) if timestamp.is_none() => timestamp = Some(t),
+                DataType::Date32 | DataType::Date64 => dates = true,
+                _ => {}
+            }
+        }
+        Ok(timestamp.filter(|_| dates))
+    };
+    let widen = |e: Expr, to: &DataType| -> Result<Expr> {
+        Ok(if date(&e)? { cast(e, to.clone()) } else { e })
+    };
+    match e {
+        Expr::ScalarFunction(ScalarFunction { func, args })
+            if ["coalesce", "nullif", "greatest", "least", "nvl", "ifnull"]
+                .contains(&func.name()) =>
+        {
+            let Some(to) = target(&args.iter().collect::<Vec<_>>())? else {
+                return Ok(Transformed::no(Expr::ScalarFunction(ScalarFunction {
+                    func,
+                    args,
+                })));
+            };
+            let args = args
+                .into_iter()
+                .map(|a| widen(a, &to))
+                .collect::<Result<_>>()?;
+            Ok(Transformed::yes(Expr::ScalarFunction(ScalarFunction {
+                func,
+                args,
+            })))
+        }
+        Expr::Case(mut case) => {
+            let results: Vec<&Expr> = case
+                .when_then_expr
+                .iter()
+                .map(|(_, then)| then.as_ref())
+                .chain(case.else_expr.as_deref())
+                .collect();
+            let Some(to) = target(&results)? else {
+                return Ok(Transformed::no(Expr::Case(case)));
+            };
+            for (_, then) in &mut case.when_then_expr {
+                let value =
+                    std::mem::replace(then.as_mut(), Expr::Literal(ScalarValue::Null, None));
+                **then = widen(value, &to)?;
+            }
+            if let Some(other) = case.else_expr.take() {
+                case.else_expr = Some(Box::new(widen(*other, &to)?));
+            }
+            Ok(Transformed::yes(Expr::Case(case)))
+        }
+        Expr::InList(mut in_list) => {
+            let values: Vec<&Expr> = std::iter::once(in_list.expr.as_ref())
+                .chain(in_list.list.iter())
+                .collect();
+            let Some(to) = target(&values)? else {
+                return Ok(Transformed::no(Expr::InList(in_list)));
+            };
+            in_list.expr = Box::new(widen(*in_list.expr, &to)?);
+            in_list.list = in_list
+                .list
+                .into_iter()
+                .map(|v| widen(v, &to))
+                .collect::<Result<_>>()?;
+            Ok(Transformed::yes(Expr::InList(in_list)))
+        }
+        other => Ok(Transformed::no(other)),
+    }
+}
+
+/// A `UNION` (`EXCEPT`, `INTERSECT`) whose column is a DATE in some inputs and a TIMESTAMP
+/// in others: the DATEs cast to the first TIMESTAMP's type, under each such input; its
+/// types taken again from its inputs where they changed.
+fn union_dates(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
+    let LogicalPlan::Union(union) = plan else {
+        return Ok(Transformed::no(plan));
+    };
+    let width = union.schema.fields().len();
+    let mut timestamps: Vec<Option<DataType>> = vec![None; width];
+    let mut dates = vec![false; width];
+    for input in &union.inputs {
+        for (i, field) in input.schema().fields().iter().enumerate().take(width) {
+            match field.data_type() {
+                t @ DataType::Timestamp(..) if timestamps[i].is_none() => {
+                    timestamps[i] = Some(t.clone())
+                }
+                DataType::Date32 | DataType::Date64 => dates[i] = true,
+                _ => {}
+            }
+        }
+    }
+    let target = |i: usize, t: &DataType| match (&timestamps[i], t) {
+        (Some(to), DataType::Date32 | DataType::Date64) if dates[i] => Some(to.clone()),
+        _ => None,
+    };
+    let widened = |input: &LogicalPlan| {
+        let fields = input.schema().fields();
+        (0..fields.len().min(width)).any(|i| target(i, fields[i].data_type()).is_some())
+    };
+    // The union's own types were taken when it was planned, from its inputs' types
+    // then; the expressions under it may have been rewritten since.
+    let stale = union.inputs.iter().any(|input| {
+        let fields = input.schema().fields();
+        (0..fields.len().min(width))
+            .any(|i| fields[i].data_type() != union.schema.field(i).data_type())
+    });
+    if !stale && !union.inputs.iter().any(|i| widened(i)) {
+        return Ok(Transformed::no(LogicalPlan::Union(union)));
+    }
+    let inputs = union
+        .inputs
+        .into_iter()
+        .map(|input| {
+            if !widened(&input) {
+                return Ok(input);
+            }
+            let schema = Arc::clone(input.schema());
+            let columns = schema.iter().enumerate().map(|(i, (qualifier, field))| {
+                let column = Expr::Column(datafusion::common::Column::new(
+                    qualifier.cloned(),
+                    field.name(),
+                ));
+                match target(i, field.data_type()) {
+                    Some(to) => cast(column, to).alias_qualified(qualifier.cloned(), field.name()),
+                    None => column,
+                }
+            });
+            Ok(Arc::new(LogicalPlan::Projection(Projection::try_new(
+                columns.collect(),
+                input,
+            )?)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Transformed::yes(LogicalPlan::Union(
+        Union::try_new_with_loose_types(inputs)?,
+    )))
 }
 
 /// `=`, `<>`, `<`, `<=`, `>`, `>=`, `IS [NOT] DISTINCT FROM`.
