@@ -386,7 +386,7 @@ def test_the_session_cookie_needs_its_csrf_token(server):
     )
     run = json.loads(conn.getresponse().read())
     assert run["rows"] == 1 and run["columns"] == [
-        {"name": "one", "type": "BIGINT"},
+        {"name": "one", "type": "INTEGER"},
         {"name": "two", "type": "VARCHAR"},
     ]
     ticket = new_ticket(conn, run["result_id"], token, csrf)
