@@ -245,15 +245,8 @@ impl Visitor for Names {
     fn pre_visit_table_factor(&mut self, table: &TableFactor) -> ControlFlow<()> {
         match table {
             TableFactor::Table { name, alias, .. } => {
-                let qualifier = match alias {
-                    Some(alias) => folded(&alias.name),
-                    None => name
-                        .0
-                        .last()
-                        .and_then(|p| p.as_ident())
-                        .map_or_else(String::new, folded),
-                };
-                self.tables.push((qualifier, name.clone()));
+                self.tables
+                    .push((qualifier(name, alias.as_ref()), name.clone()));
                 if let Some(alias) = alias {
                     self.add_table_alias(alias);
                 }
@@ -390,10 +383,7 @@ impl<'a> ScopedSpellings<'a> {
             let TableFactor::Table { name, alias, .. } = factor else {
                 return None;
             };
-            let qualifier = match alias {
-                Some(alias) => folded(&alias.name),
-                None => folded(name.0.last()?.as_ident()?),
-            };
+            let qualifier = qualifier(name, alias.as_ref());
             for (lower, spelling) in self.spellings.tables.get(&qualifier)? {
                 match scope.get(lower) {
                     Some(Some(other)) if other != spelling => {
@@ -454,25 +444,27 @@ impl<'a> ScopedSpellings<'a> {
             }
         }
     }
-
-    fn bind_body(&mut self, body: &mut SetExpr) {
-        match body {
-            SetExpr::Select(select) => self.bind(select),
-            SetExpr::SetOperation { left, right, .. } => {
-                self.bind_body(left);
-                self.bind_body(right);
-            }
-            _ => {}
-        }
-    }
 }
 
 impl VisitorMut for ScopedSpellings<'_> {
     type Break = ();
 
     fn post_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        self.bind_body(&mut query.body);
+        super::normalize::each_select(&mut query.body, &mut |select| self.bind(select));
         ControlFlow::Continue(())
+    }
+}
+
+/// The name a table's columns are qualified by: its alias, else its own last part
+/// (folded as DataFusion folds it).
+fn qualifier(name: &ObjectName, alias: Option<&TableAlias>) -> String {
+    match alias {
+        Some(alias) => folded(&alias.name),
+        None => name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .map_or_else(String::new, folded),
     }
 }
 

@@ -297,18 +297,21 @@ impl<F: FnMut(&mut Select)> VisitorMut for EachSelect<F> {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        fn each(body: &mut SetExpr, f: &mut impl FnMut(&mut Select)) {
-            match body {
-                SetExpr::Select(select) => f(select),
-                SetExpr::SetOperation { left, right, .. } => {
-                    each(left, f);
-                    each(right, f);
-                }
-                _ => {}
-            }
-        }
-        each(query.body.as_mut(), &mut self.0);
+        each_select(query.body.as_mut(), &mut self.0);
         ControlFlow::Continue(())
+    }
+}
+
+/// Each `SELECT` of a query body, both sides of a set operation (`sql/column_case.rs`
+/// too).
+pub(super) fn each_select(body: &mut SetExpr, f: &mut impl FnMut(&mut Select)) {
+    match body {
+        SetExpr::Select(select) => f(select),
+        SetExpr::SetOperation { left, right, .. } => {
+            each_select(left, f);
+            each_select(right, f);
+        }
+        _ => {}
     }
 }
 
