@@ -50,6 +50,7 @@ pub use options::{
     AppTransaction, Knobs, MIB, Nullability, OmittedColumns, OnDuplicate, PreCommitHook,
     PruneStrategy, UpsertOptions,
 };
+pub use schema::conform::{COLUMN_DEFAULT_KEY, default_column};
 pub use schema::features::DELETION_VECTORS_PROPERTY;
 pub use stats::{PhaseTimings, UpsertStats};
 pub use table::{ActiveFile, DeltaLiteTable, TableLocation, VacuumOptions, Vacuumed};

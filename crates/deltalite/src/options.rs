@@ -32,7 +32,8 @@ impl std::str::FromStr for OnDuplicate {
 /// How a winning match treats table columns the batch does not carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OmittedColumns {
-    /// The stored row is replaced whole; omitted columns become NULL (Python default).
+    /// The stored row is replaced whole; omitted columns become NULL, or their default
+    /// (Python default).
     #[default]
     Null,
     /// Omitted columns keep their stored values (HTTP `/upsert`).

@@ -246,6 +246,13 @@ impl Storage {
         self
     }
 
+    /// Reach the data root's own objects (listings of catalogs and schemas, views'
+    /// definitions) through `store`, rooted at the data root; tests inject faults so.
+    pub fn with_root_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
+        self.store = store;
+        self
+    }
+
     /// Keep tables open between queries, holding at most `limit_files` active files
     /// together (`crate::snapshots`); 0 keeps none.
     pub fn with_snapshot_cache(mut self, limit_files: usize) -> Self {

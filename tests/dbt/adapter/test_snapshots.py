@@ -6,7 +6,8 @@ BY`, after dbt's snapshot merge rewrote some of them, and the server's row order
 an update is not the table's insertion order, as it is in Postgres and DuckDB.) Their fixtures compare a table made
 with `TEST_VALID_TO` unquoted with snapshots whose columns are named as dbt quotes them;
 DuckDB keeps an unquoted name's case and binds a name in its own `SELECT`, as the
-server does."""
+server does. The hard-delete and new-column suites add a source column with
+`DEFAULT 'dummy_value'` between two snapshots."""
 
 from dbt.tests.adapter.simple_snapshot.new_record_check_mode import (
     BaseSnapshotNewRecordCheckMode,
@@ -16,6 +17,12 @@ from dbt.tests.adapter.simple_snapshot.new_record_dbt_valid_to_current import (
 )
 from dbt.tests.adapter.simple_snapshot.new_record_timestamp_mode import (
     BaseSnapshotNewRecordTimestampMode,
+)
+from dbt.tests.adapter.simple_snapshot.test_ephemeral_snapshot_hard_deletes import (
+    BaseSnapshotEphemeralHardDeletes,
+    BaseSnapshotNewColumnSpecificCheckCols,
+    BaseSnapshotNewColumnTimestampStrategy,
+    BaseSnapshotNewColumnWithDeletes,
 )
 from dbt.tests.adapter.simple_snapshot.test_various_configs import (
     BaseSnapshotColumnNames,
@@ -52,3 +59,19 @@ class TestSnapshotNewRecordCheckMode(BaseSnapshotNewRecordCheckMode):
 class TestSnapshotNewRecordDbtValidToCurrent(BaseSnapshotNewRecordDbtValidToCurrent):
     """`dbt_valid_to_current: date('9999-12-31')`: a DATE past 2262 meets TIMESTAMPs in
     a `coalesce`, comparisons and a `UNION ALL` of the staging table."""
+
+
+class TestSnapshotEphemeralHardDeletes(BaseSnapshotEphemeralHardDeletes):
+    pass
+
+
+class TestSnapshotNewColumnTimestampStrategy(BaseSnapshotNewColumnTimestampStrategy):
+    pass
+
+
+class TestSnapshotNewColumnSpecificCheckCols(BaseSnapshotNewColumnSpecificCheckCols):
+    pass
+
+
+class TestSnapshotNewColumnWithDeletes(BaseSnapshotNewColumnWithDeletes):
+    pass

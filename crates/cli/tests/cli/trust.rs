@@ -71,7 +71,8 @@ fn every_wrapper_of_a_forbidden_statement_is_refused_and_leaves_nothing() {
     rows_as(
         &s,
         ALICE,
-        "CREATE TABLE t (a BIGINT); INSERT INTO t VALUES (1), (2)",
+        "CREATE TABLE t (a BIGINT); INSERT INTO t VALUES (1), (2); \
+         CREATE VIEW v AS SELECT a FROM t",
     );
     rows_as(
         &s,
@@ -288,6 +289,48 @@ fn every_wrapper_of_a_forbidden_statement_is_refused_and_leaves_nothing() {
              ('delta.enableDeletionVectors' = 'true')"
                 .into(),
             no_lakehouse.into(),
+        ),
+        // Schema changes and the views' own statements, plain and second in a script.
+        (
+            BOB,
+            "ALTER TABLE lakehouse.main.t RENAME COLUMN a TO b".into(),
+            no_lakehouse.into(),
+        ),
+        (
+            BOB,
+            "SELECT 1; ALTER TABLE lakehouse.main.t RENAME COLUMN a TO b".into(),
+            no_lakehouse.into(),
+        ),
+        (
+            BOB,
+            "ALTER TABLE lakehouse.main.t ADD COLUMN d VARCHAR DEFAULT 'x'".into(),
+            no_lakehouse.into(),
+        ),
+        (BOB, "ALTER TABLE lakehouse.main.t DROP COLUMN a".into(), no_lakehouse.into()),
+        (BOB, "TRUNCATE lakehouse.main.t".into(), no_lakehouse.into()),
+        (BOB, "DROP TABLE lakehouse.main.t".into(), no_lakehouse.into()),
+        (BOB, "COMMENT ON VIEW lakehouse.main.v IS 'x'".into(), no_lakehouse.into()),
+        (
+            BOB,
+            "SELECT 1; COMMENT ON VIEW lakehouse.main.v IS 'x'".into(),
+            no_lakehouse.into(),
+        ),
+        (BOB, "ALTER VIEW lakehouse.main.v RENAME TO w".into(), no_lakehouse.into()),
+        (BOB, "DROP VIEW lakehouse.main.v".into(), no_lakehouse.into()),
+        (
+            BOB,
+            "CREATE OR REPLACE VIEW lakehouse.main.v AS SELECT 1 AS a".into(),
+            no_lakehouse.into(),
+        ),
+        // A default is a constant, never a query: it cannot read another catalog.
+        (
+            BOB,
+            "CREATE TABLE other.main.d (a BIGINT DEFAULT (SELECT max(a) FROM lakehouse.main.t))"
+                .into(),
+            "Not implemented Error: the DEFAULT of column a is not a constant (it calls a \
+             function, names a column or runs a query): a default is stored once, not \
+             computed for each row"
+                .into(),
         ),
         (
             ALICE,

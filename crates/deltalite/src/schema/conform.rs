@@ -3,16 +3,40 @@
 //! Source batches are strict (an unknown column is an error, a lossy cast is an error).
 //! Stored batches read back from older files are lenient (columns added later by schema
 //! evolution come back as NULL) but still cast to the table's current types.
+//!
+//! A column a source batch leaves out is NULL, or its default when the column has one
+//! ([`COLUMN_DEFAULT_KEY`]): every write path (appends, upserts, SQL `INSERT`, ingest)
+//! conforms here, so a default applies wherever a row is written without the column.
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, new_null_array};
+use arrow::array::{Array, ArrayRef, StringArray, UInt32Array, new_null_array};
 use arrow::compute::kernels::cast::{CastOptions, can_cast_types, cast_with_options};
 use arrow::compute::kernels::cmp::distinct;
-use arrow::datatypes::{DataType, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use crate::error::{DeltaLiteError, Result};
+
+/// The field metadata key of a column's default: the value as text, cast to the
+/// column's type when a written batch leaves the column out. Not Delta's
+/// `CURRENT_DEFAULT` (an expression, behind the `allowColumnDefaults` writer feature
+/// delta-rs cannot write): other readers ignore this key and see the stored values.
+pub const COLUMN_DEFAULT_KEY: &str = "deltalite.default";
+
+/// `rows` copies of the default `text` of column `field` (its type's value).
+pub fn default_column(field: &Field, text: &str, rows: usize) -> Result<ArrayRef> {
+    let one: ArrayRef = Arc::new(StringArray::from(vec![text]));
+    let value = cast_with_options(&one, field.data_type(), &STRICT).map_err(|e| {
+        DeltaLiteError::schema(format!(
+            "column {:?}: its default {text:?} is not a {}: {e}",
+            field.name(),
+            field.data_type()
+        ))
+    })?;
+    let zeros = UInt32Array::from(vec![0u32; rows]);
+    Ok(arrow::compute::take(value.as_ref(), &zeros, None)?)
+}
 
 const STRICT: CastOptions<'static> = CastOptions {
     safe: false,
@@ -63,7 +87,7 @@ pub(crate) struct Conformed {
 }
 
 /// Conform a caller's batch: every column must exist in `target`; missing target
-/// columns become NULL (refused for non-nullable columns).
+/// columns become their default, or NULL (refused for non-nullable columns).
 pub(crate) fn conform_source(batch: &RecordBatch, target: &SchemaRef) -> Result<Conformed> {
     let schema = batch.schema();
     for field in schema.fields() {
@@ -97,6 +121,11 @@ pub(crate) fn conform_source(batch: &RecordBatch, target: &SchemaRef) -> Result<
                 columns.push(column);
             }
             Err(_) => {
+                if let Some(text) = field.metadata().get(COLUMN_DEFAULT_KEY) {
+                    carried.push(false);
+                    columns.push(default_column(field, text, batch.num_rows())?);
+                    continue;
+                }
                 if !field.is_nullable() && batch.num_rows() > 0 {
                     return Err(DeltaLiteError::schema(format!(
                         "column {:?} is not nullable and the batch does not carry it",
@@ -171,5 +200,51 @@ mod tests {
         let text: ArrayRef = Arc::new(StringArray::from(vec!["12", "x"]));
         let err = cast_column("qty", &text, &DataType::Int64).unwrap_err();
         assert!(err.to_string().contains("qty"), "{err}");
+    }
+
+    #[test]
+    fn a_column_left_out_is_its_default_or_null() {
+        let defaulted = |name: &str, dt: DataType, text: &str| {
+            Field::new(name, dt, true).with_metadata(
+                [(COLUMN_DEFAULT_KEY.to_string(), text.to_string())]
+                    .into_iter()
+                    .collect(),
+            )
+        };
+        let target = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            defaulted("tag", DataType::Utf8, "dummy_value"),
+            defaulted("n", DataType::Int32, "-7"),
+            Field::new("plain", DataType::Utf8, true),
+        ]));
+        let source = RecordBatch::try_from_iter([(
+            "id",
+            Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef,
+        )])
+        .unwrap();
+        let conformed = conform_source(&source, &target).unwrap();
+        assert_eq!(conformed.carried, [true, false, false, false]);
+        let b = &conformed.batch;
+        assert_eq!(
+            b.column(1).as_ref(),
+            &StringArray::from(vec!["dummy_value", "dummy_value"]) as &dyn Array
+        );
+        assert_eq!(
+            b.column(2).as_ref(),
+            &Int32Array::from(vec![-7, -7]) as &dyn Array
+        );
+        assert_eq!(b.column(3).null_count(), 2);
+        // A default the column's type cannot hold names the column and the value.
+        let bad = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            defaulted("n", DataType::Int32, "seven"),
+        ]));
+        let err = conform_source(&source, &bad).err().expect("refused");
+        assert!(
+            err.to_string()
+                == "schema mismatch: column \"n\": its default \"seven\" is not a Int32: \
+                    Cast error: Cannot cast string 'seven' to value of Int32 type",
+            "{err}"
+        );
     }
 }

@@ -16,6 +16,7 @@ use deltalite::options::DEFAULT_COMMIT_MAX_RETRIES;
 use deltalite::write::WriteOptions;
 use deltalite::{Created, DELETION_VECTORS_PROPERTY, DeltaLiteTable, InitialData, MetadataChange};
 
+use super::defaults::default_value_sql;
 use super::dialect::{PARTITIONED_BY, SORTED_BY};
 use super::layout;
 use super::targets::Dropped;
@@ -92,7 +93,7 @@ impl SqlSession {
                 let schema: Schema = stream.schema().as_ref().clone();
                 (crate::types::storable_schema(&schema), Some(stream))
             }
-            None => (self.column_schema(create)?, None),
+            None => (self.column_schema(create).await?, None),
         };
         // `PARTITION BY (…)` (DuckLake's `PARTITIONED BY`): identity keys become the
         // table's partition columns, the whole list its layout property (`layout.rs`).
@@ -188,12 +189,11 @@ impl SqlSession {
         Ok(Self::ok_status())
     }
 
-    /// The schema of `CREATE TABLE t (col TYPE [NOT NULL], …)`.
-    fn column_schema(&self, create: &CreateTable) -> Result<Schema, ApiError> {
+    /// The schema of `CREATE TABLE t (col TYPE [NOT NULL] [DEFAULT v], …)`.
+    async fn column_schema(&mut self, create: &CreateTable) -> Result<Schema, ApiError> {
         refuse_table_constraints(create)?;
         let mut fields = Vec::new();
         for col in &create.columns {
-            refuse_default(col)?;
             refuse_unenforced(col)?;
             let not_null = col
                 .options
@@ -208,11 +208,8 @@ impl SqlSession {
                     "Catalog Error: Column with name \"{col_name}\" already exists!"
                 )));
             }
-            fields.push(field_for_sql_type(
-                col_name,
-                &col.data_type.to_string(),
-                !not_null,
-            )?);
+            let field = field_for_sql_type(col_name, &col.data_type.to_string(), !not_null)?;
+            fields.push(self.with_default(field, col).await?);
         }
         if fields.is_empty() {
             return Err(sql_err(
@@ -256,10 +253,24 @@ impl SqlSession {
                             "Catalog Error: Column with name \"{col}\" already exists!"
                         )));
                     }
-                    refuse_default(column_def)?;
                     refuse_unenforced(column_def)?;
                     let field = field_for_sql_type(&col, &column_def.data_type.to_string(), true)?;
-                    add_columns(&mut table, &[field]).await?;
+                    let field = self.with_default(field, column_def).await?;
+                    match default_value_sql(&field) {
+                        // The rows already there take the default, as in DuckDB: the
+                        // table rewritten with the column, in one commit.
+                        Some(value) => {
+                            let mut fields: Vec<(Field, String)> = schema
+                                .fields()
+                                .iter()
+                                .map(|f| (f.as_ref().clone(), super::rewrite::quote(f.name())))
+                                .collect();
+                            let read = format!("{value} AS {}", super::rewrite::quote(&col));
+                            fields.push((field, read));
+                            self.rewrite_columns(&name, &mut table, fields).await?;
+                        }
+                        None => add_columns(&mut table, &[field]).await?,
+                    }
                 }
                 AlterTableOperation::AlterColumn {
                     column_name,
@@ -744,31 +755,6 @@ pub async fn add_columns(table: &mut DeltaLiteTable, fields: &[Field]) -> Result
         .await
         .map_err(delta_err)?;
     Ok(())
-}
-
-/// A column `DEFAULT` other than `NULL` is refused rather than accepted and ignored: the
-/// rows an INSERT leaves it out of would be NULL where DuckDB writes the default.
-/// `DEFAULT NULL` (dbt's adapter tests add a column so) is what every column does.
-fn refuse_default(column: &ColumnDef) -> Result<(), ApiError> {
-    let is_null = |e: &Expr| {
-        let mut e = e;
-        while let Expr::Nested(inner) = e {
-            e = inner;
-        }
-        matches!(e, Expr::Value(v) if v.value == datafusion::sql::sqlparser::ast::Value::Null)
-    };
-    match column
-        .options
-        .iter()
-        .any(|o| matches!(&o.option, ColumnOption::Default(e) if !is_null(e)))
-    {
-        true => Err(sql_err(format!(
-            "Not implemented Error: DEFAULT values are not supported (column {}): \
-             write the value in the INSERT instead",
-            column.name
-        ))),
-        false => Ok(()),
-    }
 }
 
 /// A column option this server would accept and then not carry out: a `CHECK` or

@@ -1,5 +1,6 @@
 //! DML: INSERT, DELETE, UPDATE; each one Delta commit.
 
+use arrow::datatypes::{Field, Schema};
 use datafusion::common::Column;
 use datafusion::logical_expr::cast;
 use datafusion::prelude::Expr;
@@ -12,6 +13,7 @@ use deltalite::write::WriteOptions;
 
 use std::sync::{Arc, Mutex};
 
+use super::defaults::spell_out_defaults;
 use super::dialect::BY_NAME;
 use super::{
     Output, SqlSession, column_named, delta_err, engine_rows, name_parts, sql_err, sql_error,
@@ -38,20 +40,22 @@ impl SqlSession {
             ));
         };
         let name = self.resolve(&name_parts(table_name)?)?;
-        let Some(source) = &insert.source else {
-            return Err(sql_err("Parser Error: INSERT needs VALUES or a query"));
-        };
         if insert.or.is_some() || insert.replace_into || insert.ignore {
             return Err(sql_err(
                 "Binder Error: INSERT OR REPLACE / OR IGNORE need a primary key, and Delta tables have none: use ON CONFLICT (columns) DO UPDATE | DO NOTHING",
             ));
         }
-        match &insert.on {
-            None => {}
-            Some(OnInsert::OnConflict(conflict)) => {
+        match (&insert.on, &insert.source) {
+            (None, _) => {}
+            (Some(OnInsert::OnConflict(conflict)), Some(source)) => {
                 return self.insert_on_conflict(insert, source, conflict).await;
             }
-            Some(_) => {
+            (Some(OnInsert::OnConflict(_)), None) => {
+                return Err(sql_err(
+                    "Not implemented Error: DEFAULT VALUES with ON CONFLICT",
+                ));
+            }
+            (Some(_), _) => {
                 return Err(sql_err(
                     "Not implemented Error: ON DUPLICATE KEY UPDATE (use ON CONFLICT)",
                 ));
@@ -61,7 +65,31 @@ impl SqlSession {
         let _guard = lock.lock().await;
         let mut table = self.open_for_write(&name).await?;
         let table_schema = table.schema().map_err(delta_err)?;
-        let statement = DFStatement::Statement(Box::new(Statement::Query(source.clone())));
+        let listed: Vec<String> = insert
+            .columns
+            .iter()
+            .map(|c| name_parts(c).map(|p| p.last().cloned().unwrap_or_default()))
+            .collect::<Result<_, _>>()?;
+        // The columns `VALUES` rows fill, in order, for `DEFAULT` in them.
+        let filled: Vec<&Field> = match listed.as_slice() {
+            [] => table_schema.fields().iter().map(|f| f.as_ref()).collect(),
+            [only] if only == BY_NAME => Vec::new(),
+            _ => listed
+                .iter()
+                .filter_map(|c| {
+                    let found = column_named(&table_columns_of(&table_schema), c)?;
+                    table_schema.field_with_name(&found).ok()
+                })
+                .collect(),
+        };
+        let source = match spell_out_defaults(insert.source.as_deref(), &filled)? {
+            Some(spelled) => Box::new(spelled),
+            None => insert
+                .source
+                .clone()
+                .ok_or_else(|| sql_err("Parser Error: INSERT needs VALUES or a query"))?,
+        };
+        let statement = DFStatement::Statement(Box::new(Statement::Query(source)));
         let plan = self.plan_query(statement).await?;
         let df = self
             .ctx
@@ -74,22 +102,13 @@ impl SqlSession {
             .iter()
             .map(|f| f.name().clone())
             .collect();
-        let listed: Vec<String> = insert
-            .columns
-            .iter()
-            .map(|c| name_parts(c).map(|p| p.last().cloned().unwrap_or_default()))
-            .collect::<Result<_, _>>()?;
         let binder = |col: &str| {
             sql_err(format!(
                 "Binder Error: Table \"{}\" does not have a column with name \"{col}\"",
                 name.table
             ))
         };
-        let table_columns: Vec<String> = table_schema
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
+        let table_columns = table_columns_of(&table_schema);
         let columns: Vec<String> = match listed.as_slice() {
             [] => table_columns,
             // `INSERT INTO t BY NAME`: the query's column names (see `dialect.rs`).
@@ -238,4 +257,8 @@ impl SqlSession {
         );
         self.merge_sql(&sql).await
     }
+}
+
+fn table_columns_of(schema: &Schema) -> Vec<String> {
+    schema.fields().iter().map(|f| f.name().clone()).collect()
 }

@@ -132,9 +132,10 @@ pub(super) fn columns_batch(relations: &[Relation]) -> Result<RecordBatch, ApiEr
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut column, mut index, mut nullable, mut data_type) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut precision, mut scale) = (Vec::new(), Vec::new());
+    let (mut precision, mut scale, mut default) = (Vec::new(), Vec::new(), Vec::new());
     for r in relations {
         for (i, f) in r.fields().into_iter().flatten().enumerate() {
+            default.push(super::defaults::default_sql(f));
             db.push(Some(r.catalog.clone()));
             schema.push(Some(r.schema.clone()));
             tbl.push(Some(r.name.clone()));
@@ -157,7 +158,7 @@ pub(super) fn columns_batch(relations: &[Relation]) -> Result<RecordBatch, ApiEr
         Col::Int("column_index", index),
         Col::Text("comment", comment),
         Col::Bool("internal", vec![false; n]),
-        Col::Text("column_default", vec![None; n]),
+        Col::Text("column_default", default),
         Col::Bool("is_nullable", nullable),
         Col::Text("data_type", data_type),
         Col::Int("numeric_precision", precision),

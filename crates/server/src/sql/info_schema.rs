@@ -133,7 +133,7 @@ pub(super) fn columns_batch(relations: &[Relation]) -> Result<RecordBatch, ApiEr
         Field::new("datetime_precision", DataType::Int32, true),
         utf8("column_comment"),
     ]));
-    let mut text: Vec<Vec<Option<String>>> = vec![Vec::new(); 7];
+    let mut text: Vec<Vec<Option<String>>> = vec![Vec::new(); 8];
     let (mut ordinal, mut precision, mut radix, mut scale, mut dt_precision) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in relations {
@@ -145,6 +145,7 @@ pub(super) fn columns_batch(relations: &[Relation]) -> Result<RecordBatch, ApiEr
             text[4].push(Some(if f.is_nullable() { "YES" } else { "NO" }.into()));
             text[5].push(Some(duckdb_field_type(f)));
             text[6].push(f.metadata().get(COLUMN_COMMENT_KEY).cloned());
+            text[7].push(super::defaults::default_sql(f));
             ordinal.push(i as i32 + 1);
             let (p, sc) = numeric_precision_scale(f.data_type());
             precision.push(p);
@@ -172,7 +173,7 @@ pub(super) fn columns_batch(relations: &[Relation]) -> Result<RecordBatch, ApiEr
         s(&text[2]),
         s(&text[3]),
         Arc::new(Int32Array::from(ordinal)),
-        Arc::new(StringArray::from(vec![None::<String>; n])),
+        s(&text[7]),
         s(&text[4]),
         s(&text[5]),
         none_i32(),
@@ -202,7 +203,7 @@ impl SqlSession {
                     Some(duckdb_field_type(f)),
                     Some(if f.is_nullable() { "YES" } else { "NO" }.to_string()),
                     None,
-                    None,
+                    super::defaults::default_sql(f),
                     None,
                 ]
             })

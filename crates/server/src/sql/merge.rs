@@ -30,6 +30,7 @@
 //!   rewritten: its changed rows are marked (found by the same joins over the file
 //!   numbered in its order) and only the new versions of updated rows are written.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -150,6 +151,9 @@ struct MergeSpec {
     clauses: Vec<Clause>,
     /// The target's columns, in table order.
     columns: Vec<String>,
+    /// What an `INSERT` clause writes into a target column it does not name: the
+    /// column's `DEFAULT` (`defaults.rs`), else `NULL`.
+    defaults: HashMap<String, String>,
     /// The commit's record of the statement.
     kind: ReplaceKind,
 }
@@ -331,6 +335,11 @@ impl SqlSession {
             .iter()
             .map(|f| f.name().clone())
             .collect();
+        let defaults = table_schema
+            .fields()
+            .iter()
+            .filter_map(|f| Some((f.name().clone(), super::defaults::default_value_sql(f)?)))
+            .collect();
         let source_plan = self
             .plan_sql(&format!(
                 "SELECT * FROM ({source_sql}) AS {}",
@@ -348,6 +357,7 @@ impl SqlSession {
             on_expr: (*merge.on).clone(),
             clauses: Vec::new(),
             columns,
+            defaults,
             kind: ReplaceKind::Delete { predicate: None },
         };
         spec.clauses = bind_clauses(&spec, merge)?;
@@ -1097,7 +1107,12 @@ impl MergePlanner<'_> {
             let clause = quote(CLAUSE);
             queries.push(format!(
                 "SELECT {}{}, {clause} FROM (SELECT {sa}.*, ({sel}) AS {clause} FROM {} LEFT ANTI JOIN {} AS {ta} ON {on}) AS {sa} WHERE {clause} IN ({ids})",
-                spec.assigned(&inserting, &clause, |_| "NULL".to_string()),
+                spec.assigned(&inserting, &clause, |col| {
+                    spec.defaults
+                        .get(col)
+                        .cloned()
+                        .unwrap_or_else(|| "NULL".to_string())
+                }),
                 MergeSpec::message(&inserting, &clause),
                 spec.source(false),
                 quote(TARGET_ALL),

@@ -13,6 +13,7 @@ mod catalog_view;
 mod column_case;
 mod date_bounds;
 mod ddl;
+mod defaults;
 mod dialect;
 mod dml;
 mod duckdb_catalog;

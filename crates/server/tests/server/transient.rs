@@ -18,6 +18,8 @@ pub(crate) struct InProcess {
     pub(crate) base: String,
     addr: std::net::SocketAddr,
     pub(crate) store: Arc<TestStore>,
+    /// The data root's own objects (listings, views' definitions).
+    pub(crate) root_store: Arc<TestStore>,
     dir: tempfile::TempDir,
     client: reqwest::blocking::Client,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
@@ -34,6 +36,11 @@ impl InProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("lake").display().to_string();
         let store = TestStore::local();
+        std::fs::create_dir_all(&data).expect("data root");
+        let root_store = TestStore::new(Arc::new(
+            object_store::local::LocalFileSystem::new_with_prefix(&data).expect("root store"),
+        ));
+        let root = Arc::clone(&root_store);
         let mut config = ServerConfig::from_parts(
             data.clone(),
             "127.0.0.1:0".parse().expect("addr"),
@@ -61,7 +68,8 @@ impl InProcess {
                     .expect("send");
                 let storage = Storage::open(&data, Default::default())
                     .expect("storage")
-                    .with_table_store(tables);
+                    .with_table_store(tables)
+                    .with_root_store(root);
                 deltalite_server::serve_on(config, storage, listener, async {
                     let _ = stopped.await;
                 })
@@ -74,6 +82,7 @@ impl InProcess {
             base: format!("http://{addr}"),
             addr,
             store,
+            root_store,
             dir,
             client: reqwest::blocking::Client::builder()
                 .timeout(Duration::from_secs(60))
@@ -326,6 +335,42 @@ fn transient_store_failures_answer_503_and_a_retry_writes_once() {
             "{statement}: once"
         );
     }
+}
+
+#[test]
+fn a_transient_failure_on_a_views_definition_answers_503_and_changes_nothing() {
+    let s = InProcess::start();
+    s.rows("CREATE TABLE t (a BIGINT)");
+    s.rows("INSERT INTO t VALUES (1), (2)");
+    s.rows("CREATE VIEW v AS SELECT a FROM t");
+    s.rows("COMMENT ON VIEW v IS 'kept'");
+    let views = |s: &InProcess| {
+        s.rows("SELECT view_name, comment, sql FROM duckdb_views() ORDER BY view_name")
+    };
+    let before = views(&s);
+    assert_eq!(before.len(), 1);
+    let definition = Target::File("v.json".into());
+    for (statement, op) in [
+        // Reading it: a query over it, a listing of its columns.
+        ("SELECT count(*) FROM v", Op::Get),
+        (
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'v'",
+            Op::Get,
+        ),
+        // Changing it: each reads the definition first, or writes it.
+        ("COMMENT ON VIEW v IS 'changed'", Op::Get),
+        ("COMMENT ON VIEW v IS 'changed'", Op::Put),
+        ("CREATE OR REPLACE VIEW v AS SELECT 1 AS a", Op::Put),
+        ("ALTER VIEW v RENAME TO w", Op::Get),
+        ("DROP VIEW v", Op::Get),
+    ] {
+        s.root_store
+            .inject(op, definition.clone(), 1, usize::MAX, Fault::Fail);
+        assert_retryable(s.sql(statement), statement, "");
+        assert!(s.root_store.take_fired() > 0, "{statement} ({op:?})");
+        assert_eq!(views(&s), before, "{statement} ({op:?}) changed the view");
+    }
+    assert_eq!(s.rows("SELECT count(*) FROM v"), vec![vec![json!(2)]]);
 }
 
 #[test]
