@@ -68,6 +68,7 @@ pub(super) fn statement(statement: &mut Statement) {
     let _ = statement.visit(&mut OrderByAll);
     let _ = statement.visit(&mut EachSelect(named_windows));
     let _ = statement.visit(&mut EachSelect(integer_items));
+    let _ = statement.visit(&mut EachSelect(empty_grouping));
     values_columns(statement);
     let _ = statement.visit(&mut DistinctOrderBy);
     super::cast_names::name_casts(statement);
@@ -312,6 +313,22 @@ pub(super) fn each_select(body: &mut SetExpr, f: &mut impl FnMut(&mut Select)) {
             each_select(right, f);
         }
         _ => {}
+    }
+}
+
+/// `GROUP BY ()`, DuckDB's (and SQL's) empty grouping: the whole input is one group,
+/// one row even when it is empty, as `GROUPING SETS (())`, which DataFusion plans (it
+/// refused the empty tuple).
+fn empty_grouping(select: &mut Select) {
+    use datafusion::sql::sqlparser::ast::GroupByExpr;
+    if let GroupByExpr::Expressions(exprs, modifiers) = &mut select.group_by
+        && modifiers.is_empty()
+        && !exprs.is_empty()
+        && exprs
+            .iter()
+            .all(|e| matches!(e, Expr::Tuple(t) if t.is_empty()))
+    {
+        *exprs = vec![Expr::GroupingSets(vec![Vec::new()])];
     }
 }
 
