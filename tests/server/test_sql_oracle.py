@@ -1834,6 +1834,13 @@ def test_duckdb_select_forms(lake, statement):
             "THEN '[1, 2]' WHEN k = 2 THEN '{{\"a\": [' || v || ']}}' "
             "ELSE '\"' || s || '\"' END AS j FROM {t})"
         ),
+        # json_type of the value, or of the value at a path.
+        (
+            "SELECT s, json_type(j) AS t, json_type(j, '$.a') AS a, json_type(j, '$.a[0]') "
+            "AS a0, json_type(j, '$.b') AS b FROM (SELECT s, CASE WHEN k = 1 THEN '[1, 2]' "
+            'WHEN k = 2 THEN \'{{"a": [\' || v || \', 1.5, "x", true, null], "b": '
+            "18446744073709551615}}' ELSE '\"' || s || '\"' END AS j FROM {t})"
+        ),
         # Ranking functions are BIGINTs (they were unsigned, so dbt_utils' date spine,
         # an interval times `row_number() - 1`, was refused).
         (

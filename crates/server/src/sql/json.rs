@@ -16,6 +16,7 @@
 //! | `json_exists(j, p)` | `json_contains` |
 //! | `json_keys(j[, p])` | `json_object_keys` |
 //! | `json_valid(j)` | (ours, on `serde_json`) |
+//! | `json_type(j[, p])` | (ours, on `serde_json`; with a path, of `json_extract(j, p)`) |
 //!
 //! The crate's own `->` planner is not used: it answers a union type no client reads.
 //!
@@ -68,7 +69,7 @@ pub(super) fn udfs() -> Vec<ScalarUDF> {
             written,
         })
     })
-    .chain([json_valid_udf()])
+    .chain([json_valid_udf(), json_type_udf()])
     .collect()
 }
 
@@ -89,6 +90,44 @@ fn json_valid_udf() -> ScalarUDF {
                     .map(|t| t.map(|t| serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok()))
                     .collect();
                 Ok(Arc::new(valid) as ArrayRef)
+            })
+        }),
+    )
+}
+
+/// DuckDB's `json_type(text)`: the type of the JSON value, in DuckDB's names (`OBJECT`,
+/// `ARRAY`, `VARCHAR`, `BIGINT`, `UBIGINT`, `DOUBLE`, `BOOLEAN`, `NULL`); NULL of NULL or
+/// malformed JSON (where DuckDB raises, as for the other functions here).
+fn json_type_udf() -> ScalarUDF {
+    use datafusion::logical_expr::{Volatility, create_udf};
+    use serde_json::Value as Json;
+    create_udf(
+        "json_type",
+        vec![DataType::Utf8],
+        DataType::Utf8,
+        Volatility::Immutable,
+        Arc::new(|args: &[ColumnarValue]| {
+            super::udf::elementwise(args, |arrays| {
+                let texts = cast(&arrays[0], &DataType::Utf8)?;
+                let types: arrow::array::StringArray = texts
+                    .as_string::<i32>()
+                    .iter()
+                    .map(|t| {
+                        let value = serde_json::from_str::<Json>(t?).ok()?;
+                        Some(match value {
+                            Json::Null => "NULL",
+                            Json::Bool(_) => "BOOLEAN",
+                            // DuckDB reads a non-negative integer as unsigned.
+                            Json::Number(n) if n.is_u64() => "UBIGINT",
+                            Json::Number(n) if n.is_i64() => "BIGINT",
+                            Json::Number(_) => "DOUBLE",
+                            Json::String(_) => "VARCHAR",
+                            Json::Array(_) => "ARRAY",
+                            Json::Object(_) => "OBJECT",
+                        })
+                    })
+                    .collect();
+                Ok(Arc::new(types) as ArrayRef)
             })
         }),
     )
@@ -366,6 +405,7 @@ pub(super) fn rewrite(e: &mut Expr) {
                 "json_array_length" => "json_array_length",
                 "json_exists" => "json_exists",
                 "json_keys" => "json_keys",
+                "json_type" => "json_type",
                 _ => return,
             };
             let FunctionArguments::List(list) = &f.args else {
@@ -392,13 +432,23 @@ pub(super) fn rewrite(e: &mut Expr) {
         return;
     }
     let path = (args.len() == 2).then(|| args.remove(1));
+    // `json_type(j, p)` is the type of `json_extract(j, p)`.
+    let (name, outer) = match name {
+        "json_type" if path.is_some() => ("json_extract", Some("json_type")),
+        "json_type" => return,
+        other => (other, None),
+    };
     if let Some(path) = path {
         match keys(&path) {
             Some(keys) => args.extend(keys),
             None => args.push(path),
         }
     }
-    *e = super::normalize::function_call(name, args);
+    let call = super::normalize::function_call(name, args);
+    *e = match outer {
+        Some(outer) => super::normalize::function_call(outer, vec![call]),
+        None => call,
+    };
 }
 
 /// The keys of a literal JSONPath (`'$.a."b c"[2]'`); `None` when `path` is no literal
