@@ -70,14 +70,16 @@ impl SqlSession {
             .iter()
             .map(|c| name_parts(c).map(|p| p.last().cloned().unwrap_or_default()))
             .collect::<Result<_, _>>()?;
-        // The columns `VALUES` rows fill, in order, for `DEFAULT` in them.
+        let table_columns = table_columns_of(&table_schema);
+        // The columns `VALUES` rows fill, in order, for `DEFAULT` in them (an unknown
+        // name is refused below, before anything is written).
         let filled: Vec<&Field> = match listed.as_slice() {
             [] => table_schema.fields().iter().map(|f| f.as_ref()).collect(),
             [only] if only == BY_NAME => Vec::new(),
             _ => listed
                 .iter()
                 .filter_map(|c| {
-                    let found = column_named(&table_columns_of(&table_schema), c)?;
+                    let found = column_named(&table_columns, c)?;
                     table_schema.field_with_name(&found).ok()
                 })
                 .collect(),
@@ -108,7 +110,6 @@ impl SqlSession {
                 name.table
             ))
         };
-        let table_columns = table_columns_of(&table_schema);
         let columns: Vec<String> = match listed.as_slice() {
             [] => table_columns,
             // `INSERT INTO t BY NAME`: the query's column names (see `dialect.rs`).
