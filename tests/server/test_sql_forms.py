@@ -633,6 +633,12 @@ def test_column_defaults_fill_what_a_write_leaves_out(client, server, schema):
         None,
         "dummy_value",
     )
+    # Another Delta reader (delta-rs) sees the values written, and the default kept in
+    # the column's metadata under our own key.
+    other = DeltaTable(str(table_dir(server, s, "d")))
+    assert set(other.to_pyarrow_table().column("extra").to_pylist()) == {"dummy_value"}
+    extra = next(f for f in other.schema().fields if f.name == "extra")
+    assert extra.metadata == {"deltalite.default": "dummy_value"}
     name = s.split(".")[1]
     listed = (
         "SELECT column_name, column_default FROM information_schema.columns "
