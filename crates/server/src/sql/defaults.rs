@@ -2,8 +2,8 @@
 //! DEFAULT v`): evaluated once, when the DDL runs, and kept as the column's value as text
 //! in its field metadata (`deltalite::COLUMN_DEFAULT_KEY`). The engine fills it into
 //! every written batch that leaves the column out (`INSERT` with a column list, ingest,
-//! upserts); `MERGE`'s `INSERT` clauses write it here ([`default_sql`]); the listings
-//! show it as DuckDB's `column_default`.
+//! upserts); `MERGE`'s `INSERT` clauses write it here ([`default_value_sql`]); the
+//! listings show it as DuckDB's `column_default` ([`default_sql`]).
 //!
 //! Only constants: DuckDB evaluates a default such as `now()` or `nextval(…)` for each
 //! row, which a stored value cannot do, so a default that calls a function or names a
@@ -17,8 +17,6 @@ use arrow::datatypes::{DataType, Field};
 use datafusion::sql::sqlparser::ast::{
     ColumnDef, ColumnOption, Expr, Query, SetExpr, Value, Visit, Visitor,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 use deltalite::COLUMN_DEFAULT_KEY;
 
 use super::{SqlSession, sql_err};
@@ -167,18 +165,14 @@ pub(super) fn spell_out_defaults(
     fields: &[&Field],
 ) -> Result<Option<Query>, ApiError> {
     let sql_of = |field: &Field| default_value_sql(field).unwrap_or_else(|| "NULL".to_string());
-    let parser = |sql: &str| {
-        Parser::new(&GenericDialect {})
-            .try_with_sql(sql)
-            .map_err(|e| ApiError::Internal(format!("{sql}: {e}")))
-    };
+    // Text this module wrote; a failure to parse it is ours.
+    let unparsed = |sql: &str| ApiError::Internal(format!("a default this server wrote: {sql}"));
     let Some(source) = source else {
         let row: Vec<String> = fields.iter().map(|f| sql_of(f)).collect();
         let sql = format!("VALUES ({})", row.join(", "));
-        let query = parser(&sql)?
-            .parse_query()
-            .map_err(|e| ApiError::Internal(format!("{sql}: {e}")))?;
-        return Ok(Some(*query));
+        return super::rewrite::parse_query(&sql)
+            .map(Some)
+            .ok_or_else(|| unparsed(&sql));
     };
     let SetExpr::Values(values) = source.body.as_ref() else {
         return Ok(None);
@@ -195,9 +189,7 @@ pub(super) fn spell_out_defaults(
         for (value, field) in row.content.iter_mut().zip(fields) {
             if is_default(value) {
                 let sql = sql_of(field);
-                *value = parser(&sql)?
-                    .parse_expr()
-                    .map_err(|e| ApiError::Internal(format!("{sql}: {e}")))?;
+                *value = super::rewrite::parse_expr(&sql).ok_or_else(|| unparsed(&sql))?;
             }
         }
     }

@@ -338,7 +338,7 @@ fn name_in_subquery_columns(expr: &mut SqlExpr) {
     });
 }
 
-fn parse_query(sql: &str) -> Option<datafusion::sql::sqlparser::ast::Query> {
+pub(super) fn parse_query(sql: &str) -> Option<datafusion::sql::sqlparser::ast::Query> {
     use datafusion::sql::sqlparser::dialect::GenericDialect;
     use datafusion::sql::sqlparser::parser::Parser;
     Parser::new(&GenericDialect {})
@@ -456,7 +456,7 @@ fn in_as_exists(
     ))
 }
 
-fn parse_expr(sql: &str) -> Option<SqlExpr> {
+pub(super) fn parse_expr(sql: &str) -> Option<SqlExpr> {
     use datafusion::sql::sqlparser::dialect::GenericDialect;
     use datafusion::sql::sqlparser::parser::Parser;
     Parser::new(&GenericDialect {})
