@@ -711,6 +711,94 @@ def test_column_defaults_fill_what_a_write_leaves_out(client, server, schema):
     assert len(commits(server, s, "d")) == before
 
 
+def test_rows_keep_the_order_they_were_written_in(client, server, schema):
+    """`SELECT *` without `ORDER BY` gives a table's rows in the order they were written,
+    as DuckDB does, for a table small enough to be read as one stream (under DataFusion's
+    1 MiB `repartition_file_min_size`): files oldest first (delta-rs lists them newest
+    first), and `UPDATE`, `DELETE`, `UPDATE … FROM`, `DELETE … USING` and `MERGE` write
+    a rewritten file's rows back in its order, through checkpoints (every 2 commits).
+    Several batches (8192 rows) per file. Side by side with DuckDB after every step."""
+    s = schema
+    duck = duckdb.connect()
+    duck.execute("CREATE SCHEMA f")
+    steps = [
+        (
+            "CREATE TABLE {s}.t AS SELECT range AS k, range * 10 AS v, 'x' || range AS w "
+            "FROM range(20000) ORDER BY k"
+        ),
+        "INSERT INTO {s}.t SELECT range AS k, 0, 'y' FROM range(100000, 100500) ORDER BY k",
+        "INSERT INTO {s}.t VALUES (200000, 1, 'z'), (200004, 2, 'z')",
+        # Each rewrite below touches every file: a rewritten file is the newest.
+        "UPDATE {s}.t SET v = -1 WHERE k % 7 = 0",
+        "DELETE FROM {s}.t WHERE k % 11 = 5",
+        (
+            "UPDATE {s}.t SET v = src.n FROM (SELECT range AS k, -range AS n "
+            "FROM range(0, 200010, 3)) AS src WHERE t.k = src.k"
+        ),
+        "DELETE FROM {s}.t USING (SELECT range AS k FROM range(1, 200010, 13)) AS d WHERE t.k = d.k",
+        (
+            "MERGE INTO {s}.t USING (SELECT range AS k, range % 4 AS m "
+            "FROM range(2, 200100, 17)) AS src ON t.k = src.k "
+            "WHEN MATCHED AND src.m = 0 THEN DELETE "
+            "WHEN MATCHED AND src.m = 1 THEN UPDATE SET w = 'merged' "
+            "WHEN MATCHED THEN UPDATE SET v = 7 "
+            "WHEN NOT MATCHED THEN INSERT VALUES (src.k, 0, 'new')"
+        ),
+    ]
+    for i, sql in enumerate(steps):
+        client.query(sql.format(s=s))
+        duck.execute(sql.format(s="f"))
+        if i == 0:
+            client.query(
+                f"ALTER TABLE {s}.t SET TBLPROPERTIES ('delta.checkpointInterval' = '2')"
+            )
+        ours = client.rows(f"SELECT k, v, w FROM {s}.t")
+        theirs = duck_rows(duck, "SELECT k, v, w FROM f.t")
+        # A MERGE's inserted rows come last, in its join's order, in both.
+        new = sum(1 for r in ours if r[2] == "new")
+        assert all(r[2] == "new" for r in ours[len(ours) - new :])
+        assert ours[: len(ours) - new] == theirs[: len(theirs) - new], sql
+        assert sorted(ours) == sorted(theirs), sql
+    assert new == 10759
+    log = table_dir(server, s, "t") / "_delta_log"
+    assert len(list(log.glob("*.checkpoint.parquet"))) >= 3
+
+    # A rewrite that touches only the older file writes its rows as the newest file:
+    # they come after the others', where DuckDB keeps them in place.
+    client.query(f"CREATE TABLE {s}.u AS SELECT range AS k FROM range(5)")
+    client.query(f"INSERT INTO {s}.u VALUES (10), (11)")
+    client.query(f"UPDATE {s}.u SET k = -3 WHERE k = 3")
+    assert client.rows(f"SELECT k FROM {s}.u") == [
+        (10,),
+        (11,),
+        (0,),
+        (1,),
+        (2,),
+        (-3,),
+        (4,),
+    ]
+
+    # A value is given its column's type on its own: a kept row's BIGINT is not carried
+    # through the DOUBLE it is assigned beside (2^53 + 1 is no DOUBLE).
+    for sql in [
+        "CREATE TABLE {s}.b (k BIGINT, d DOUBLE)",
+        "INSERT INTO {s}.b VALUES (9007199254740993, 1.5), (2, 2.5), (4, 4.5)",
+        "UPDATE {s}.b SET k = d WHERE k = 2",
+        "UPDATE {s}.b SET k = src.d FROM (SELECT 4 AS k, 6.7::DOUBLE AS d) AS src WHERE b.k = src.k",
+        (
+            "MERGE INTO {s}.b USING (SELECT 7 AS k) AS src ON b.k = src.k "
+            "WHEN MATCHED THEN UPDATE SET k = b.d * 2 WHEN NOT MATCHED BY TARGET THEN "
+            "INSERT VALUES (src.k, 0)"
+        ),
+    ]:
+        client.query(sql.format(s=s))
+        duck.execute(sql.format(s="f"))
+    query = "SELECT CAST(k AS VARCHAR), d FROM {s}.b"
+    ours = client.rows(query.format(s=s))
+    assert ours == duck_rows(duck, query.format(s="f"))
+    assert ours == [("9007199254740993", 1.5), ("2", 2.5), ("9", 4.5)]
+
+
 def test_integer_overflow_is_an_error_not_a_wrapped_number(client, server, schema):
     """`+`, `-` and `*` of integers that leave their type fail, as in DuckDB (DataFusion
     wrapped: 9e18 * 2 was -446744073709551616); a failed UPDATE leaves the table as it

@@ -53,7 +53,9 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::dialect::{BY_NAME, BY_POSITION, DO_NOTHING, RAISE};
 use super::overrides::OptionsOverride;
-use super::rewrite::{FILE, MARKED, ROW, TARGET, Target, predicate_sql, quote, row_numbers};
+use super::rewrite::{
+    FILE, MARKED, ROW, TARGET, Target, in_place, predicate_sql, quote, row_numbers,
+};
 use super::{
     Output, SqlSession, column_named, delta_err, engine_rows, keep_failure, name_parts, sql_err,
     sql_error, take_failure,
@@ -65,6 +67,10 @@ use crate::error::ApiError;
 const TARGET_ALL: &str = "__deltalite_merge_target";
 /// Marks a joined source row (NULL: no source row matched).
 const PRESENT: &str = "__deltalite_present";
+/// A target row's number in the files a one-pass query rewrites: their order.
+const ORDINAL: &str = "__deltalite_ord";
+/// The rewritten files' rows, numbered ([`ORDINAL`]).
+const NUMBERED: &str = "__deltalite_numbered";
 /// A source row's number, to count the source rows matching one target row.
 const SOURCE_ROW: &str = "__deltalite_sid";
 /// The clause a row took.
@@ -271,6 +277,38 @@ impl MergeSpec {
             arms.concat(),
             quote(MESSAGE)
         )
+    }
+
+    /// For a one-pass query: `, CASE (selector) WHEN id THEN value … END AS "__vN"` for
+    /// each target column some of `clauses` updates (NULL for a row none of them updates
+    /// it in), and, for each, its position and the clauses that update it.
+    fn values_in_place(
+        &self,
+        clauses: &[&Clause],
+        selector: &str,
+    ) -> (String, Vec<(usize, Vec<i64>)>) {
+        let mut sql = String::new();
+        let mut assigned = Vec::new();
+        for (at, col) in self.columns.iter().enumerate() {
+            let mut arms = String::new();
+            let mut ids = Vec::new();
+            for c in clauses {
+                if let Action::Update(values) = &c.action
+                    && let Some(v) = values.iter().find(|v| &v.column == col)
+                {
+                    arms.push_str(&format!(" WHEN {} THEN ({})", c.id, v.sql));
+                    ids.push(c.id);
+                }
+            }
+            if !ids.is_empty() {
+                sql.push_str(&format!(
+                    ", CASE ({selector}){arms} END AS \"__v{}\"",
+                    assigned.len()
+                ));
+                assigned.push((at, ids));
+            }
+        }
+        (sql, assigned)
     }
 
     fn ids(clauses: &[&Clause]) -> Option<String> {
@@ -1043,13 +1081,13 @@ impl MergePlanner<'_> {
             for (clauses, join) in [(&matched, "JOIN"), (&by_source, "LEFT ANTI JOIN")] {
                 if let Some(ids) = MergeSpec::ids(clauses) {
                     let sel = spec.selector(clauses, |_| None);
-                    queries.push(format!(
+                    queries.push(Query::plain(format!(
                         "SELECT {}{}, ({sel}) AS {clause} FROM {target} {join} {source} ON {on} WHERE ({sel}) IN ({ids})",
                         spec.assigned(clauses, &sel, keep),
                         MergeSpec::message(clauses, &sel),
                         clause = quote(CLAUSE),
                         source = spec.source(false),
-                    ));
+                    )));
                 }
             }
         }
@@ -1067,45 +1105,76 @@ impl MergePlanner<'_> {
             let keep = |c: &str| format!("{ta}.{}", quote(c));
             let acting = MergeSpec::ids(&matched);
             let sel = spec.selector(&matched, |_| None);
-            if let Some(ids) = &acting {
-                queries.push(format!(
+            if let (true, Some(ids)) =
+                (by_source.is_empty() && self.flat_updates(&matched), &acting)
+            {
+                // One pass over the files, each row updated (or deleted) where it is.
+                let present = format!("{sa}.{}", quote(PRESENT));
+                let taken = spec.selector(&matched, |_| Some(format!("{present} IS NOT NULL")));
+                let (values, assigned) = spec.values_in_place(&matched, &taken);
+                self.session
+                    .register_view(
+                        NUMBERED,
+                        &format!(
+                            "SELECT row_number() OVER () AS {}, * FROM {}",
+                            quote(ORDINAL),
+                            quote(TARGET)
+                        ),
+                    )
+                    .await?;
+                queries.push(Query {
+                    sql: format!(
+                        "SELECT {plain}{values}{}, ({taken}) AS {clause} FROM {} AS {ta} \
+                         LEFT JOIN {source} ON ({on}) AND ({sel}) IN ({ids}) ORDER BY {ta}.{ord}",
+                        MergeSpec::message(&matched, &taken),
+                        quote(NUMBERED),
+                        clause = quote(CLAUSE),
+                        ord = quote(ORDINAL),
+                        source = spec.source(false),
+                    ),
+                    in_place: Some(assigned),
+                });
+            } else {
+                if let Some(ids) = &acting {
+                    queries.push(Query::plain(format!(
                     "SELECT {}{}, ({sel}) AS {clause} FROM {target} JOIN {source} ON {on} WHERE ({sel}) IN ({ids})",
                     spec.assigned(&matched, &sel, keep),
                     MergeSpec::message(&matched, &sel),
                     clause = quote(CLAUSE),
                     source = spec.source(false),
-                ));
-            }
-            let untouched = match &acting {
-                Some(ids) => format!("({on}) AND ({sel}) IN ({ids})"),
-                None => "FALSE".to_string(),
-            };
-            let null_clause = format!("CAST(NULL AS BIGINT) AS {}", quote(CLAUSE));
-            if by_source.is_empty() {
-                queries.push(format!(
+                )));
+                }
+                let untouched = match &acting {
+                    Some(ids) => format!("({on}) AND ({sel}) IN ({ids})"),
+                    None => "FALSE".to_string(),
+                };
+                let null_clause = format!("CAST(NULL AS BIGINT) AS {}", quote(CLAUSE));
+                if by_source.is_empty() {
+                    queries.push(Query::plain(format!(
                     "SELECT {plain}, {null_clause} FROM {target} LEFT ANTI JOIN {} ON {untouched}",
                     spec.source(false)
-                ));
-            } else {
-                // Matched rows no clause changes, then the rows no source row matches.
-                queries.push(format!(
+                )));
+                } else {
+                    // Matched rows no clause changes, then the rows no source row matches.
+                    queries.push(Query::plain(format!(
                     "SELECT {plain}, {null_clause} FROM (SELECT {ta}.* FROM {target} LEFT SEMI JOIN {source} ON {on}) AS {ta} LEFT ANTI JOIN {source} ON {untouched}",
                     source = spec.source(false)
-                ));
-                let sel = spec.selector(&by_source, |_| None);
-                queries.push(format!(
-                    "SELECT {}{}, ({sel}) AS {} FROM {target} LEFT ANTI JOIN {} ON {on}",
-                    spec.assigned(&by_source, &sel, keep),
-                    MergeSpec::message(&by_source, &sel),
-                    quote(CLAUSE),
-                    spec.source(false)
-                ));
+                )));
+                    let sel = spec.selector(&by_source, |_| None);
+                    queries.push(Query::plain(format!(
+                        "SELECT {}{}, ({sel}) AS {} FROM {target} LEFT ANTI JOIN {} ON {on}",
+                        spec.assigned(&by_source, &sel, keep),
+                        MergeSpec::message(&by_source, &sel),
+                        quote(CLAUSE),
+                        spec.source(false)
+                    )));
+                }
             }
         }
         if let Some(ids) = MergeSpec::ids(&inserting) {
             let sel = spec.selector(&inserting, |_| None);
             let clause = quote(CLAUSE);
-            queries.push(format!(
+            queries.push(Query::plain(format!(
                 "SELECT {}{}, {clause} FROM (SELECT {sa}.*, ({sel}) AS {clause} FROM {} LEFT ANTI JOIN {} AS {ta} ON {on}) AS {sa} WHERE {clause} IN ({ids})",
                 spec.assigned(&inserting, &clause, |col| {
                     spec.defaults
@@ -1116,20 +1185,24 @@ impl MergePlanner<'_> {
                 MergeSpec::message(&inserting, &clause),
                 spec.source(false),
                 quote(TARGET_ALL),
-            ));
+            )));
         }
         let mut streams = Vec::new();
-        for sql in &queries {
-            let stream = self.session.stream_sql(sql).await?;
+        for Query { sql, in_place } in queries {
+            let stream = self.session.stream_sql(&sql).await?;
             let rows = engine_rows(stream, Arc::clone(&self.failure));
             let clauses = Arc::new(self.spec.clauses.clone());
             let counts = Arc::clone(&self.counts);
             let failure = Arc::clone(&self.failure);
             let target = Arc::clone(&self.target);
             streams.push(rows.and_then(move |batch| {
-                let out = take_clauses(&batch, &clauses, &counts)
-                    .and_then(|b| super::assign_types(&b, &target).map_err(sql_error))
-                    .map_err(|e| DeltaLiteError::Other(keep_failure(&failure, e)));
+                let out = match &in_place {
+                    Some(assigned) => updates_in_place(&batch, &target, assigned),
+                    None => Ok(batch),
+                }
+                .and_then(|batch| take_clauses(&batch, &clauses, &counts))
+                .and_then(|b| super::assign_types(&b, &target).map_err(sql_error))
+                .map_err(|e| DeltaLiteError::Other(keep_failure(&failure, e)));
                 futures::future::ready(out)
             }));
         }
@@ -1137,6 +1210,19 @@ impl MergePlanner<'_> {
             remove: files,
             rows: futures::stream::iter(streams).flatten().boxed(),
             mark,
+        })
+    }
+
+    /// Whether every column `clauses` update is of a flat type: a nested one keeps the
+    /// engine's own casting rules, which a value put in place would bypass.
+    fn flat_updates(&self, clauses: &[&Clause]) -> bool {
+        clauses.iter().all(|c| match &c.action {
+            Action::Update(values) => values.iter().all(|v| {
+                self.target
+                    .field_with_name(&v.column)
+                    .is_ok_and(|f| !f.data_type().is_nested())
+            }),
+            _ => true,
         })
     }
 
@@ -1255,6 +1341,52 @@ impl MergePlanner<'_> {
         }
         Ok(files)
     }
+}
+
+/// One of a plan's queries over the target; `in_place` when its rows carry the updates'
+/// values beside the table's columns ([`MergeSpec::values_in_place`]).
+struct Query {
+    sql: String,
+    in_place: Option<Vec<(usize, Vec<i64>)>>,
+}
+
+impl Query {
+    fn plain(sql: String) -> Self {
+        Self {
+            sql,
+            in_place: None,
+        }
+    }
+}
+
+/// A batch of a one-pass query ([`MergeSpec::values_in_place`]) as the table's columns
+/// (each value put in place where the row took a clause assigning it), the message and
+/// clause columns after them.
+fn updates_in_place(
+    batch: &RecordBatch,
+    target: &arrow::datatypes::Schema,
+    assigned: &[(usize, Vec<i64>)],
+) -> Result<RecordBatch, ApiError> {
+    let internal = |e: arrow::error::ArrowError| ApiError::Internal(e.to_string());
+    let clause = arrow::compute::cast(batch.column(batch.num_columns() - 1), &DataType::Int64)
+        .map_err(internal)?;
+    let clause = clause.as_primitive::<Int64Type>();
+    let masks: Vec<(usize, BooleanArray)> = assigned
+        .iter()
+        .map(|(at, ids)| {
+            let hit = clause
+                .iter()
+                .map(|c| Some(c.is_some_and(|c| ids.contains(&c))))
+                .collect();
+            (*at, hit)
+        })
+        .collect();
+    let (schema, mut columns) = in_place(batch, target, &masks).map_err(sql_error)?;
+    let rest = target.fields().len() + assigned.len();
+    let mut fields = schema.fields().to_vec();
+    fields.extend(batch.schema().fields()[rest..].iter().cloned());
+    columns.extend(batch.columns()[rest..].iter().cloned());
+    RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns).map_err(internal)
 }
 
 /// Apply the clause column of a plan's batch: count, drop deleted rows, raise `ERROR`

@@ -21,8 +21,13 @@
 use std::sync::{Arc, Mutex};
 
 use arrow::array::{Array, AsArray};
+use arrow::array::{ArrayRef, BooleanArray};
+use arrow::compute::kernels::zip::zip;
 use arrow::datatypes::Int64Type;
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
 use datafusion::catalog::TableProvider;
+use datafusion::error::DataFusionError;
 use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, Delete, Expr as SqlExpr, FromTable, Ident, TableFactor, TableWithJoins,
     Update, UpdateTableFromKind,
@@ -32,15 +37,19 @@ use deltalite::{
     DeltaLiteError, Knobs, MarkedRows, MarkingPolicy, ReplaceKind, ReplaceOptions, ReplacePlanner,
     Replacement,
 };
-use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 
 use super::overrides::OptionsOverride;
 use super::{
-    Output, SqlSession, assigned_rows, delta_err, keep_failure, name_parts, sql_err, table_missing,
-    take_failure,
+    Output, SqlSession, assign_types, assigned_rows, delta_err, engine_rows, keep_failure,
+    name_parts, sql_err, table_missing, take_failure,
 };
 use crate::error::ApiError;
+
+/// Rows on their way to the engine.
+type EngineRows = BoxStream<'static, deltalite::Result<RecordBatch>>;
 
 /// The hidden name of the statement's target while it is planned.
 pub(super) const TARGET: &str = "__deltalite_target";
@@ -129,8 +138,13 @@ impl SqlSession {
         let kind = ReplaceKind::Update {
             predicate: update.selection.as_ref().map(|p| p.to_string()),
         };
-        self.rewrite_where(target, predicate, Some(assignments), kind)
-            .await
+        let in_place = !update.selection.iter().any(has_subquery)
+            && !update.assignments.iter().any(|a| has_subquery(&a.value));
+        let set = Assignments {
+            set: assignments,
+            in_place,
+        };
+        self.rewrite_where(target, predicate, Some(set), kind).await
     }
 
     /// `UPDATE … FROM` and `DELETE … USING` are `MERGE`s with one `WHEN MATCHED` clause;
@@ -154,7 +168,7 @@ impl SqlSession {
         &mut self,
         target: Target,
         predicate: Option<String>,
-        assignments: Option<Vec<(String, String)>>,
+        assignments: Option<Assignments>,
         kind: ReplaceKind,
     ) -> Result<Output, ApiError> {
         let name = self.resolve(&target.parts)?;
@@ -167,11 +181,12 @@ impl SqlSession {
             .iter()
             .map(|f| f.name().clone())
             .collect();
+        let in_place = assignments.as_ref().is_some_and(|a| a.in_place);
         let assignments = match assignments {
             None => None,
             // A column is named without regard to case when that names one
             // (`sql/column_case.rs`): `SET name = …` assigns `Name`.
-            Some(set) => Some(
+            Some(Assignments { set, .. }) => Some(
                 set.into_iter()
                     .map(|(col, value)| {
                         let folded = col.to_lowercase();
@@ -227,6 +242,7 @@ impl SqlSession {
             alias: target.alias,
             predicate,
             assignments,
+            in_place,
             columns,
             target: target_schema,
             matched: 0,
@@ -260,6 +276,21 @@ impl SqlSession {
         self.register_hidden(name, scan)
     }
 
+    /// Register `sql` as a view under one of the names the write plans use: a name the
+    /// statement's own columns resolve against as they do against a table's.
+    pub(super) async fn register_view(&mut self, name: &str, sql: &str) -> Result<(), ApiError> {
+        let plan = self.plan_sql(sql).await?;
+        let schema = self.schema_provider(&self.catalog, &self.schema)?;
+        schema.deregister_table(name).map_err(super::sql_error)?;
+        schema
+            .register_table(
+                name.to_string(),
+                Arc::new(datafusion::catalog::view::ViewTable::new(plan, None)),
+            )
+            .map_err(super::sql_error)?;
+        Ok(())
+    }
+
     /// Register a Delta table's `provider` under one of the names the write plans use.
     pub(super) fn register_hidden(
         &self,
@@ -273,6 +304,28 @@ impl SqlSession {
             .map_err(super::sql_error)?;
         Ok(())
     }
+}
+
+/// An `UPDATE`'s `SET` list: each column (as written) and its value, as SQL.
+struct Assignments {
+    set: Vec<(String, String)>,
+    /// Neither the values nor the predicate run a subquery: the rewritten files' rows
+    /// are read once, each row updated where it is ([`WherePlanner::updated_in_place`]).
+    in_place: bool,
+}
+
+/// Whether `expr` runs a subquery (`EXISTS`, `IN (SELECT …)`, a scalar subquery).
+/// DataFusion plans those in a projection as joins, which do not keep the rows' order.
+fn has_subquery(expr: &SqlExpr) -> bool {
+    use datafusion::sql::sqlparser::ast::visit_expressions;
+    use std::ops::ControlFlow;
+    visit_expressions(expr, |e| match e {
+        SqlExpr::Subquery(_) | SqlExpr::Exists { .. } | SqlExpr::InSubquery { .. } => {
+            ControlFlow::Break(())
+        }
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
 }
 
 /// The one source table of `UPDATE … FROM` / `DELETE … USING`, as SQL.
@@ -472,6 +525,8 @@ struct WherePlanner<'s> {
     alias: String,
     predicate: Option<String>,
     assignments: Option<Vec<(String, String)>>,
+    /// See [`Assignments::in_place`].
+    in_place: bool,
     columns: Vec<String>,
     /// The table's schema: the types the rows are assigned.
     target: arrow::datatypes::SchemaRef,
@@ -551,7 +606,8 @@ impl WherePlanner<'_> {
             .register_files(TARGET, table, files.clone())
             .await?;
         let columns: Vec<String> = self.columns.iter().map(|c| quote(c)).collect();
-        let is = |truth: &str| match &self.predicate {
+        let (predicate, assignments) = (self.predicate.clone(), self.assignments.clone());
+        let is = |truth: &str| match &predicate {
             Some(p) => format!(" WHERE ({p}) IS {truth}"),
             None => match truth {
                 "TRUE" => String::new(),
@@ -563,9 +619,10 @@ impl WherePlanner<'_> {
             columns.join(", "),
             is("NOT TRUE")
         );
-        let sql = match &self.assignments {
-            None if files.is_empty() => None,
-            None => Some(kept),
+        let mut streams = Vec::new();
+        match &assignments {
+            None if files.is_empty() => {}
+            None => streams.push(self.rows_of(&kept).await?),
             Some(set) => {
                 let changed: Vec<String> = self
                     .columns
@@ -575,41 +632,101 @@ impl WherePlanner<'_> {
                         None => quote(c),
                     })
                     .collect();
-                let mut parts = Vec::new();
+                let changed = changed.join(", ");
                 if !files.is_empty() {
-                    parts.push(format!(
-                        "SELECT {} FROM {target} AS {alias}{} UNION ALL {kept}",
-                        changed.join(", "),
-                        is("TRUE")
-                    ));
+                    let in_place = self.in_place
+                        && set.iter().all(|(col, _)| {
+                            self.target
+                                .field_with_name(col)
+                                .is_ok_and(|f| !f.data_type().is_nested())
+                        });
+                    let rows = match &predicate {
+                        Some(p) if in_place => self.updated_in_place(set, p).await?,
+                        Some(_) => {
+                            self.rows_of(&format!(
+                                "SELECT {changed} FROM {target} AS {alias}{} UNION ALL {kept}",
+                                is("TRUE")
+                            ))
+                            .await?
+                        }
+                        None => {
+                            self.rows_of(&format!("SELECT {changed} FROM {target} AS {alias}"))
+                                .await?
+                        }
+                    };
+                    streams.push(rows);
                 }
                 // A marked file's updated rows are new rows; the old ones are in its vector.
                 if !marked_files.is_empty() {
                     self.session
                         .register_files(MARKED, table, marked_files.clone())
                         .await?;
-                    parts.push(format!(
-                        "SELECT {} FROM {} AS {alias}{}",
-                        changed.join(", "),
-                        quote(MARKED),
-                        is("TRUE")
-                    ));
+                    streams.push(
+                        self.rows_of(&format!(
+                            "SELECT {changed} FROM {} AS {alias}{}",
+                            quote(MARKED),
+                            is("TRUE")
+                        ))
+                        .await?,
+                    );
                 }
-                Some(parts.join(" UNION ALL "))
             }
-        };
-        let rows = match sql {
-            Some(sql) => {
-                let stream = self.session.stream_sql(&sql).await?;
-                assigned_rows(stream, Arc::clone(&self.failure), Arc::clone(&self.target))
-            }
-            None => futures::stream::empty().boxed(),
-        };
+        }
         Ok(Replacement {
             remove: files,
-            rows,
+            rows: futures::stream::iter(streams).flatten().boxed(),
             mark,
         })
+    }
+
+    /// The rows `sql` gives, in the target's types.
+    async fn rows_of(&mut self, sql: &str) -> Result<EngineRows, ApiError> {
+        let stream = self.session.stream_sql(sql).await?;
+        Ok(assigned_rows(
+            stream,
+            Arc::clone(&self.failure),
+            Arc::clone(&self.target),
+        ))
+    }
+
+    /// The rewritten files' rows in one pass, in their order: each row with `set`'s
+    /// values where `predicate` holds. The values are computed only for those rows
+    /// (`CASE WHEN p THEN v END`, a column of the value's own type) and put in place in
+    /// the target's type here, so a kept row's value is never coerced to a value's type
+    /// (a `BIGINT` through a `DOUBLE`).
+    async fn updated_in_place(
+        &mut self,
+        set: &[(String, String)],
+        predicate: &str,
+    ) -> Result<EngineRows, ApiError> {
+        let mut select: Vec<String> = self.columns.iter().map(|c| quote(c)).collect();
+        let mut positions = Vec::with_capacity(set.len());
+        for (i, (col, value)) in set.iter().enumerate() {
+            select.push(format!(
+                "CASE WHEN {predicate} THEN ({value}) END AS __v{i}"
+            ));
+            positions.push(self.columns.iter().position(|c| c == col).ok_or_else(|| {
+                ApiError::Internal(format!("assigned column {col} is not the table's"))
+            })?);
+        }
+        select.push(format!("({predicate}) IS TRUE AS __hit"));
+        let sql = format!(
+            "SELECT {} FROM {} AS {}",
+            select.join(", "),
+            quote(TARGET),
+            quote(&self.alias)
+        );
+        let stream = self.session.stream_sql(&sql).await?;
+        let target = Arc::clone(&self.target);
+        let failure = Arc::clone(&self.failure);
+        Ok(engine_rows(stream, Arc::clone(&self.failure))
+            .and_then(move |batch| {
+                let out = put_in_place(&batch, &target, &positions).map_err(|e| {
+                    DeltaLiteError::Other(keep_failure(&failure, super::sql_error(e)))
+                });
+                futures::future::ready(out)
+            })
+            .boxed())
     }
 
     /// The rows of `path` the predicate matches, as ordinals of the rows the file holds
@@ -662,6 +779,51 @@ pub(super) fn row_numbers(
         );
     }
     Ok(rows)
+}
+
+/// A batch of [`WherePlanner::updated_in_place`]: the table's columns, then each
+/// assigned value (NULL where the row is kept), then whether the row is updated; as
+/// the table's columns, the values in place where it is.
+fn put_in_place(
+    batch: &RecordBatch,
+    target: &Schema,
+    positions: &[usize],
+) -> Result<RecordBatch, DataFusionError> {
+    let width = target.fields().len();
+    let hit = batch.column(width + positions.len()).as_boolean().clone();
+    let assigned: Vec<(usize, BooleanArray)> =
+        positions.iter().map(|&at| (at, hit.clone())).collect();
+    let (schema, columns) = in_place(batch, target, &assigned)?;
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+/// The first `target`'s width columns of `batch`, in the target's types, with the value
+/// columns after them (one per `assigned`, in its order) put in place of the column at
+/// each one's position where its mask is true. Nothing is coerced between a value and
+/// the column it replaces: each is given the column's type on its own, as an
+/// assignment gives it ([`assign_types`]).
+pub(super) fn in_place(
+    batch: &RecordBatch,
+    target: &Schema,
+    assigned: &[(usize, BooleanArray)],
+) -> Result<(SchemaRef, Vec<ArrayRef>), DataFusionError> {
+    let width = target.fields().len();
+    let old = assign_types(&batch.project(&(0..width).collect::<Vec<_>>())?, target)?;
+    let mut columns = old.columns().to_vec();
+    for (i, (at, hit)) in assigned.iter().enumerate() {
+        let field = Field::new(
+            target.field(*at).name(),
+            batch.column(width + i).data_type().clone(),
+            true,
+        );
+        let value = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![field])),
+            vec![Arc::clone(batch.column(width + i))],
+        )?;
+        let value = assign_types(&value, target)?;
+        columns[*at] = zip(hit, value.column(0), &columns[*at])?;
+    }
+    Ok((old.schema(), columns))
 }
 
 impl ReplacePlanner for WherePlanner<'_> {

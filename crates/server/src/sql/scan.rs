@@ -17,6 +17,11 @@
 //! - The files with vectors themselves are one Parquet scan of ours when the table allows
 //!   (`sql/vector_scan.rs`: each vector a row selection, the predicate pruning as for any
 //!   file), so a selective query no longer reads each of them whole.
+//! - delta-rs lists a table's files newest commit first, so `SELECT * FROM t` after two
+//!   `INSERT`s showed the second one's rows first. A table without vectors is read oldest
+//!   file first ([`oldest_first`]): rows come back in the order they were written, as in
+//!   DuckDB, as long as the scan is one stream (DataFusion splits a scan of more than
+//!   `repartition_file_min_size` bytes into partitions read side by side).
 
 use std::sync::Arc;
 
@@ -25,6 +30,9 @@ use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::Result;
 use datafusion::common::Statistics;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfig, FileScanConfigBuilder};
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::union::UnionExec;
@@ -119,6 +127,40 @@ impl DeltaScan {
     }
 }
 
+/// `plan` with the files of each of its Parquet scans in the opposite order, and its
+/// groups too: delta-rs lists files newest commit first (its log replay's order), and
+/// this reads them in the order they were committed. Only for scans without deletion
+/// vectors: delta-rs's scan of those validates its files' placement.
+fn oldest_first(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    plan.transform_up(|node| {
+        let Some(config) = node
+            .downcast_ref::<DataSourceExec>()
+            .and_then(|exec| exec.data_source().downcast_ref::<FileScanConfig>())
+        else {
+            return Ok(Transformed::no(node));
+        };
+        let groups: Vec<FileGroup> = config
+            .file_groups
+            .iter()
+            .rev()
+            .map(|group| {
+                let files = group.files().iter().rev().cloned().collect();
+                match group.file_statistics(None) {
+                    Some(stats) => FileGroup::new(files).with_statistics(Arc::new(stats.clone())),
+                    None => FileGroup::new(files),
+                }
+            })
+            .collect();
+        let config = FileScanConfigBuilder::from(config.clone())
+            .with_file_groups(groups)
+            .build();
+        Ok(Transformed::yes(
+            DataSourceExec::from_data_source(config) as Arc<dyn ExecutionPlan>
+        ))
+    })
+    .map(|t| t.data)
+}
+
 /// `items` (each with its size) in up to `n` groups of about equal size: largest first,
 /// each to the lightest group.
 pub(crate) fn balanced<T>(mut items: Vec<(u64, T)>, n: usize) -> Vec<Vec<T>> {
@@ -162,7 +204,8 @@ impl TableProvider for DeltaScan {
         let partitions = state.config().target_partitions();
         let next = self.inner.downcast_ref::<DeltaScanNext>();
         let Some(next) = next.filter(|_| self.vectors.is_some() || self.files.len() > 1) else {
-            return self.inner.scan(state, projection, filters, limit).await;
+            let plan = self.inner.scan(state, projection, filters, limit).await?;
+            return oldest_first(plan);
         };
         let mut plans = Vec::new();
         for group in self.groups(partitions) {
