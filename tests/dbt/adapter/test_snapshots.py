@@ -1,9 +1,9 @@
 """dbt-tests-adapter's snapshot suites beyond the basic ones: column names from the
 snapshot's config and from dbt_project.yml, invalid names, several unique key columns,
-and the new-record modes, one with `dbt_valid_to_current`. (Not
-`BaseSnapshotDbtValidToCurrent`: it reads rows by position from a query without `ORDER
-BY`, after dbt's snapshot merge rewrote some of them, and the server's row order after
-an update is not the table's insertion order, as it is in Postgres and DuckDB.) Their fixtures compare a table made
+the new-record modes, one with `dbt_valid_to_current`, and `dbt_valid_to_current` on
+its own (`BaseSnapshotDbtValidToCurrent` reads rows by position from a query without
+`ORDER BY`, after dbt's snapshot merge rewrote some of them: the server keeps a small
+table's insertion order through an update, as DuckDB does). Their fixtures compare a table made
 with `TEST_VALID_TO` unquoted with snapshots whose columns are named as dbt quotes them;
 DuckDB keeps an unquoted name's case and binds a name in its own `SELECT`, as the
 server does. The hard-delete and new-column suites add a source column with
@@ -27,6 +27,7 @@ from dbt.tests.adapter.simple_snapshot.test_ephemeral_snapshot_hard_deletes impo
 from dbt.tests.adapter.simple_snapshot.test_various_configs import (
     BaseSnapshotColumnNames,
     BaseSnapshotColumnNamesFromDbtProject,
+    BaseSnapshotDbtValidToCurrent,
     BaseSnapshotInvalidColumnNames,
     BaseSnapshotMultiUniqueKey,
 )
@@ -74,4 +75,8 @@ class TestSnapshotNewColumnSpecificCheckCols(BaseSnapshotNewColumnSpecificCheckC
 
 
 class TestSnapshotNewColumnWithDeletes(BaseSnapshotNewColumnWithDeletes):
+    pass
+
+
+class TestSnapshotDbtValidToCurrent(BaseSnapshotDbtValidToCurrent):
     pass

@@ -917,6 +917,31 @@ fn transactions_stage_commit_roll_back_and_refuse_conflicts() {
     );
 }
 
+/// A transaction's COMMIT publishes its writes as one commit that lists their files as
+/// the staged log did, so the table reads them in the order they were written (the
+/// COMMIT listed them in hash order: three single-row INSERTs came back shuffled).
+#[test]
+fn a_commit_keeps_the_order_its_writes_were_made_in() {
+    use arrow_flight::sql::EndTransaction;
+    let s = Server::start();
+    s.rows("CREATE TABLE t AS SELECT 0 AS id");
+    let mut f = Flight::login(&s, ALICE);
+    let mut expected = vec![vec![json!(0)]];
+    for round in 0..3 {
+        let txn = begin(&mut f);
+        for i in 1..=4 {
+            let id = round * 10 + i;
+            assert_eq!(
+                ok(run(&mut f, &format!("INSERT INTO t VALUES ({id})"), &txn)),
+                1
+            );
+            expected.push(vec![json!(id)]);
+        }
+        ok(end(&mut f, &txn, EndTransaction::Commit));
+        assert_eq!(s.rows("SELECT id FROM t"), expected, "round {round}");
+    }
+}
+
 /// Transactions on an object-store data root (a real S3-compatible server, moto): the
 /// private log lives in the bucket, a staged table follows its rename there, COMMIT
 /// publishes, and ROLLBACK leaves no object behind.

@@ -27,6 +27,7 @@ use crate::error::{DeltaLiteError, Result};
 use crate::table::{DeltaLiteTable, TableLocation};
 use crate::txn::commit::touches_read_set;
 use crate::txn::{self, CommitSpec, Done, ReadSet, Staged};
+use indexmap::IndexMap;
 
 /// What a publish committed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -215,7 +216,7 @@ impl TableLocation {
                 table.load_version(v).await?;
                 file_keys(table.snapshot()?)
             }
-            None => HashMap::new(),
+            None => IndexMap::new(),
         };
         let stored: HashSet<&object_store::path::Path> = before.keys().map(|(p, _)| p).collect();
         let mut doomed = std::collections::BTreeSet::new();

@@ -11,6 +11,7 @@ use deltalake::kernel::{Action, Add, Remove};
 use deltalake::protocol::DeltaOperation;
 use deltalake::table::state::DeltaTableState;
 use futures::future::BoxFuture;
+use indexmap::IndexMap;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
@@ -33,7 +34,10 @@ pub struct RestoreStats {
 /// whose deletion vector changed is a different file, as delta-rs's restore keys them).
 type FileKey = (Path, Option<String>);
 
-pub(crate) fn file_keys(state: &DeltaTableState) -> HashMap<FileKey, (Add, Remove)> {
+/// The live files of `state` in the order delta-rs lists them, newest commit first: a
+/// commit made of them lists them so too, and a reader that reverses the listing (the
+/// server's scans, `sql/scan.rs`) reads them in the order they were written.
+pub(crate) fn file_keys(state: &DeltaTableState) -> IndexMap<FileKey, (Add, Remove)> {
     state
         .log_data()
         .iter()
