@@ -778,6 +778,42 @@ def test_rows_keep_the_order_they_were_written_in(client, server, schema):
         (4,),
     ]
 
+    # OPTIMIZE copies a bin's files oldest first, and RESTORE re-adds files as the log
+    # listed them: neither changes the order.
+    client.query(f"CREATE TABLE {s}.o AS SELECT range AS k FROM range(3)")
+    for sql in ["INSERT INTO {s}.o VALUES (3), (4)", "INSERT INTO {s}.o VALUES (5)"]:
+        client.query(sql.format(s=s))
+    written = [(k,) for k in range(6)]
+    names, rows = client.query(f"OPTIMIZE {s}.o")
+    optimized = dict(zip(names, rows[0], strict=True))
+    assert (optimized["files_removed"], optimized["files_added"]) == (3, 1)
+    assert client.rows(f"SELECT k FROM {s}.o") == written
+    client.query(f"RESTORE {s}.o TO VERSION AS OF {optimized['version'] - 1}")
+    assert client.rows(f"SELECT k FROM {s}.o") == written
+
+    # Files of 1 MiB or more are read side by side, so their MERGE keeps the two
+    # streaming queries (changed rows, untouched rows): the same rows, in no set order.
+    for sql in [
+        "CREATE TABLE {s}.big AS SELECT range AS k, md5(range::VARCHAR) AS h FROM range(150000)",
+        (
+            "MERGE INTO {s}.big USING (SELECT range AS k FROM range(0, 160000, 7)) AS src "
+            "ON big.k = src.k WHEN MATCHED AND src.k % 2 = 0 THEN DELETE "
+            "WHEN MATCHED THEN UPDATE SET h = 'merged' "
+            "WHEN NOT MATCHED THEN INSERT VALUES (src.k, 'new')"
+        ),
+    ]:
+        client.query(sql.format(s=s))
+        duck.execute(sql.format(s="f"))
+    assert (
+        sum(p.stat().st_size for p in table_dir(server, s, "big").glob("*.parquet"))
+        > 2**20
+    )
+    query = (
+        "SELECT CASE WHEN h IN ('merged', 'new') THEN h ELSE 'kept' END AS kind, count(*), "
+        "sum(k), min(h), max(h), count(DISTINCT h) FROM {s}.big GROUP BY 1 ORDER BY 1"
+    )
+    assert client.rows(query.format(s=s)) == duck_rows(duck, query.format(s="f"))
+
     # A value is given its column's type on its own: a kept row's BIGINT is not carried
     # through the DOUBLE it is assigned beside (2^53 + 1 is no DOUBLE).
     for sql in [

@@ -44,7 +44,7 @@ pub use ops::metadata::{COLUMN_COMMENT_KEY, MetadataChange};
 pub use ops::publish::{PublishPlan, Published};
 pub use ops::replace::{
     MarkedRows, MarkingPolicy, ReplaceKind, ReplaceOptions, ReplacePlanner, ReplaceReads,
-    ReplaceStats, Replacement,
+    ReplaceStats, Replacement, bytes_of,
 };
 pub use options::{
     AppTransaction, Knobs, MIB, Nullability, OmittedColumns, OnDuplicate, PreCommitHook,

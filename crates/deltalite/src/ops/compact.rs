@@ -6,7 +6,8 @@
 //! their upserts write them. The copying is `rearrange.rs`'s: memory is one decoded
 //! slice plus one open row group per bin in flight, whatever the table size.
 //!
-//! Planning (delta-rs's): per partition, files in the snapshot's order; a file larger than
+//! Planning (delta-rs's): per partition, files in the snapshot's order (a bin then copies
+//! its files oldest first, so rows keep the order they were written); a file larger than
 //! the target is skipped and splits the run; neighbours join a bin while the bin's bytes
 //! stay within the target; bins of one file are dropped (nothing to merge). A file with a
 //! deletion vector is always rewritten (compaction purges vectors), and in a partition
@@ -253,9 +254,8 @@ fn plan(files: Vec<TargetFile>, target: u64, min_removable: usize, key: Option<&
             .push((file, candidate));
     }
     for (_, mut files) in by_partition {
-        if let Some(key) = key
-            && files.iter().any(|(f, _)| f.deletion_vector.is_some())
-        {
+        let keyed = key.is_some() && files.iter().any(|(f, _)| f.deletion_vector.is_some());
+        if let Some(key) = key.filter(|_| keyed) {
             // Neighbours by key (a file skipped for its size still splits a run where its
             // keys are); a file without a bound last; ties keep the log's order.
             files.sort_by_cached_key(|(f, _)| {
@@ -285,6 +285,14 @@ fn plan(files: Vec<TargetFile>, target: u64, min_removable: usize, key: Option<&
         }
         if !current.is_empty() {
             bins.push(current);
+        }
+        if !keyed {
+            // The log lists files newest first: a bin copies them oldest first, so its
+            // file holds their rows in the order they were written (readers that list
+            // files oldest first, as the server does, then see no change of order).
+            for bin in &mut bins {
+                bin.reverse();
+            }
         }
         bins.retain(|bin| {
             let keep = bin.len() > 1 || bin[0].deletion_vector.is_some();
@@ -479,7 +487,8 @@ impl DeltaLiteTable {
             .len();
         let results: Vec<Result<GroupRewrite>> =
             stream::iter(bins.into_iter().map(|bin| rearrangement.rewrite_group(bin)))
-                .buffer_unordered(options.max_parallel_bins)
+                // In planning order (newest files first, as the log lists them).
+                .buffered(options.max_parallel_bins)
                 .collect()
                 .await;
         let mut rewrites = Vec::with_capacity(results.len());
@@ -500,7 +509,9 @@ impl DeltaLiteTable {
         }
         let mut added_sizes = Vec::new();
         let mut batches = 0;
-        for rewrite in rewrites {
+        for mut rewrite in rewrites {
+            // A bin's files newest first too, as the log lists what one commit adds.
+            rewrite.adds.reverse();
             stats.rows_rewritten += rewrite.rows;
             batches += rewrite.batches;
             added_sizes.extend(rewrite.adds.iter().map(|a| a.size.max(0) as u64));
@@ -603,6 +614,8 @@ mod tests {
     #[test]
     fn bins_are_runs_of_neighbours_within_the_target_as_delta_rs_plans_them() {
         // A file above the target splits the run and is skipped; a bin of one is dropped.
+        // Each bin lists its files oldest first (the log's newest first, reversed): the
+        // order it copies them in.
         let files = vec![
             file("a", 40),
             file("a", 50),
@@ -614,7 +627,7 @@ mod tests {
             file("b", 20),
         ];
         let plan = plan(files, 100, 1, None);
-        assert_eq!(sizes(&plan), vec![vec![vec![40, 50], vec![10, 20]]]);
+        assert_eq!(sizes(&plan), vec![vec![vec![50, 40], vec![20, 10]]]);
         // 30 (a bin of one), 200 (too large), b's 90 and 20 (each alone: 110 > 100).
         assert_eq!((plan.considered, plan.skipped), (8, 4));
     }
@@ -684,13 +697,13 @@ mod tests {
             ]]
         );
         assert_eq!((by_key.considered, by_key.skipped), (7, 1));
-        // Without a key, the log's order.
+        // Without a key, runs of the log's order, each copied oldest first.
         let by_log = plan(files(), 100, 1, None);
         assert_eq!(
             mins(&by_log),
             vec![vec![
-                vec!["a/10-Some(3)", "a/40-Some(200)", "a/40-Some(0)"],
-                vec!["a/40-Some(400)", "a/40-None"],
+                vec!["a/40-Some(0)", "a/40-Some(200)", "a/10-Some(3)"],
+                vec!["a/40-None", "a/40-Some(400)"],
             ]]
         );
         // 100.. alone in its bin, without a vector: left as it is.
@@ -706,8 +719,8 @@ mod tests {
         assert_eq!(
             mins(&plan(plain, 100, 1, Some("id"))),
             vec![vec![
-                vec!["a/10-Some(3)", "a/40-Some(200)", "a/40-Some(0)"],
-                vec!["a/40-Some(400)", "a/40-None"],
+                vec!["a/40-Some(0)", "a/40-Some(200)", "a/10-Some(3)"],
+                vec!["a/40-None", "a/40-Some(400)"],
             ]]
         );
     }

@@ -99,6 +99,20 @@ impl MarkingPolicy {
     }
 }
 
+/// The bytes of `table`'s live files named by `paths` (as a scan's file column names
+/// them); `None` when one of them is not live.
+pub fn bytes_of(table: &DeltaTable, paths: &[String]) -> Result<Option<u64>> {
+    let sizes: HashMap<String, u64> = active_files(table.snapshot()?)?
+        .into_iter()
+        .map(|f| (f.path.to_string(), f.size))
+        .collect();
+    let root = table.table_url();
+    Ok(paths
+        .iter()
+        .map(|p| sizes.get(&table_relative(root, p)).copied())
+        .sum())
+}
+
 /// Plans a replacement against a snapshot. Asked again, against the newer snapshot, when
 /// a concurrent commit removed a file the previous plan replaced.
 pub trait ReplacePlanner: Send {

@@ -20,7 +20,10 @@
 //!      (the SQL standard's cardinality violation);
 //!   2. over those files only: the changed rows (`JOIN`, the first clause whose
 //!      condition holds), the rows no clause changes (`LEFT ANTI JOIN`), and the rows
-//!      no source row matches with `WHEN NOT MATCHED BY SOURCE` applied;
+//!      no source row matches with `WHEN NOT MATCHED BY SOURCE` applied; or, without
+//!      `WHEN NOT MATCHED BY SOURCE` and when the files are read as one stream, all
+//!      their rows in one `LEFT JOIN` in file order (`row_number()` over the files,
+//!      `ORDER BY` it), each update's values put in place by `rewrite.rs::in_place`;
 //!   3. the inserted rows: `source LEFT ANTI JOIN target` with the insert clauses.
 //!
 //!   Each query carries the clause a row took (`__deltalite_clause`); a stream adapter
@@ -1105,9 +1108,26 @@ impl MergePlanner<'_> {
             let keep = |c: &str| format!("{ta}.{}", quote(c));
             let acting = MergeSpec::ids(&matched);
             let sel = spec.selector(&matched, |_| None);
-            if let (true, Some(ids)) =
-                (by_source.is_empty() && self.flat_updates(&matched), &acting)
-            {
+            // Files small enough to be read as one stream (DataFusion splits no scan
+            // under `repartition_file_min_size`) are rewritten in one pass in their
+            // rows' order: numbering them and sorting by the number costs little there.
+            // A larger rewrite is read side by side anyway and keeps the two queries,
+            // which stream (the number would gather it into one partition and a sort).
+            let min_split = self
+                .session
+                .ctx
+                .state()
+                .config()
+                .options()
+                .optimizer
+                .repartition_file_min_size as u64;
+            let one_stream = deltalite::bytes_of(table, &files)
+                .map_err(delta_err)?
+                .is_some_and(|bytes| bytes < min_split);
+            if let (true, Some(ids)) = (
+                one_stream && by_source.is_empty() && self.flat_updates(&matched),
+                &acting,
+            ) {
                 // One pass over the files, each row updated (or deleted) where it is.
                 let present = format!("{sa}.{}", quote(PRESENT));
                 let taken = spec.selector(&matched, |_| Some(format!("{present} IS NOT NULL")));
