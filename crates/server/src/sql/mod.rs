@@ -372,14 +372,6 @@ impl SqlSession {
             .options_mut()
             .sql_parser
             .enable_subquery_sort_elimination = false;
-        // DuckDB gives a table's rows in the order they were written. A scan too small
-        // for DataFusion to split into byte ranges (`repartition_file_min_size`) is one
-        // stream, which round-robin repartitions would interleave across cores; larger
-        // scans still run side by side, split by file and byte range.
-        config
-            .options_mut()
-            .optimizer
-            .enable_round_robin_repartition = false;
         // The shared runtime's memory pool, disk manager and caches, with a registry of
         // this session's own that knows no storage until names resolve to granted tables.
         let stores = Arc::new(stores::GrantedStores::default());

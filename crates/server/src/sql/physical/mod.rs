@@ -4,10 +4,12 @@
 //! its own: [`join_order::BuildOnSubquery`] picks which side of a semi or anti join becomes
 //! the hash table (a hash table does not spill), [`repartition::OneSpillWriter`] keeps a
 //! spilling repartition from waiting forever. [`store_errors::KeepStoreErrors`] keeps a
-//! failed footer read retryable when the store's failure is.
+//! failed footer read retryable when the store's failure is. [`scan_order::ScansInOrder`]
+//! keeps a scan's rows in their stored order.
 
 mod join_order;
 mod repartition;
+mod scan_order;
 mod store_errors;
 
 use std::sync::Arc;
@@ -17,8 +19,9 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 
 /// DataFusion's default rules with ours in place: the join side right after join selection
-/// (before distribution is enforced and dynamic filters are attached), the repartition
-/// inputs and the scans' readers last, on the finished plan, before its sanity check.
+/// (before distribution is enforced and dynamic filters are attached), the scans' order,
+/// the repartition inputs and the scans' readers last, on the finished plan, before its
+/// sanity check.
 /// `stores` is the session's registry, where scans find their store.
 pub(crate) fn rules(
     stores: Arc<dyn ObjectStoreRegistry>,
@@ -33,9 +36,13 @@ pub(crate) fn rules(
         .iter()
         .position(|r| r.name() == "SanityCheckPlan")
         .unwrap_or(rules.len());
-    rules.insert(before_sanity_check, Arc::new(repartition::OneSpillWriter));
+    rules.insert(before_sanity_check, Arc::new(scan_order::ScansInOrder));
     rules.insert(
         before_sanity_check + 1,
+        Arc::new(repartition::OneSpillWriter),
+    );
+    rules.insert(
+        before_sanity_check + 2,
         Arc::new(store_errors::KeepStoreErrors::new(stores)),
     );
     rules
