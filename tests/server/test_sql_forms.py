@@ -835,6 +835,38 @@ def test_rows_keep_the_order_they_were_written_in(client, server, schema):
     assert ours == [("9007199254740993", 1.5), ("2", 2.5), ("9", 4.5)]
 
 
+def test_a_column_assigned_twice_is_refused_as_duckdb_refuses_it(client, schema):
+    """`UPDATE t SET v = 1, V = 2` updated `v` to 2 (the in-place update puts each value
+    in place in turn); DuckDB refuses it, as the `MERGE` forms here already did. Nothing
+    changes."""
+    s = schema
+    duck = duckdb.connect()
+    duck.execute("CREATE SCHEMA f")
+    for con, name in ((client.query, s), (duck.execute, "f")):
+        con(f"CREATE TABLE {name}.t AS SELECT range AS k, range AS v FROM range(3)")
+    both_refuse(
+        client,
+        duck,
+        s,
+        (
+            "UPDATE {s}.t SET v = 1, V = 2 WHERE k = 1",
+            'Binder Error: Multiple assignments to same column "V"',
+        ),
+        (
+            "UPDATE {s}.t SET v = 1, v = 2 FROM (SELECT 1 AS k) AS src WHERE t.k = src.k",
+            'Binder Error: Multiple assignments to same column "v"',
+        ),
+        (
+            (
+                "MERGE INTO {s}.t USING (SELECT 1 AS k) AS src ON t.k = src.k "
+                "WHEN MATCHED THEN UPDATE SET v = 1, v = 2"
+            ),
+            'Binder Error: Multiple assignments to same column "v"',
+        ),
+    )
+    assert client.rows(f"SELECT k, v FROM {s}.t") == [(0, 0), (1, 1), (2, 2)]
+
+
 def test_integer_overflow_is_an_error_not_a_wrapped_number(client, server, schema):
     """`+`, `-` and `*` of integers that leave their type fail, as in DuckDB (DataFusion
     wrapped: 9e18 * 2 was -446744073709551616); a failed UPDATE leaves the table as it

@@ -57,7 +57,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::dialect::{BY_NAME, BY_POSITION, DO_NOTHING, RAISE};
 use super::overrides::OptionsOverride;
 use super::rewrite::{
-    FILE, MARKED, ROW, TARGET, Target, in_place, predicate_sql, quote, row_numbers,
+    FILE, MARKED, ROW, TARGET, Target, VALUE, in_place, predicate_sql, quote, row_numbers,
 };
 use super::{
     Output, SqlSession, column_named, delta_err, engine_rows, keep_failure, name_parts, sql_err,
@@ -282,7 +282,7 @@ impl MergeSpec {
         )
     }
 
-    /// For a one-pass query: `, CASE (selector) WHEN id THEN value … END AS "__vN"` for
+    /// For a one-pass query: `, CASE (selector) WHEN id THEN value … END AS "__deltalite_valueN"` for
     /// each target column some of `clauses` updates (NULL for a row none of them updates
     /// it in), and, for each, its position and the clauses that update it.
     fn values_in_place(
@@ -305,8 +305,8 @@ impl MergeSpec {
             }
             if !ids.is_empty() {
                 sql.push_str(&format!(
-                    ", CASE ({selector}){arms} END AS \"__v{}\"",
-                    assigned.len()
+                    ", CASE ({selector}){arms} END AS {}",
+                    quote(&format!("{VALUE}{}", assigned.len()))
                 ));
                 assigned.push((at, ids));
             }

@@ -59,6 +59,10 @@ pub(super) const FILE: &str = "__deltalite_file";
 pub(super) const MARKED: &str = "__deltalite_marked";
 /// The row number of a marked file's rows.
 pub(super) const ROW: &str = "__deltalite_row";
+/// The prefix of the columns that carry an update's values beside the table's.
+pub(super) const VALUE: &str = "__deltalite_value";
+/// Whether a row of an update in place is updated.
+const HIT: &str = "__deltalite_hit";
 
 /// An identifier, quoted for the SQL this module writes.
 pub(super) fn quote(name: &str) -> String {
@@ -126,12 +130,15 @@ impl SqlSession {
         }
         let target = Target::new(name, alias.as_ref().map(|a| &a.name))?;
         let mut assignments = Vec::new();
+        let mut spelled = Vec::new();
         for assignment in &update.assignments {
             let AssignmentTarget::ColumnName(column) = &assignment.target else {
                 return Err(sql_err("Not implemented Error: tuple assignments"));
             };
             let parts = name_parts(column)?;
             let col = parts.last().cloned().unwrap_or_default();
+            let spelling = column.0.last().and_then(|part| part.as_ident());
+            spelled.push(spelling.map_or_else(|| col.clone(), |ident| ident.value.clone()));
             assignments.push((col, predicate_sql(&assignment.value)));
         }
         let predicate = update.selection.as_ref().map(predicate_sql);
@@ -142,6 +149,7 @@ impl SqlSession {
             && !update.assignments.iter().any(|a| has_subquery(&a.value));
         let set = Assignments {
             set: assignments,
+            spelled,
             in_place,
         };
         self.rewrite_where(target, predicate, Some(set), kind).await
@@ -182,12 +190,14 @@ impl SqlSession {
             .map(|f| f.name().clone())
             .collect();
         let in_place = assignments.as_ref().is_some_and(|a| a.in_place);
-        let assignments = match assignments {
+        let written = assignments;
+        let assignments = match &written {
             None => None,
             // A column is named without regard to case when that names one
             // (`sql/column_case.rs`): `SET name = …` assigns `Name`.
             Some(Assignments { set, .. }) => Some(
-                set.into_iter()
+                set.iter()
+                    .cloned()
                     .map(|(col, value)| {
                         let folded = col.to_lowercase();
                         let mut alike = columns.iter().filter(|c| c.to_lowercase() == folded);
@@ -206,6 +216,16 @@ impl SqlSession {
                     .collect::<Result<Vec<_>, ApiError>>()?,
             ),
         };
+        if let (Some(set), Some(Assignments { spelled, .. })) = (&assignments, &written) {
+            for (i, (column, _)) in set.iter().enumerate() {
+                if set[..i].iter().any(|(c, _)| c == column) {
+                    return Err(sql_err(format!(
+                        "Binder Error: Multiple assignments to same column \"{}\"",
+                        spelled[i]
+                    )));
+                }
+            }
+        }
         // Plan (not run) the statement's expressions against the table itself first, so
         // a wrong column or type is reported as the client wrote it.
         let exprs = match &assignments {
@@ -309,6 +329,8 @@ impl SqlSession {
 /// An `UPDATE`'s `SET` list: each column (as written) and its value, as SQL.
 struct Assignments {
     set: Vec<(String, String)>,
+    /// Each assigned column as the statement spells it, for errors.
+    spelled: Vec<String>,
     /// Neither the values nor the predicate run a subquery: the rewritten files' rows
     /// are read once, each row updated where it is ([`WherePlanner::updated_in_place`]).
     in_place: bool,
@@ -703,13 +725,14 @@ impl WherePlanner<'_> {
         let mut positions = Vec::with_capacity(set.len());
         for (i, (col, value)) in set.iter().enumerate() {
             select.push(format!(
-                "CASE WHEN {predicate} THEN ({value}) END AS __v{i}"
+                "CASE WHEN ({predicate}) THEN ({value}) END AS {}",
+                quote(&format!("{VALUE}{i}"))
             ));
             positions.push(self.columns.iter().position(|c| c == col).ok_or_else(|| {
                 ApiError::Internal(format!("assigned column {col} is not the table's"))
             })?);
         }
-        select.push(format!("({predicate}) IS TRUE AS __hit"));
+        select.push(format!("({predicate}) IS TRUE AS {}", quote(HIT)));
         let sql = format!(
             "SELECT {} FROM {} AS {}",
             select.join(", "),
