@@ -1,7 +1,7 @@
 """dbt-tests-adapter's suites for how dbt runs a project: aliases, the relation cache,
 threads, table materialization, connection validation, `dbt clone`, `dbt show`, `--empty`, hooks, query comments, changing a model's
-materialization, copies, stored test failures, microbatch and sample mode, comments on
-columns, unit tests and model contracts. Where dbt's fixture is Postgres SQL DuckDB
+materialization, dropping a schema, copies, stored test failures, microbatch and sample
+mode, comments on tables and columns, unit tests and model contracts. Where dbt's fixture is Postgres SQL DuckDB
 refuses too, the class gives the DuckDB spelling, as dbt-duckdb's own suite does."""
 
 import pytest
@@ -17,6 +17,7 @@ from dbt.tests.adapter.caching.test_caching import (
     BaseCachingLowercaseModel,
     BaseCachingSelectedSchemaOnly,
     BaseCachingUppercaseModel,
+    BaseNoPopulateCache,
 )
 from dbt.tests.adapter.concurrency.test_concurrency import BaseConcurrency
 from dbt.tests.adapter.constraints.test_constraints import (
@@ -24,7 +25,10 @@ from dbt.tests.adapter.constraints.test_constraints import (
     BaseTableConstraintsColumnsEqual,
     BaseViewConstraintsColumnsEqual,
 )
-from dbt.tests.adapter.dbt_clone.test_dbt_clone import BaseCloneNotPossible
+from dbt.tests.adapter.dbt_clone.test_dbt_clone import (
+    BaseCloneNotPossible,
+    BaseCloneSameTargetAndState,
+)
 from dbt.tests.adapter.dbt_show.test_dbt_show import (
     BaseShowDoesNotHandleDoubleLimit,
     BaseShowLimit,
@@ -41,8 +45,12 @@ from dbt.tests.adapter.hooks.test_model_hooks import (
 )
 from dbt.tests.adapter.incremental.test_incremental_microbatch import BaseMicrobatch
 from dbt.tests.adapter.persist_docs.test_persist_docs import (
+    BasePersistDocs,
+    BasePersistDocsAllColumnsMissing,
     BasePersistDocsColumnMissing,
     BasePersistDocsCommentOnQuotedColumn,
+    BasePersistDocsQuotedColumnCaseSensitive,
+    BasePersistDocsQuotedDescriptionNotAppliedOnMismatch,
 )
 from dbt.tests.adapter.query_comment.test_query_comment import (
     BaseEmptyQueryComments,
@@ -55,6 +63,7 @@ from dbt.tests.adapter.query_comment.test_query_comment import (
 from dbt.tests.adapter.relations.test_changing_relation_type import (
     BaseChangeRelationTypeValidator,
 )
+from dbt.tests.adapter.relations.test_dropping_schema_named import BaseDropSchemaNamed
 from dbt.tests.adapter.sample_mode.test_sample_mode import BaseSampleModeTest
 from dbt.tests.adapter.simple_copy.test_simple_copy import (
     EmptyModelsArentRunBase,
@@ -67,7 +76,13 @@ from dbt.tests.adapter.unit_testing.test_case_insensitivity import (
     BaseUnitTestCaseInsensivity,
 )
 from dbt.tests.adapter.unit_testing.test_invalid_input import BaseUnitTestInvalidInput
-from dbt.tests.adapter.unit_testing.test_types import BaseUnitTestingTypes
+from dbt.tests.adapter.unit_testing.test_quoted_reserved_word_column_names import (
+    BaseUnitTestQuotedReservedWordColumnNames,
+)
+from dbt.tests.adapter.unit_testing.test_types import (
+    BaseUnitTestingTypes,
+    BaseUnitTestingVarcharFixtureNoTruncation,
+)
 
 
 class TestAliases(BaseAliases):
@@ -94,6 +109,10 @@ class TestCachingSelectedSchemaOnly(BaseCachingSelectedSchemaOnly):
     pass
 
 
+class TestNoPopulateCache(BaseNoPopulateCache):
+    pass
+
+
 class TestConcurrency(BaseConcurrency):
     pass
 
@@ -108,6 +127,10 @@ class TestValidateConnection(BaseValidateConnection):
 
 class TestCloneNotPossible(BaseCloneNotPossible):
     """DuckDB (and the server) cannot clone a table: `dbt clone` makes views."""
+
+
+class TestCloneSameTargetAndState(BaseCloneSameTargetAndState):
+    pass
 
 
 class TestShowLimit(BaseShowLimit):
@@ -167,6 +190,16 @@ class TestEmptyQueryComments(BaseEmptyQueryComments):
 
 
 class TestChangeRelationType(BaseChangeRelationTypeValidator):
+    pass
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="dbt-altertable 0.2.13 drops a schema without CASCADE (for DuckLake) and the"
+    " server, like DuckDB, refuses to drop a schema that holds relations without it; this"
+    " test drops its schema with the model still in it (drop_schema_named)",
+)
+class TestDropSchemaNamed(BaseDropSchemaNamed):
     pass
 
 
@@ -245,6 +278,32 @@ class TestPersistDocsCommentOnQuotedColumn(BasePersistDocsCommentOnQuotedColumn)
     pass
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="dbt-altertable 0.2.13 refuses to send COMMENT ON COLUMN for a view (its"
+    " altertable__alter_column_comment raises a compilation error before any SQL), and"
+    " this test's view model documents its columns",
+)
+class TestPersistDocs(BasePersistDocs):
+    pass
+
+
+class TestPersistDocsAllColumnsMissing(BasePersistDocsAllColumnsMissing):
+    pass
+
+
+class TestPersistDocsQuotedColumnCaseSensitive(
+    BasePersistDocsQuotedColumnCaseSensitive
+):
+    pass
+
+
+class TestPersistDocsQuotedDescriptionNotAppliedOnMismatch(
+    BasePersistDocsQuotedDescriptionNotAppliedOnMismatch
+):
+    pass
+
+
 class TestUnitTestingTypes(BaseUnitTestingTypes):
     pass
 
@@ -254,6 +313,18 @@ class TestUnitTestCaseInsensitivity(BaseUnitTestCaseInsensivity):
 
 
 class TestUnitTestInvalidInput(BaseUnitTestInvalidInput):
+    pass
+
+
+class TestUnitTestQuotedReservedWordColumnNames(
+    BaseUnitTestQuotedReservedWordColumnNames
+):
+    pass
+
+
+class TestUnitTestingVarcharFixtureNoTruncation(
+    BaseUnitTestingVarcharFixtureNoTruncation
+):
     pass
 
 
