@@ -837,8 +837,8 @@ def test_rows_keep_the_order_they_were_written_in(client, server, schema):
 
 def test_a_column_assigned_twice_is_refused_as_duckdb_refuses_it(client, schema):
     """`UPDATE t SET v = 1, V = 2` updated `v` to 2 (the in-place update puts each value
-    in place in turn); DuckDB refuses it, as the `MERGE` forms here already did. Nothing
-    changes."""
+    in place in turn); DuckDB refuses it, as the `MERGE` forms here already did. A
+    column the table lacks is refused in DuckDB's words. Nothing changes."""
     s = schema
     duck = duckdb.connect()
     duck.execute("CREATE SCHEMA f")
@@ -862,6 +862,33 @@ def test_a_column_assigned_twice_is_refused_as_duckdb_refuses_it(client, schema)
                 "WHEN MATCHED THEN UPDATE SET v = 1, v = 2"
             ),
             'Binder Error: Multiple assignments to same column "v"',
+        ),
+        # The columns are checked in the order written, a missing one as DuckDB says.
+        (
+            "UPDATE {s}.t SET v = 1, v = 2, nope = 3",
+            'Binder Error: Multiple assignments to same column "v"',
+        ),
+        (
+            "UPDATE {s}.t SET nope = 3, v = 1, v = 2",
+            "Binder Error: Referenced update column nope not found in table!",
+        ),
+        (
+            "UPDATE {s}.t SET nope = 1 FROM (SELECT 1 AS k) AS src WHERE t.k = src.k",
+            "Binder Error: Referenced update column nope not found in table!",
+        ),
+        (
+            (
+                "MERGE INTO {s}.t USING (SELECT 1 AS k) AS src ON t.k = src.k "
+                "WHEN MATCHED THEN UPDATE SET nope = 1"
+            ),
+            "Binder Error: Referenced update column nope not found in table!",
+        ),
+        (
+            (
+                "MERGE INTO {s}.t USING (SELECT 1 AS k) AS src ON t.k = src.k "
+                "WHEN NOT MATCHED THEN INSERT (nope) VALUES (1)"
+            ),
+            'Binder Error: Table "t" does not have a column with name "nope"',
         ),
     )
     assert client.rows(f"SELECT k, v FROM {s}.t") == [(0, 0), (1, 1), (2, 2)]
@@ -1580,9 +1607,10 @@ def test_columns_are_named_without_regard_to_case(client, schema):
     same(f"SELECT * FROM {s}.c ORDER BY 1")
     with pytest.raises(SqlError) as e:
         client.query(f"UPDATE {s}.c SET nope = 1")
+    # DuckDB's first line; its second suggests a column ("Did you mean").
     assert (
         e.value.message
-        == 'Binder Error: Table "c" does not have a column with name "nope"'
+        == "Binder Error: Referenced update column nope not found in table!"
     )
 
 

@@ -883,7 +883,13 @@ fn bind_clauses(spec: &MergeSpec, merge: &Merge) -> Result<Vec<Clause>, ApiError
                                 return Err(not_implemented("tuple assignments"));
                             };
                             let parts = name_parts(c)?;
-                            let col = target_column(parts.last().map_or("", |s| s.as_str()))?;
+                            let written = parts.last().map_or("", |s| s.as_str());
+                            // DuckDB names the missing column of an update so.
+                            let col = column_named(&spec.columns, written).ok_or_else(|| {
+                                sql_err(format!(
+                                    "Binder Error: Referenced update column {written} not found in table!"
+                                ))
+                            })?;
                             if values.iter().any(|v| v.column == col) {
                                 return Err(sql_err(format!(
                                     "Binder Error: Multiple assignments to same column \"{col}\""

@@ -189,49 +189,16 @@ impl SqlSession {
             .iter()
             .map(|f| f.name().clone())
             .collect();
-        let in_place = assignments.as_ref().is_some_and(|a| a.in_place);
-        let written = assignments;
-        let assignments = match &written {
-            None => None,
-            // A column is named without regard to case when that names one
-            // (`sql/column_case.rs`): `SET name = …` assigns `Name`.
-            Some(Assignments { set, .. }) => Some(
-                set.iter()
-                    .cloned()
-                    .map(|(col, value)| {
-                        let folded = col.to_lowercase();
-                        let mut alike = columns.iter().filter(|c| c.to_lowercase() == folded);
-                        let column = match (alike.next(), alike.next()) {
-                            _ if columns.contains(&col) => col.clone(),
-                            (Some(only), None) => only.clone(),
-                            _ => {
-                                return Err(sql_err(format!(
-                                    "Binder Error: Table \"{}\" does not have a column with name \"{col}\"",
-                                    name.table
-                                )));
-                            }
-                        };
-                        Ok((column, value))
-                    })
-                    .collect::<Result<Vec<_>, ApiError>>()?,
-            ),
-        };
-        if let (Some(set), Some(Assignments { spelled, .. })) = (&assignments, &written) {
-            for (i, (column, _)) in set.iter().enumerate() {
-                if set[..i].iter().any(|(c, _)| c == column) {
-                    return Err(sql_err(format!(
-                        "Binder Error: Multiple assignments to same column \"{}\"",
-                        spelled[i]
-                    )));
-                }
-            }
+        let mut assignments = assignments;
+        if let Some(set) = &mut assignments {
+            set.resolve(&columns)?;
         }
         // Plan (not run) the statement's expressions against the table itself first, so
         // a wrong column or type is reported as the client wrote it.
         let exprs = match &assignments {
             // Aliased: two assignments of the same value would otherwise be two
             // projections of one name, which DataFusion refuses.
-            Some(set) => set
+            Some(Assignments { set, .. }) => set
                 .iter()
                 .enumerate()
                 .map(|(i, (_, value))| format!("({value}) AS __e{i}"))
@@ -262,7 +229,6 @@ impl SqlSession {
             alias: target.alias,
             predicate,
             assignments,
-            in_place,
             columns,
             target: target_schema,
             matched: 0,
@@ -300,15 +266,8 @@ impl SqlSession {
     /// statement's own columns resolve against as they do against a table's.
     pub(super) async fn register_view(&mut self, name: &str, sql: &str) -> Result<(), ApiError> {
         let plan = self.plan_sql(sql).await?;
-        let schema = self.schema_provider(&self.catalog, &self.schema)?;
-        schema.deregister_table(name).map_err(super::sql_error)?;
-        schema
-            .register_table(
-                name.to_string(),
-                Arc::new(datafusion::catalog::view::ViewTable::new(plan, None)),
-            )
-            .map_err(super::sql_error)?;
-        Ok(())
+        let view = datafusion::catalog::view::ViewTable::new(plan, None);
+        self.register_as(name, Arc::new(view))
     }
 
     /// Register a Delta table's `provider` under one of the names the write plans use.
@@ -317,16 +276,22 @@ impl SqlSession {
         name: &str,
         provider: Arc<dyn TableProvider>,
     ) -> Result<(), ApiError> {
+        self.register_as(name, super::scan::DeltaScan::wrap(provider))
+    }
+
+    /// `provider` under `name` in the session's schema, in place of what was there.
+    fn register_as(&self, name: &str, provider: Arc<dyn TableProvider>) -> Result<(), ApiError> {
         let schema = self.schema_provider(&self.catalog, &self.schema)?;
         schema.deregister_table(name).map_err(super::sql_error)?;
         schema
-            .register_table(name.to_string(), super::scan::DeltaScan::wrap(provider))
+            .register_table(name.to_string(), provider)
             .map_err(super::sql_error)?;
         Ok(())
     }
 }
 
-/// An `UPDATE`'s `SET` list: each column (as written) and its value, as SQL.
+/// An `UPDATE`'s `SET` list: each column (as written, the table's once
+/// [`Self::resolve`]d) and its value, as SQL.
 struct Assignments {
     set: Vec<(String, String)>,
     /// Each assigned column as the statement spells it, for errors.
@@ -334,6 +299,37 @@ struct Assignments {
     /// Neither the values nor the predicate run a subquery: the rewritten files' rows
     /// are read once, each row updated where it is ([`WherePlanner::updated_in_place`]).
     in_place: bool,
+}
+
+impl Assignments {
+    /// Name each assigned column as the table `columns` name it, without regard to case
+    /// when that names one (`sql/column_case.rs`: `SET name = …` assigns `Name`);
+    /// refuse a column the table lacks or one assigned twice, in the order written, as
+    /// DuckDB does (its message without its "Did you mean" line).
+    fn resolve(&mut self, columns: &[String]) -> Result<(), ApiError> {
+        for i in 0..self.set.len() {
+            let col = &self.set[i].0;
+            let folded = col.to_lowercase();
+            let mut alike = columns.iter().filter(|c| c.to_lowercase() == folded);
+            let column = match (alike.next(), alike.next()) {
+                _ if columns.contains(col) => col.clone(),
+                (Some(only), None) => only.clone(),
+                _ => {
+                    return Err(sql_err(format!(
+                        "Binder Error: Referenced update column {col} not found in table!"
+                    )));
+                }
+            };
+            if self.set[..i].iter().any(|(c, _)| *c == column) {
+                return Err(sql_err(format!(
+                    "Binder Error: Multiple assignments to same column \"{}\"",
+                    self.spelled[i]
+                )));
+            }
+            self.set[i].0 = column;
+        }
+        Ok(())
+    }
 }
 
 /// Whether `expr` runs a subquery (`EXISTS`, `IN (SELECT …)`, a scalar subquery).
@@ -546,9 +542,7 @@ struct WherePlanner<'s> {
     session: &'s mut SqlSession,
     alias: String,
     predicate: Option<String>,
-    assignments: Option<Vec<(String, String)>>,
-    /// See [`Assignments::in_place`].
-    in_place: bool,
+    assignments: Option<Assignments>,
     columns: Vec<String>,
     /// The table's schema: the types the rows are assigned.
     target: arrow::datatypes::SchemaRef,
@@ -628,7 +622,8 @@ impl WherePlanner<'_> {
             .register_files(TARGET, table, files.clone())
             .await?;
         let columns: Vec<String> = self.columns.iter().map(|c| quote(c)).collect();
-        let (predicate, assignments) = (self.predicate.clone(), self.assignments.clone());
+        let predicate = self.predicate.clone();
+        let assignments = self.assignments.as_ref().map(|a| a.set.clone());
         let is = |truth: &str| match &predicate {
             Some(p) => format!(" WHERE ({p}) IS {truth}"),
             None => match truth {
@@ -656,7 +651,7 @@ impl WherePlanner<'_> {
                     .collect();
                 let changed = changed.join(", ");
                 if !files.is_empty() {
-                    let in_place = self.in_place
+                    let in_place = self.assignments.as_ref().is_some_and(|a| a.in_place)
                         && set.iter().all(|(col, _)| {
                             self.target
                                 .field_with_name(col)
