@@ -1391,8 +1391,8 @@ def test_quantile_disc_takes_a_constant_fraction(client, schema):
 
 
 def test_star_columns_refusals_and_repeated_names(client, schema):
-    """`COLUMNS('regex')` that matches nothing, or does not compile, is refused with
-    DuckDB's message; two items that both name a column (DuckDB repeats the name) get
+    """`COLUMNS('regex')` that matches nothing, or does not compile, and `* EXCLUDE`
+    of a column the table lacks beside `RENAME`, are refused with DuckDB's message; two items that both name a column (DuckDB repeats the name) get
     `_1`; over a join it selects among the join's columns."""
     client.query(f"CREATE TABLE {schema}.w AS SELECT 1 AS k, 2.5 AS v")
     for sql, message in [
@@ -1403,6 +1403,11 @@ def test_star_columns_refusals_and_repeated_names(client, schema):
         (
             f"SELECT COLUMNS('[') FROM {schema}.w",
             'Binder Error: Failed to compile regex "[": unclosed character class',
+        ),
+        # `* RENAME` is written out the same way; DuckDB's first line.
+        (
+            f"SELECT * EXCLUDE (nope) RENAME (k AS j) FROM {schema}.w",
+            'Binder Error: Column "nope" in EXCLUDE list not found in FROM clause',
         ),
     ]:
         with pytest.raises(SqlError) as e:

@@ -398,6 +398,11 @@ def test_table_properties_for_maintenance_are_checked(server, alice):
         "SELECT COLUMNS(*) FROM other.main.mine JOIN lakehouse.main.secret USING (a)",
         "SELECT max(COLUMNS('a')) FROM (SELECT * FROM lakehouse.main.secret)",
         "WITH s AS (FROM lakehouse.main.secret) SELECT COLUMNS(*) FROM s",
+        # `* RENAME` plans its FROM the same way to learn the columns.
+        "SELECT * RENAME (a AS b) FROM lakehouse.main.secret",
+        "SELECT * RENAME (a AS b) FROM other.main.mine JOIN lakehouse.main.secret USING (a)",
+        "WITH s AS (FROM lakehouse.main.secret) SELECT * RENAME (a AS b) FROM s",
+        "SELECT * RENAME (a AS b) FROM (SELECT * FROM lakehouse.main.secret)",
         # SUMMARIZE plans the query it summarizes on its own first.
         "SUMMARIZE lakehouse.main.secret",
         "SUMMARIZE SELECT * FROM other.main.mine JOIN lakehouse.main.secret USING (a)",

@@ -1646,6 +1646,15 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
             "JOIN (SELECT k, s, v AS w FROM {t}) AS b ON a.k = b.k AND a.s < b.s"
         ),
         "SELECT a.s, min(COLUMNS('^[vw]$')) FROM {t} AS a, (SELECT v AS w FROM {t}) AS b GROUP BY a.s",
+        # DuckDB's `* RENAME`: each column in its place, a renamed one under its new name
+        # (names matched without regard to case; one the FROM lacks is ignored).
+        "SELECT * RENAME (v AS value) FROM {t} ORDER BY k",
+        "SELECT * EXCLUDE (s) RENAME (K AS key, v AS MyV) FROM {t} ORDER BY mYv, key",
+        "SELECT * RENAME k AS key FROM (SELECT k, v FROM {t} WHERE k > 1) ORDER BY key",
+        "WITH c AS (SELECT k, v FROM {t}) SELECT * RENAME (nope AS x, v AS w) FROM c ORDER BY w",
+        "SELECT * RENAME (v AS w), v FROM {t} ORDER BY 1",
+        'SELECT max(w) FROM (SELECT * RENAME (v AS "W") FROM {t}) WHERE w > 0',
+        "SELECT * RENAME (s AS t) FROM {t} AS a JOIN (SELECT k AS j FROM {t}) AS b ON a.k = b.j ORDER BY 1",
         # A truth test of a number is of the number cast to BOOLEAN.
         (
             "SELECT k IS TRUE, v IS NOT TRUE, k - 1 IS FALSE, v IS NOT FALSE, "

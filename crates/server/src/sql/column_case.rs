@@ -27,8 +27,8 @@ use datafusion::common::TableReference;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     ExcludeSelectItem, Expr, GroupByExpr, Ident, JoinConstraint, JoinOperator, ObjectName,
-    ObjectNamePart, Query, Select, SelectItem, SetExpr, TableAlias, TableFactor, Visit, VisitMut,
-    Visitor, VisitorMut, visit_expressions_mut,
+    ObjectNamePart, Query, RenameSelectItem, Select, SelectItem, SetExpr, TableAlias, TableFactor,
+    Visit, VisitMut, Visitor, VisitorMut, visit_expressions_mut,
 };
 
 use super::{SqlSession, folded, name_parts, sql_statement};
@@ -202,8 +202,22 @@ impl Names {
         match body {
             SetExpr::Select(select) => {
                 for item in &select.projection {
-                    if let SelectItem::ExprWithAlias { alias, .. } = item {
-                        self.defined.push(alias.value.clone());
+                    match item {
+                        SelectItem::ExprWithAlias { alias, .. } => {
+                            self.defined.push(alias.value.clone());
+                        }
+                        // `* RENAME (a AS b)` defines `b`.
+                        SelectItem::Wildcard(options)
+                        | SelectItem::QualifiedWildcard(_, options) => {
+                            let renames = match &options.opt_rename {
+                                Some(RenameSelectItem::Single(one)) => std::slice::from_ref(one),
+                                Some(RenameSelectItem::Multiple(many)) => many.as_slice(),
+                                None => &[],
+                            };
+                            self.defined
+                                .extend(renames.iter().map(|r| r.alias.value.clone()));
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -312,6 +326,12 @@ impl KeptCase<'_> {
                                 None => &mut [],
                             };
                             excluded.iter_mut().for_each(|name| self.respell(name));
+                            let renames = match &mut options.opt_rename {
+                                Some(RenameSelectItem::Single(one)) => std::slice::from_mut(one),
+                                Some(RenameSelectItem::Multiple(many)) => many.as_mut_slice(),
+                                None => &mut [],
+                            };
+                            renames.iter_mut().for_each(|r| self.keep(&mut r.alias));
                         }
                         _ => {}
                     }

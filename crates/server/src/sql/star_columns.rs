@@ -11,15 +11,22 @@
 //! statement's CTEs), a name two of them share qualified by its table. A select whose
 //! `FROM` cannot be planned alone (a correlated subquery) is left as written, as are other
 //! forms (a lambda, a list of names), which keep DataFusion's error.
+//!
+//! DuckDB's `* RENAME (a AS b)` (with or without `EXCLUDE`), which DataFusion does not
+//! plan, is written out the same way: each column in its place, a renamed one under its
+//! new name. Names match without regard to case, as in DuckDB; a renamed column the
+//! `FROM` lacks is ignored (DuckDB ignores it), an excluded one is refused in DuckDB's
+//! words. A qualified `t.* RENAME`, or `RENAME` with `REPLACE`, keeps DataFusion's error.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, Query,
-    Select, SelectItem, SetExpr, TableFactor, TableWithJoins, Value, Visit, VisitMut, Visitor,
-    VisitorMut, With, visit_expressions, visit_expressions_mut,
+    ExcludeSelectItem, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident,
+    ObjectName, Query, RenameSelectItem, Select, SelectItem, SetExpr, TableFactor, TableWithJoins,
+    Value, Visit, VisitMut, Visitor, VisitorMut, WildcardAdditionalOptions, With,
+    visit_expressions, visit_expressions_mut,
 };
 use regex::Regex;
 
@@ -118,8 +125,18 @@ fn read_table<'a>(select: &'a Select, ctes: &HashSet<String>) -> Option<&'a Obje
 fn selects_star_columns(select: &Select) -> bool {
     select.projection.iter().any(|item| match item {
         SelectItem::UnnamedExpr(e) => holds_star_columns(e),
+        SelectItem::Wildcard(options) => renames(options),
         _ => false,
     })
+}
+
+/// Whether a `*` is DuckDB's `* [EXCLUDE (…)] RENAME (…)`, the form this module writes out.
+fn renames(options: &WildcardAdditionalOptions) -> bool {
+    options.opt_rename.is_some()
+        && options.opt_ilike.is_none()
+        && options.opt_except.is_none()
+        && options.opt_replace.is_none()
+        && options.opt_alias.is_none()
 }
 
 /// The tables of the selects that use `COLUMNS(…)` over one table, the `FROM` clauses of
@@ -204,6 +221,15 @@ impl VisitorMut for Expand<'_> {
                         }
                     }
                 }
+                SelectItem::Wildcard(options) if renames(&options) => {
+                    match renamed(&options, &columns) {
+                        Ok(items) => projection.extend(items),
+                        Err(message) => {
+                            self.failure = Some(message);
+                            return ControlFlow::Break(());
+                        }
+                    }
+                }
                 other => projection.push(other),
             }
         }
@@ -246,23 +272,12 @@ fn expand(e: &Expr, columns: &[Column]) -> Result<Option<Vec<SelectItem>>, Strin
         }
     };
     let alone = matches!(e, Expr::Function(f) if is_columns(f));
-    // A name two columns share is qualified by its table.
-    let shared = |name: &str| columns.iter().filter(|c| c.name == name).count() > 1;
     Ok(Some(
         chosen
             .into_iter()
             .map(|column| {
                 let ident = Ident::with_quote('"', column.name.clone());
-                let reference = match (&column.qualifier, shared(&column.name)) {
-                    (Some(qualifier), true) => Expr::CompoundIdentifier(
-                        qualifier
-                            .iter()
-                            .chain([&column.name])
-                            .map(|part| Ident::with_quote('"', part.clone()))
-                            .collect(),
-                    ),
-                    _ => Expr::Identifier(ident.clone()),
-                };
+                let reference = reference(column, columns);
                 if alone {
                     return SelectItem::UnnamedExpr(reference);
                 }
@@ -283,6 +298,75 @@ fn expand(e: &Expr, columns: &[Column]) -> Result<Option<Vec<SelectItem>>, Strin
             })
             .collect(),
     ))
+}
+
+/// `column` as an expression: its name, qualified by its table when two of `columns`
+/// share it.
+fn reference(column: &Column, columns: &[Column]) -> Expr {
+    let shared = columns.iter().filter(|c| c.name == column.name).count() > 1;
+    match (&column.qualifier, shared) {
+        (Some(qualifier), true) => Expr::CompoundIdentifier(
+            qualifier
+                .iter()
+                .chain([&column.name])
+                .map(|part| Ident::with_quote('"', part.clone()))
+                .collect(),
+        ),
+        _ => Expr::Identifier(Ident::with_quote('"', column.name.clone())),
+    }
+}
+
+/// The items `* [EXCLUDE (…)] RENAME (…)` stands for: every column of `columns` but the
+/// excluded, in order, a renamed one aliased to its new name.
+fn renamed(
+    options: &WildcardAdditionalOptions,
+    columns: &[Column],
+) -> Result<Vec<SelectItem>, String> {
+    let excluded: Vec<&Ident> = match &options.opt_exclude {
+        None => Vec::new(),
+        Some(ExcludeSelectItem::Single(name)) => vec![name],
+        Some(ExcludeSelectItem::Multiple(names)) => names.iter().collect(),
+    }
+    .into_iter()
+    .filter_map(|name| name.0.last().and_then(|part| part.as_ident()))
+    .collect();
+    for name in &excluded {
+        if !columns
+            .iter()
+            .any(|c| c.name.eq_ignore_ascii_case(&name.value))
+        {
+            return Err(format!(
+                "Binder Error: Column \"{}\" in EXCLUDE list not found in FROM clause",
+                name.value
+            ));
+        }
+    }
+    let renames = match &options.opt_rename {
+        Some(RenameSelectItem::Single(one)) => std::slice::from_ref(one),
+        Some(RenameSelectItem::Multiple(many)) => many.as_slice(),
+        None => &[],
+    };
+    Ok(columns
+        .iter()
+        .filter(|c| {
+            !excluded
+                .iter()
+                .any(|x| c.name.eq_ignore_ascii_case(&x.value))
+        })
+        .map(|column| {
+            let expr = reference(column, columns);
+            match renames
+                .iter()
+                .find(|r| column.name.eq_ignore_ascii_case(&r.ident.value))
+            {
+                Some(rename) => SelectItem::ExprWithAlias {
+                    expr,
+                    alias: rename.alias.clone(),
+                },
+                None => SelectItem::UnnamedExpr(expr),
+            }
+        })
+        .collect())
 }
 
 /// `projection` with each alias that repeats an earlier item's name given DuckDB's `_1`,
