@@ -1259,6 +1259,30 @@ SEMANTICS_TABLES = {
             "DATE '2024-01-31' + 1 * INTERVAL 1 MONTH = TIMESTAMP '2024-02-29' AS leap "
             "FROM {t}"
         ),
+        # date_sub (datesub): the complete parts between, a month's end as DuckDB's age.
+        (
+            "WITH p(part) AS (VALUES ('year'), ('quarter'), ('month'), ('week'), ('day'), "
+            "('hour'), ('minute'), ('second'), ('millisecond'), ('microsecond'), "
+            "('decade'), ('century'), ('millennium'), ('days'), ('yr'), ('mins')), "
+            "x(i, a, b) AS (VALUES "
+            "(1, TIMESTAMP '2024-01-31 10:00:00', TIMESTAMP '2024-02-29 09:00:00'), "
+            "(2, TIMESTAMP '2024-01-31 10:00:00', TIMESTAMP '2024-02-29 11:00:00'), "
+            "(3, TIMESTAMP '2024-01-29 00:00:00', TIMESTAMP '2024-02-28 00:00:00'), "
+            "(4, TIMESTAMP '2024-02-29 00:00:00', TIMESTAMP '2024-01-31 00:00:00'), "
+            "(5, TIMESTAMP '2023-03-31 00:00:00', TIMESTAMP '2024-02-29 00:00:00'), "
+            "(6, TIMESTAMP '1969-12-31 23:59:59.5', TIMESTAMP '1970-01-01 00:00:00.2'), "
+            "(7, TIMESTAMP '2024-03-31 12:00:00', TIMESTAMP '1913-01-15 06:30:00'), "
+            "(8, TIMESTAMP '2024-01-15 10:00:00', NULL)) "
+            "SELECT part, i, date_sub(part, a, b) AS n FROM p, x"
+        ),
+        (
+            "SELECT datesub('day', DATE '2024-01-01', DATE '2024-03-01') AS d, "
+            "date_sub('month', DATE '2024-01-31', DATE '2024-02-29') AS m, "
+            "date_sub('hour', TIMESTAMPTZ '2024-01-01 23:00:00+00', "
+            "TIMESTAMPTZ '2024-01-02 01:00:00+00') AS z, "
+            "date_sub('month', DATE '2024-01-31', DATE '2024-01-31' + v * INTERVAL 1 DAY) AS v "
+            "FROM {t}"
+        ),
         "SELECT generate_series AS g FROM generate_series(1, 3)",
         "SELECT range FROM range(2)",
         "SELECT x.generate_series FROM generate_series(2, 4) AS x",

@@ -5,6 +5,11 @@
 //!   `a` and `b` (`date_diff('day', '… 23:00', 'next day 01:00')` is 1); a week is 7 of
 //!   those days, truncated. dbt's `datediff` macro and everything built on it (date
 //!   spines, `get_intervals_between`).
+//! - `date_sub(part, a, b)` (also `datesub`): how many complete `part`s lie between `a`
+//!   and `b` (`date_sub('month', '2024-01-15 10:00', '2024-02-15 09:59')` is 0). Months
+//!   and the parts made of them count as DuckDB's age does, a start past the end's day
+//!   of a month whose last day the end is taken as that day (`2024-01-31` to
+//!   `2024-02-29` is a month); shorter parts are the microseconds between, divided.
 //! - `n * INTERVAL '…'` (either order): dbt's `dateadd` macro writes
 //!   `d + cast(n as bigint) * interval 1 day`. DataFusion types no product of a number
 //!   and an interval, so `sql/normalize.rs` turns the product of an interval literal into
@@ -142,7 +147,7 @@ fn clock(word: &str) -> Option<String> {
 }
 
 /// The functions this module adds to a session.
-pub(super) fn udfs() -> [ScalarUDF; 2] {
+pub(super) fn udfs() -> [ScalarUDF; 3] {
     [
         ScalarUDF::new_from_impl(IntervalTimes {
             signature: Signature::any(2, Volatility::Immutable),
@@ -150,6 +155,12 @@ pub(super) fn udfs() -> [ScalarUDF; 2] {
         ScalarUDF::new_from_impl(DateDiff {
             signature: Signature::any(3, Volatility::Immutable),
             aliases: vec!["datediff".to_string()],
+            counts: Counts::Boundaries,
+        }),
+        ScalarUDF::new_from_impl(DateDiff {
+            signature: Signature::any(3, Volatility::Immutable),
+            aliases: vec!["datesub".to_string()],
+            counts: Counts::Complete,
         }),
     ]
 }
@@ -258,15 +269,28 @@ fn interval_scaled(interval: IntervalMonthDayNano, n: f64) -> Option<IntervalMon
     ))
 }
 
+/// `date_diff` or `date_sub`: what they count of a part between two times.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct DateDiff {
     signature: Signature,
     aliases: Vec<String>,
+    counts: Counts,
+}
+
+#[derive(Debug, PartialEq, Eq, Hash, Clone, Copy)]
+enum Counts {
+    /// `date_diff`: the part's boundaries crossed.
+    Boundaries,
+    /// `date_sub`: the complete parts.
+    Complete,
 }
 
 impl ScalarUDFImpl for DateDiff {
     fn name(&self) -> &str {
-        "date_diff"
+        match self.counts {
+            Counts::Boundaries => "date_diff",
+            Counts::Complete => "date_sub",
+        }
     }
     fn aliases(&self) -> &[String] {
         &self.aliases
@@ -292,14 +316,18 @@ impl ScalarUDFImpl for DateDiff {
             {
                 Ok(DataType::Int64)
             }
-            _ => plan_err!("date_diff takes a part name and two dates or timestamps, not {args:?}"),
+            _ => plan_err!(
+                "{} takes a part name and two dates or timestamps, not {args:?}",
+                self.name()
+            ),
         }
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let [part, a, b] = arrays.as_slice() else {
-            return exec_err!("date_diff takes three arguments");
+            return exec_err!("{} takes three arguments", self.name());
         };
+        let counts = self.counts;
         let part = arrow::compute::cast(part, &DataType::Utf8)?;
         let micros = |a: &ArrayRef| {
             arrow::compute::cast(a, &DataType::Timestamp(TimeUnit::Microsecond, None))
@@ -315,16 +343,19 @@ impl ScalarUDFImpl for DateDiff {
                 if part.is_null(i) || a.is_null(i) || b.is_null(i) {
                     return Ok(None);
                 }
-                Part::named(part.value(i))?
-                    .between(a.value(i), b.value(i))
-                    .map(Some)
+                let part = Part::named(part.value(i))?;
+                match counts {
+                    Counts::Boundaries => part.between(a.value(i), b.value(i)),
+                    Counts::Complete => part.complete(a.value(i), b.value(i)),
+                }
+                .map(Some)
             })
             .collect::<Result<Int64Array>>()?;
         Ok(ColumnarValue::Array(Arc::new(out)))
     }
 }
 
-/// A date part `date_diff` counts the boundaries of.
+/// A date part `date_diff` counts the boundaries of, `date_sub` the complete ones.
 #[derive(Clone, Copy)]
 enum Part {
     Millennium,
@@ -378,17 +409,39 @@ impl Part {
         }
     }
 
+    /// How many complete parts lie between `a` and `b` (microseconds since the epoch,
+    /// UTC), negative when `b` is earlier; truncated toward zero, as DuckDB's `date_sub`.
+    fn complete(self, a: i64, b: i64) -> Result<i64> {
+        let months = || complete_months(a, b);
+        let micros = |unit: i64| {
+            b.checked_sub(a)
+                .map(|d| d / unit)
+                .ok_or_else(|| out_of_range(b))
+        };
+        match self {
+            Self::Millennium => months().map(|m| m / 12_000),
+            Self::Century => months().map(|m| m / 1_200),
+            Self::Decade => months().map(|m| m / 120),
+            Self::Year => months().map(|m| m / 12),
+            Self::Quarter => months().map(|m| m / 3),
+            Self::Month => months(),
+            Self::Week => micros(7 * MICROS_PER_DAY),
+            Self::Day => micros(MICROS_PER_DAY),
+            Self::Hour => micros(3_600_000_000),
+            Self::Minute => micros(60_000_000),
+            Self::Second => micros(1_000_000),
+            Self::Millisecond => micros(1_000),
+            Self::Microsecond => micros(1),
+        }
+    }
+
     /// Which boundary of this part `micros` lies after.
     fn boundary(self, micros: i64) -> Result<i64> {
         let per = |unit: i64| Ok(micros.div_euclid(unit));
         let date = || {
             DateTime::from_timestamp_micros(micros)
                 .map(|t| t.date_naive())
-                .ok_or_else(|| {
-                    datafusion::error::DataFusionError::Execution(format!(
-                        "date_diff: timestamp {micros} out of range"
-                    ))
-                })
+                .ok_or_else(|| out_of_range(micros))
         };
         let year = || date().map(|d| i64::from(d.year()));
         match self {
@@ -406,6 +459,44 @@ impl Part {
             Self::Microsecond => Ok(micros),
         }
     }
+}
+
+fn out_of_range(micros: i64) -> datafusion::error::DataFusionError {
+    datafusion::error::DataFusionError::Execution(format!("timestamp {micros} out of range"))
+}
+
+/// The whole months from `a` to `b` (negative when `b` is earlier), as DuckDB's
+/// `date_sub('month', …)` counts them: the months of the age between them, once a start
+/// whose day of the month is past the end's last day is moved back to that day.
+fn complete_months(a: i64, b: i64) -> Result<i64> {
+    if b < a {
+        return complete_months(b, a).map(|m| -m);
+    }
+    let at = |micros: i64| {
+        DateTime::from_timestamp_micros(micros)
+            .map(|t| t.naive_utc())
+            .ok_or_else(|| out_of_range(micros))
+    };
+    let (start, end) = (at(a)?, at(b)?);
+    let last_day = |d: chrono::NaiveDate| {
+        d.with_day(1)
+            .and_then(|first| first.checked_add_months(chrono::Months::new(1)))
+            .and_then(|next| next.pred_opt())
+            .map_or(31, |last| last.day())
+    };
+    let end_last = last_day(end.date());
+    let start_day = if end.day() == end_last && start.day() > end_last {
+        end_last
+    } else {
+        start.day()
+    };
+    let mut months = (i64::from(end.year()) - i64::from(start.year())) * 12
+        + i64::from(end.month())
+        - i64::from(start.month());
+    if (end.day(), end.time()) < (start_day, start.time()) {
+        months -= 1;
+    }
+    Ok(months)
 }
 
 #[cfg(test)]
