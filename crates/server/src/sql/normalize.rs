@@ -928,12 +928,19 @@ fn at_time_zone(e: &mut Expr) {
 }
 
 /// `list_aggr(list, 'string_agg', sep)` (dbt's `listagg` with a limit) as
-/// `array_to_string(list, sep)`, which is the same.
+/// `array_to_string(list, sep)`, which is the same; `list_aggr(list, 'sum')` (also
+/// `list_aggregate`, `array_aggr`, `array_aggregate`) as `list_sum(list)`.
 fn list_string_agg(e: &mut Expr) {
     let Expr::Function(f) = e else {
         return;
     };
-    if !plain_name(&f.name, "list_aggr") {
+    let aliases = [
+        "list_aggr",
+        "list_aggregate",
+        "array_aggr",
+        "array_aggregate",
+    ];
+    if !aliases.iter().any(|name| plain_name(&f.name, name)) {
         return;
     }
     let FunctionArguments::List(list) = &mut f.args else {
@@ -946,6 +953,16 @@ fn list_string_agg(e: &mut Expr) {
                 if matches!(&v.value, Value::SingleQuotedString(s) if s.eq_ignore_ascii_case("string_agg"))
         )
     };
+    // `list_aggregate(l, 'sum')`: DuckDB's `list_sum(l)` (`sql/aggregates/lists.rs`).
+    if list.args.len() == 2
+        && let FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v))) = &list.args[1]
+        && let Value::SingleQuotedString(name) = &v.value
+        && let Some(function) = super::aggregates::list_function(name)
+    {
+        list.args.truncate(1);
+        f.name = ObjectName::from(vec![Ident::new(function)]);
+        return;
+    }
     if list.args.len() != 3 || !is_string_agg(&list.args[1]) {
         return;
     }

@@ -2,10 +2,12 @@
 //! ([`sums`]), `avg` of DECIMALs a DOUBLE ([`averages`]), each replacing DataFusion's
 //! function under its name and computing only the types it changes (what the two share
 //! is here); DuckDB's aggregates DataFusion lacks ([`moments`], [`frequencies`],
-//! [`quantiles`]); and DuckDB's names for DataFusion's aggregates.
+//! [`quantiles`]); DuckDB's names for DataFusion's aggregates; and DuckDB's list
+//! aggregates, each of the session's aggregates over a list's elements ([`lists`]).
 
 mod averages;
 mod frequencies;
+mod lists;
 mod moments;
 mod quantiles;
 mod sums;
@@ -41,7 +43,10 @@ pub(super) fn register(ctx: &SessionContext) {
             ctx.register_udaf(f.as_ref().clone().with_aliases(aliases.iter().copied()));
         }
     }
+    lists::register(ctx);
 }
+
+pub(super) use lists::list_function;
 
 /// The rows an aggregate takes: valid in `nulls` and kept by `filter` (`None`: all).
 fn kept(nulls: Option<&NullBuffer>, filter: Option<&BooleanArray>) -> Option<NullBuffer> {
