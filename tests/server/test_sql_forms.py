@@ -585,7 +585,8 @@ def test_a_date_meeting_a_timestamp_becomes_that_timestamp(client, schema):
 def test_column_defaults_fill_what_a_write_leaves_out(client, server, schema):
     """A constant `DEFAULT` (`CREATE TABLE`, `ADD COLUMN`) fills the column wherever a
     write leaves it out: `INSERT` with a column list or `BY NAME`, `DEFAULT` in `VALUES`,
-    `DEFAULT VALUES`, a `MERGE`'s `INSERT`, an upsert's new rows; `ADD COLUMN … DEFAULT` gives it to the rows already there (dbt's
+    `DEFAULT VALUES`, a `MERGE`'s `INSERT`, an upsert's new rows; `SET c = DEFAULT` in
+    `UPDATE` (also `… FROM`) and a `MERGE`'s `UPDATE`; `ADD COLUMN … DEFAULT` gives it to the rows already there (dbt's
     snapshot suites add a column so). Rows and `column_default` as DuckDB's, side by
     side. A default that is not a constant is refused, and nothing is created."""
     s = schema
@@ -612,6 +613,19 @@ def test_column_defaults_fill_what_a_write_leaves_out(client, server, schema):
         "INSERT INTO {s}.d DEFAULT VALUES",
         "ALTER TABLE {s}.d ADD COLUMN extra VARCHAR(50) DEFAULT 'dummy_value'",
         "INSERT INTO {s}.d (k) VALUES (6)",
+        # `DEFAULT` as an update's value: the column's default, NULL without one.
+        "UPDATE {s}.d SET n = DEFAULT, tag = default, none = DEFAULT WHERE k = 2",
+        "UPDATE {s}.d SET extra = 'changed', x = 9, none = 4 WHERE k IN (3, 4)",
+        (
+            "UPDATE {s}.d SET extra = DEFAULT FROM (SELECT 3 AS k UNION ALL SELECT 4) AS src "
+            "WHERE d.k = src.k"
+        ),
+        (
+            "MERGE INTO {s}.d USING (SELECT 4 AS k UNION ALL SELECT 7) AS src "
+            "ON d.k = src.k WHEN MATCHED THEN UPDATE SET x = DEFAULT, none = DEFAULT "
+            "WHEN NOT MATCHED THEN INSERT VALUES (src.k, DEFAULT, 'm', DEFAULT, DEFAULT, "
+            "DEFAULT, DEFAULT, DEFAULT, DEFAULT, DEFAULT)"
+        ),
     ]:
         client.query(sql.format(s=s))
         duck.execute(sql.format(s="f"))

@@ -2,7 +2,8 @@
 //! DEFAULT v`): evaluated once, when the DDL runs, and kept as the column's value as text
 //! in its field metadata (`deltalite::COLUMN_DEFAULT_KEY`). The engine fills it into
 //! every written batch that leaves the column out (`INSERT` with a column list, ingest,
-//! upserts); `MERGE`'s `INSERT` clauses write it here ([`default_value_sql`]); the
+//! upserts); `MERGE`'s `INSERT` clauses, and a `DEFAULT` written as a value (`VALUES`,
+//! `UPDATE … SET c = DEFAULT`, a `MERGE`'s `SET`), write it here ([`default_value_sql`]); the
 //! listings show it as DuckDB's `column_default` ([`default_sql`]).
 //!
 //! Only constants: DuckDB evaluates a default such as `now()` or `nextval(…)` for each
@@ -156,6 +157,12 @@ fn cast_of(field: &Field, text: &str) -> String {
     format!("CAST({} AS {})", quote(text), duckdb_field_type(field))
 }
 
+/// Whether `e` is a bare `DEFAULT`: a `VALUES` item, an `UPDATE`'s or a `MERGE`'s value,
+/// standing for its column's default.
+pub(super) fn is_default(e: &Expr) -> bool {
+    matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"))
+}
+
 /// An `INSERT`'s rows with DuckDB's `DEFAULT` forms spelled out: `DEFAULT VALUES` (no
 /// source: one row of every column's default) and a bare `DEFAULT` in a `VALUES` row
 /// (the default of the column it stands for). `fields` are the columns the rows fill,
@@ -177,7 +184,6 @@ pub(super) fn spell_out_defaults(
     let SetExpr::Values(values) = source.body.as_ref() else {
         return Ok(None);
     };
-    let is_default = |e: &Expr| matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
     if !values.rows.iter().flat_map(|r| &r.content).any(is_default) {
         return Ok(None);
     }

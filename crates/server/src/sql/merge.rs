@@ -815,6 +815,15 @@ fn bind_clauses(spec: &MergeSpec, merge: &Merge) -> Result<Vec<Clause>, ApiError
         })
     };
     let value = |column: String, expr: &SqlExpr| {
+        // `SET c = DEFAULT`, `VALUES (DEFAULT)`: the column's default, else NULL.
+        if super::defaults::is_default(expr) {
+            let sql = spec.defaults.get(&column).cloned();
+            return Value {
+                column,
+                sql: sql.unwrap_or_else(|| "NULL".to_string()),
+                source_column: None,
+            };
+        }
         let source_column = match expr {
             SqlExpr::CompoundIdentifier(parts) if parts.len() == 2 => {
                 let q = &parts[0];

@@ -139,7 +139,13 @@ impl SqlSession {
             let col = parts.last().cloned().unwrap_or_default();
             let spelling = column.0.last().and_then(|part| part.as_ident());
             spelled.push(spelling.map_or_else(|| col.clone(), |ident| ident.value.clone()));
-            assignments.push((col, predicate_sql(&assignment.value)));
+            // `SET c = DEFAULT`: filled in once the column is known
+            // (`WrittenAssignments::resolve`).
+            let value = match super::defaults::is_default(&assignment.value) {
+                true => None,
+                false => Some(predicate_sql(&assignment.value)),
+            };
+            assignments.push((col, value));
         }
         let predicate = update.selection.as_ref().map(predicate_sql);
         let kind = ReplaceKind::Update {
@@ -147,7 +153,7 @@ impl SqlSession {
         };
         let in_place = !update.selection.iter().any(has_subquery)
             && !update.assignments.iter().any(|a| has_subquery(&a.value));
-        let set = Assignments {
+        let set = WrittenAssignments {
             set: assignments,
             spelled,
             in_place,
@@ -176,7 +182,7 @@ impl SqlSession {
         &mut self,
         target: Target,
         predicate: Option<String>,
-        assignments: Option<Assignments>,
+        assignments: Option<WrittenAssignments>,
         kind: ReplaceKind,
     ) -> Result<Output, ApiError> {
         let name = self.resolve(&target.parts)?;
@@ -189,10 +195,9 @@ impl SqlSession {
             .iter()
             .map(|f| f.name().clone())
             .collect();
-        let mut assignments = assignments;
-        if let Some(set) = &mut assignments {
-            set.resolve(&columns)?;
-        }
+        let assignments = assignments
+            .map(|set| set.resolve(&target_schema))
+            .transpose()?;
         // Plan (not run) the statement's expressions against the table itself first, so
         // a wrong column or type is reported as the client wrote it.
         let exprs = match &assignments {
@@ -290,45 +295,62 @@ impl SqlSession {
     }
 }
 
-/// An `UPDATE`'s `SET` list: each column (as written, the table's once
-/// [`Self::resolve`]d) and its value, as SQL.
-struct Assignments {
-    set: Vec<(String, String)>,
+/// An `UPDATE`'s `SET` list as written: each column and its value as SQL (`None`: a
+/// `DEFAULT`), before the table names them ([`Self::resolve`]).
+struct WrittenAssignments {
+    set: Vec<(String, Option<String>)>,
     /// Each assigned column as the statement spells it, for errors.
     spelled: Vec<String>,
+    /// See [`Assignments::in_place`].
+    in_place: bool,
+}
+
+/// An `UPDATE`'s `SET` list: each of the table's columns it assigns and the value, as SQL.
+struct Assignments {
+    set: Vec<(String, String)>,
     /// Neither the values nor the predicate run a subquery: the rewritten files' rows
     /// are read once, each row updated where it is ([`WherePlanner::updated_in_place`]).
     in_place: bool,
 }
 
-impl Assignments {
-    /// Name each assigned column as the table `columns` name it, without regard to case
-    /// when that names one (`sql/column_case.rs`: `SET name = …` assigns `Name`);
-    /// refuse a column the table lacks or one assigned twice, in the order written, as
-    /// DuckDB does (its message without its "Did you mean" line).
-    fn resolve(&mut self, columns: &[String]) -> Result<(), ApiError> {
-        for i in 0..self.set.len() {
-            let col = &self.set[i].0;
+impl WrittenAssignments {
+    /// Name each assigned column as the table `schema` names it, without regard to case
+    /// when that names one (`sql/column_case.rs`: `SET name = …` assigns `Name`), and a
+    /// `DEFAULT` as its column's default (NULL without one); refuse a column the table
+    /// lacks or one assigned twice, in the order written, as DuckDB does (its message
+    /// without its "Did you mean" line).
+    fn resolve(self, schema: &Schema) -> Result<Assignments, ApiError> {
+        let mut set: Vec<(String, String)> = Vec::with_capacity(self.set.len());
+        for (i, (col, value)) in self.set.into_iter().enumerate() {
             let folded = col.to_lowercase();
-            let mut alike = columns.iter().filter(|c| c.to_lowercase() == folded);
-            let column = match (alike.next(), alike.next()) {
-                _ if columns.contains(col) => col.clone(),
-                (Some(only), None) => only.clone(),
+            let mut alike = schema
+                .fields()
+                .iter()
+                .filter(|f| f.name().to_lowercase() == folded);
+            let field = match (schema.field_with_name(&col), alike.next(), alike.next()) {
+                (Ok(exact), _, _) => exact,
+                (_, Some(only), None) => only.as_ref(),
                 _ => {
                     return Err(sql_err(format!(
                         "Binder Error: Referenced update column {col} not found in table!"
                     )));
                 }
             };
-            if self.set[..i].iter().any(|(c, _)| *c == column) {
+            if set.iter().any(|(c, _)| c == field.name()) {
                 return Err(sql_err(format!(
                     "Binder Error: Multiple assignments to same column \"{}\"",
                     self.spelled[i]
                 )));
             }
-            self.set[i].0 = column;
+            let value = value.unwrap_or_else(|| {
+                super::defaults::default_value_sql(field).unwrap_or_else(|| "NULL".to_string())
+            });
+            set.push((field.name().clone(), value));
         }
-        Ok(())
+        Ok(Assignments {
+            set,
+            in_place: self.in_place,
+        })
     }
 }
 
