@@ -1076,6 +1076,50 @@ def test_literal_items_list_columns_and_text_lengths_take_duckdbs_types(client, 
     ) == [(0,)]
 
 
+def test_a_models_literals_take_the_type_of_what_they_meet(client, schema):
+    """A dbt model's `coalesce(k, 0)`, `CASE WHEN … THEN 1 ELSE 0 END`, `greatest(s, 0)`
+    and `[1, 2]` made BIGINT columns where DuckDB makes INTEGER (SMALLINT, a DECIMAL of
+    DuckDB's width) ones: the types of the table `CREATE TABLE … AS` writes, as DuckDB's
+    `DESCRIBE` of the same table, and its rows."""
+    setup = [
+        "CREATE TABLE {s}.src (k INTEGER, amount DECIMAL(10,2), small SMALLINT)",
+        "INSERT INTO {s}.src VALUES (1, 2.50, 3), (NULL, NULL, NULL), (5, 1.25, -2)",
+        (
+            "CREATE TABLE {s}.model AS SELECT coalesce(k, 0) AS k0, "
+            "CASE WHEN k > 1 THEN 1 ELSE 0 END AS flag, coalesce(amount, 0) AS amt, "
+            "greatest(small, 0) AS g, ifnull(small, 100000) AS wide, [1, 2] AS l, "
+            "coalesce(k, 3000000000) AS big FROM {s}.src"
+        ),
+    ]
+    duck = duckdb.connect()
+    duck.execute("CREATE SCHEMA f")
+    for sql in setup:
+        client.query(sql.format(s=schema))
+        duck.execute(sql.format(s="f"))
+    expected = [(r[0], r[1]) for r in duck.sql("DESCRIBE f.model").fetchall()]
+    assert expected == [
+        ("k0", "INTEGER"),
+        ("flag", "INTEGER"),
+        ("amt", "DECIMAL(12,2)"),
+        ("g", "SMALLINT"),
+        ("wide", "INTEGER"),
+        ("l", "INTEGER[]"),
+        ("big", "BIGINT"),
+    ]
+    assert (
+        client.rows(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            f"WHERE table_schema = '{schema.split('.')[1]}' AND table_name = 'model' "
+            "ORDER BY ordinal_position"
+        )
+        == expected
+    )
+    query = "SELECT k0, flag, CAST(amt AS VARCHAR), g, wide, l[2], big FROM {s}.model"
+    assert sorted(client.rows(query.format(s=schema)), key=str) == sorted(
+        duck.sql(query.format(s="f")).fetchall(), key=str
+    )
+
+
 def test_parser_errors_read_as_duckdbs(client):
     """`syntax error at or near "…"`, which dbt's conformance suite looks for (`dbt show`
     of a query with two `LIMIT`s, a seed read with the wrong delimiter), then sqlparser's

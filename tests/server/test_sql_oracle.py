@@ -1675,6 +1675,23 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
             "typeof(CAST(k AS BIGINT) + 1), k + 1, 2 * k - 1 FROM {t}"
         ),
         "SELECT typeof(x), x FROM (SELECT v + 1 AS x FROM {t})",
+        # … and among the arguments of coalesce, nullif, greatest, least and a list, and
+        # the results of a CASE: an INTEGER among literals only.
+        (
+            "SELECT typeof(coalesce(k, 0)) AS a, typeof(CASE WHEN k > 1 THEN k ELSE 0 END) AS b, "
+            "typeof(greatest(k, 0)) AS c, typeof(nullif(k, 0)) AS d, typeof(ifnull(k, 0)) AS e, "
+            "typeof(CASE WHEN k > 1 THEN 1 ELSE 0 END) AS f, "
+            "typeof(coalesce(k, 3000000000)) AS g, "
+            "typeof(coalesce(CAST(k AS SMALLINT), 0)) AS h, "
+            "typeof(least(CAST(v AS TINYINT), 1)) AS i, "
+            "typeof(coalesce(CAST(k AS SMALLINT), 100000)) AS j, "
+            "typeof(coalesce(CAST(k AS BIGINT), 0)) AS l, "
+            "typeof(coalesce(CAST(v AS DECIMAL(5,2)), 0)) AS m, "
+            "typeof(coalesce(CAST(v AS DOUBLE), 0)) AS n, typeof([1, 2]) AS o, "
+            "typeof([k, 2]) AS p, typeof(CASE WHEN k > 1 THEN NULL ELSE 0 END) AS q, "
+            "coalesce(k, 0) AS r, CASE WHEN v > 1 THEN 1 ELSE 0 END AS s, "
+            "coalesce(CAST(v AS DECIMAL(5,2)), 0) AS u FROM {t}"
+        ),
         # DuckDB's COLUMNS(…): by pattern, every column, inside an expression.
         "SELECT COLUMNS('k|v') FROM {t}",
         "SELECT COLUMNS(*) FROM {t} WHERE k > 1",

@@ -14,11 +14,31 @@ pub(super) fn rewrite_expressions(
     plan: LogicalPlan,
     rewrite: impl Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
 ) -> Result<LogicalPlan> {
+    rewrite_nodes(plan, rewrite, false)
+}
+
+/// [`rewrite_expressions`], leaving `VALUES` rows alone: a `VALUES` node's schema is the
+/// one it was built with, which a row retyped would contradict.
+pub(super) fn rewrite_expressions_but_values(
+    plan: LogicalPlan,
+    rewrite: impl Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
+) -> Result<LogicalPlan> {
+    rewrite_nodes(plan, rewrite, true)
+}
+
+fn rewrite_nodes(
+    plan: LogicalPlan,
+    rewrite: impl Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
+    skip_values: bool,
+) -> Result<LogicalPlan> {
     // A rewritten expression may have another type (a coalesce of a DATE and a
     // TIMESTAMP): from the first node rewritten on, every node's schema is taken again
     // (children come first, so every node above it is among them).
     let mut retype = false;
     plan.transform_up_with_subqueries(|node| {
+        if skip_values && matches!(node, LogicalPlan::Values(_)) {
+            return Ok(Transformed::no(node));
+        }
         let schema = columns_read(&node)?;
         // A rewritten select item keeps the name it was written with.
         let names = NamePreserver::new(&node);

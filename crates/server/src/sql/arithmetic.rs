@@ -25,7 +25,9 @@
 //! a TINYINT is a TINYINT; beside a DECIMAL it is an INTEGER when it fits, so `d + 1` of
 //! a DECIMAL(10,2) is a DECIMAL(13,2) as in DuckDB (a product still takes DataFusion's
 //! precision, one more than the sum of both). The same rule, first, before the divisions
-//! ([`literal_type`]).
+//! ([`literal_type`]). So do the literals among the arguments of `coalesce`, `nullif`,
+//! `greatest`, `least` and a list, and the results of a `CASE`, an INTEGER among
+//! literals only (`CASE WHEN … THEN 1 ELSE 0 END`, `[1, 2]`) ([`sibling_literals`]).
 //!
 //! **A truth test of a number is of the number cast to BOOLEAN** (DuckDB's `k IS TRUE`,
 //! true for any non-zero `k`); DataFusion refused it ("Cannot infer common argument type
@@ -59,7 +61,7 @@ use arrow::datatypes::{DataType, Decimal128Type, Decimal256Type, Float32Type, Fl
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, Result, ScalarValue};
-use datafusion::logical_expr::expr::{BinaryExpr, Cast, ScalarFunction, TryCast};
+use datafusion::logical_expr::expr::{BinaryExpr, Case, Cast, ScalarFunction, TryCast};
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, Projection, ScalarFunctionArgs,
     ScalarUDF, ScalarUDFImpl, Signature, Union, Volatility, cast,
@@ -98,6 +100,10 @@ impl AnalyzerRule for DuckdbArithmetic {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        // Not in `VALUES` rows: their schema was fixed from BIGINT literals.
+        let plan = super::analyzer::rewrite_expressions_but_values(plan, |e, schema| {
+            e.transform_up(|e| sibling_literals(e, schema))
+        })?;
         let plan = super::analyzer::rewrite_expressions(plan, |e, schema| {
             e.transform_up(|e| date_interval(e, schema))?
                 .transform_parent(|e| e.transform_up(|e| dates_as_timestamps(e, schema)))?
@@ -110,6 +116,30 @@ impl AnalyzerRule for DuckdbArithmetic {
         // TIMESTAMP only once rewritten.
         Ok(plan.transform_up(union_dates)?.data)
     }
+}
+
+/// The functions whose arguments are coerced to one type, which is the result's.
+const ALIKE_ARGUMENTS: [&str; 6] = ["coalesce", "nullif", "greatest", "least", "nvl", "ifnull"];
+
+/// A `CASE`'s results: each `THEN`, and the `ELSE`.
+fn results(case: &Case) -> Vec<&Expr> {
+    case.when_then_expr
+        .iter()
+        .map(|(_, then)| then.as_ref())
+        .chain(case.else_expr.as_deref())
+        .collect()
+}
+
+/// `case` with `f` applied to each of its [`results`].
+fn map_results(mut case: Case, f: impl Fn(Expr) -> Result<Expr>) -> Result<Case> {
+    for (_, then) in &mut case.when_then_expr {
+        let value = std::mem::replace(then.as_mut(), Expr::Literal(ScalarValue::Null, None));
+        **then = f(value)?;
+    }
+    if let Some(other) = case.else_expr.take() {
+        case.else_expr = Some(Box::new(f(*other)?));
+    }
+    Ok(case)
 }
 
 /// The arguments of `coalesce`, `nullif`, `greatest`, `least`, the results of a `CASE`,
@@ -139,8 +169,7 @@ fn dates_as_timestamps(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> 
     };
     match e {
         Expr::ScalarFunction(ScalarFunction { func, args })
-            if ["coalesce", "nullif", "greatest", "least", "nvl", "ifnull"]
-                .contains(&func.name()) =>
+            if ALIKE_ARGUMENTS.contains(&func.name()) =>
         {
             let Some(to) = target(&args.iter().collect::<Vec<_>>())? else {
                 return Ok(Transformed::no(Expr::ScalarFunction(ScalarFunction {
@@ -157,25 +186,13 @@ fn dates_as_timestamps(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> 
                 args,
             })))
         }
-        Expr::Case(mut case) => {
-            let results: Vec<&Expr> = case
-                .when_then_expr
-                .iter()
-                .map(|(_, then)| then.as_ref())
-                .chain(case.else_expr.as_deref())
-                .collect();
-            let Some(to) = target(&results)? else {
+        Expr::Case(case) => {
+            let Some(to) = target(&results(&case))? else {
                 return Ok(Transformed::no(Expr::Case(case)));
             };
-            for (_, then) in &mut case.when_then_expr {
-                let value =
-                    std::mem::replace(then.as_mut(), Expr::Literal(ScalarValue::Null, None));
-                **then = widen(value, &to)?;
-            }
-            if let Some(other) = case.else_expr.take() {
-                case.else_expr = Some(Box::new(widen(*other, &to)?));
-            }
-            Ok(Transformed::yes(Expr::Case(case)))
+            Ok(Transformed::yes(Expr::Case(map_results(case, |e| {
+                widen(e, &to)
+            })?)))
         }
         Expr::InList(mut in_list) => {
             let values: Vec<&Expr> = std::iter::once(in_list.expr.as_ref())
@@ -336,6 +353,94 @@ fn date_interval(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
         op,
         right,
     })))
+}
+
+/// The arguments of `coalesce`, `nullif`, `greatest`, `least` and a list (`[1, 2]`), and
+/// the results of a `CASE`: a BIGINT literal among them takes the type of the integers
+/// beside it when its value fits, as [`literal_type`] gives it beside one integer, else
+/// an INTEGER when it fits (also beside a DECIMAL, and among literals only: DuckDB's
+/// `CASE WHEN … THEN 1 ELSE 0 END`, `coalesce(i, 0)` of an INTEGER `i` and `[1, 2]` are
+/// INTEGERs, where DataFusion made each a BIGINT, and a `CREATE TABLE … AS` a BIGINT
+/// column). Beside a BIGINT, a float or anything else, the literals are left as they are.
+fn sibling_literals(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    match e {
+        Expr::ScalarFunction(ScalarFunction { func, args })
+            if ALIKE_ARGUMENTS.contains(&func.name()) || func.name() == "make_array" =>
+        {
+            let Some(to) = literals_target(&args.iter().collect::<Vec<_>>(), schema)? else {
+                return Ok(Transformed::no(Expr::ScalarFunction(ScalarFunction {
+                    func,
+                    args,
+                })));
+            };
+            let args = args.into_iter().map(|a| narrow_literal(a, &to)).collect();
+            Ok(Transformed::yes(Expr::ScalarFunction(ScalarFunction {
+                func,
+                args,
+            })))
+        }
+        Expr::Case(case) => {
+            let Some(to) = literals_target(&results(&case), schema)? else {
+                return Ok(Transformed::no(Expr::Case(case)));
+            };
+            Ok(Transformed::yes(Expr::Case(map_results(case, |e| {
+                Ok(narrow_literal(e, &to))
+            })?)))
+        }
+        other => Ok(Transformed::no(other)),
+    }
+}
+
+/// The type [`sibling_literals`] gives the BIGINT literals among `values`, if any.
+fn literals_target(values: &[&Expr], schema: &DFSchema) -> Result<Option<DataType>> {
+    let literal = |v: &Expr| {
+        matches!(
+            v,
+            Expr::Literal(ScalarValue::Int64(_) | ScalarValue::Null, _)
+        )
+    };
+    if !values
+        .iter()
+        .any(|v| matches!(v, Expr::Literal(ScalarValue::Int64(Some(_)), _)))
+    {
+        return Ok(None);
+    }
+    let mut widest: Option<DataType> = None;
+    for v in values.iter().filter(|v| !literal(v)) {
+        let t = v.get_type(schema)?;
+        let rank = |t: &DataType| match t {
+            DataType::Int8 => 1,
+            DataType::Int16 => 2,
+            DataType::Int32 => 3,
+            _ => 0,
+        };
+        match t {
+            DataType::Int8 | DataType::Int16 | DataType::Int32 => {
+                if widest.as_ref().is_none_or(|w| rank(w) < rank(&t)) {
+                    widest = Some(t);
+                }
+            }
+            // Beside a DECIMAL, an INTEGER (as beside one in `literal_type`).
+            DataType::Decimal128(..) | DataType::Decimal256(..) => {
+                widest = Some(DataType::Int32);
+            }
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(widest.unwrap_or(DataType::Int32)))
+}
+
+/// `e`, a BIGINT literal, as one of `to` when its value fits, else an INTEGER when it
+/// fits one; anything else as it is.
+fn narrow_literal(e: Expr, to: &DataType) -> Expr {
+    let Expr::Literal(value @ ScalarValue::Int64(Some(_)), metadata) = &e else {
+        return e;
+    };
+    let fits = |t: &DataType| value.cast_to(t).ok().filter(|v| !v.is_null());
+    match fits(to).or_else(|| fits(&DataType::Int32)) {
+        Some(v) => Expr::Literal(v, metadata.clone()),
+        None => e,
+    }
 }
 
 /// `x IS [NOT] TRUE`, `IS [NOT] FALSE`, `IS [NOT] UNKNOWN` of a number: of `x` cast to
