@@ -1079,7 +1079,8 @@ def test_literal_items_list_columns_and_text_lengths_take_duckdbs_types(client, 
 def test_a_models_literals_take_the_type_of_what_they_meet(client, schema):
     """A dbt model's `coalesce(k, 0)`, `CASE WHEN … THEN 1 ELSE 0 END`, `greatest(s, 0)`
     and `[1, 2]` made BIGINT columns where DuckDB makes INTEGER (SMALLINT, a DECIMAL of
-    DuckDB's width) ones: the types of the table `CREATE TABLE … AS` writes, as DuckDB's
+    DuckDB's width) ones; `extract(year …)` and `length(…)` INTEGER ones where DuckDB's
+    are BIGINT, `CAST(k AS NUMERIC)` a DECIMAL(38,10) where DuckDB's is (18,3): the types of the table `CREATE TABLE … AS` writes, as DuckDB's
     `DESCRIBE` of the same table, and its rows."""
     setup = [
         "CREATE TABLE {s}.src (k INTEGER, amount DECIMAL(10,2), small SMALLINT)",
@@ -1088,7 +1089,8 @@ def test_a_models_literals_take_the_type_of_what_they_meet(client, schema):
             "CREATE TABLE {s}.model AS SELECT coalesce(k, 0) AS k0, "
             "CASE WHEN k > 1 THEN 1 ELSE 0 END AS flag, coalesce(amount, 0) AS amt, "
             "greatest(small, 0) AS g, ifnull(small, 100000) AS wide, [1, 2] AS l, "
-            "coalesce(k, 3000000000) AS big FROM {s}.src"
+            "coalesce(k, 3000000000) AS big, extract(year FROM DATE '2024-03-05') AS y, "
+            "length(CAST(k AS VARCHAR)) AS len, CAST(k AS NUMERIC) AS num FROM {s}.src"
         ),
     ]
     duck = duckdb.connect()
@@ -1105,6 +1107,9 @@ def test_a_models_literals_take_the_type_of_what_they_meet(client, schema):
         ("wide", "INTEGER"),
         ("l", "INTEGER[]"),
         ("big", "BIGINT"),
+        ("y", "BIGINT"),
+        ("len", "BIGINT"),
+        ("num", "DECIMAL(18,3)"),
     ]
     assert (
         client.rows(
@@ -1114,7 +1119,10 @@ def test_a_models_literals_take_the_type_of_what_they_meet(client, schema):
         )
         == expected
     )
-    query = "SELECT k0, flag, CAST(amt AS VARCHAR), g, wide, l[2], big FROM {s}.model"
+    query = (
+        "SELECT k0, flag, CAST(amt AS VARCHAR), g, wide, l[2], big, y, len, "
+        "CAST(num AS VARCHAR) FROM {s}.model"
+    )
     assert sorted(client.rows(query.format(s=schema)), key=str) == sorted(
         duck.sql(query.format(s="f")).fetchall(), key=str
     )

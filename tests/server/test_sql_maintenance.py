@@ -403,6 +403,8 @@ def test_table_properties_for_maintenance_are_checked(server, alice):
         "SELECT * RENAME (a AS b) FROM other.main.mine JOIN lakehouse.main.secret USING (a)",
         "WITH s AS (FROM lakehouse.main.secret) SELECT * RENAME (a AS b) FROM s",
         "SELECT * RENAME (a AS b) FROM (SELECT * FROM lakehouse.main.secret)",
+        "EXPLAIN SELECT * RENAME (a AS b) FROM lakehouse.main.secret",
+        "SELECT 1; SELECT * EXCLUDE (a) RENAME (a AS b) FROM lakehouse.main.secret",
         # SUMMARIZE plans the query it summarizes on its own first.
         "SUMMARIZE lakehouse.main.secret",
         "SUMMARIZE SELECT * FROM other.main.mine JOIN lakehouse.main.secret USING (a)",

@@ -1675,6 +1675,17 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
             "typeof(CAST(k AS BIGINT) + 1), k + 1, 2 * k - 1 FROM {t}"
         ),
         "SELECT typeof(x), x FROM (SELECT v + 1 AS x FROM {t})",
+        # A date part, a length, a position are BIGINTs; DECIMAL without a width (18,3).
+        (
+            "SELECT typeof(extract(year FROM DATE '2024-03-05')) AS a, "
+            "typeof(date_part('month', TIMESTAMP '2024-03-05 10:00:00')) AS b, "
+            "typeof(year(DATE '2024-03-05')) AS c, typeof(length(s)) AS d, "
+            "typeof(strpos(s, 'b')) AS e, typeof(dayofweek(DATE '2024-03-05')) AS f, "
+            "typeof(extract(epoch FROM TIMESTAMP '2024-03-05 10:00:00')) AS g, "
+            "typeof(array_length([k])) AS h, typeof(CAST(k AS DECIMAL)) AS i, "
+            "typeof(CAST(v AS NUMERIC)) AS j, length(s) AS l, strpos(s, 'b') AS m, "
+            "CAST(CAST(v AS DECIMAL) / 3 AS VARCHAR) AS n FROM {t}"
+        ),
         # … and among the arguments of coalesce, nullif, greatest, least and a list, and
         # the results of a CASE: an INTEGER among literals only.
         (

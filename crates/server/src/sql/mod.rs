@@ -36,6 +36,7 @@ mod power;
 mod regexps;
 mod relations;
 mod resolve;
+mod result_types;
 mod rewrite;
 mod sample;
 mod scalar_subqueries;
@@ -927,14 +928,16 @@ pub(crate) fn assigned_rows(
         .boxed()
 }
 
-/// DataFusion's analyzer rules and ours: DuckDB's arithmetic before type coercion (it
-/// needs the types as written); checked integer arithmetic, DuckDB's text of
-/// timestamps and the text it reads as timestamps after it (they need the types and
-/// casts coercion settles).
+/// DataFusion's analyzer rules and ours: DuckDB's result types of date parts and
+/// lengths, then DuckDB's arithmetic, before type coercion (coercion fits what meets
+/// them to their types; the arithmetic needs the types as written); checked integer
+/// arithmetic, DuckDB's text of timestamps and the text it reads as timestamps after it
+/// (they need the types and casts coercion settles).
 fn analyzer_rules() -> Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> {
     let mut rules = datafusion::optimizer::Analyzer::new().rules;
-    rules.insert(0, Arc::new(arithmetic::DuckdbArithmetic));
-    rules.insert(1, Arc::new(set_operations::MultisetOperations));
+    rules.insert(0, Arc::new(result_types::DuckdbResultTypes));
+    rules.insert(1, Arc::new(arithmetic::DuckdbArithmetic));
+    rules.insert(2, Arc::new(set_operations::MultisetOperations));
     rules.push(Arc::new(arithmetic::CheckedIntegers));
     rules.push(Arc::new(text_casts::DuckdbText));
     rules.push(Arc::new(timestamp_text::TimestampText));
