@@ -936,6 +936,12 @@ def test_integer_overflow_is_an_error_not_a_wrapped_number(client, server, schem
             f"UPDATE {s}.n SET big = big * 3 WHERE k = 1",
             "Out of Range Error: Overflow happened on: 9000000000000000000 * 3",
         ),
+        # A remainder by zero fails as DuckDB's does (its class, not a conversion's).
+        (f"SELECT k % 0 FROM {s}.n", "Invalid Input Error: Division by zero"),
+        (
+            f"UPDATE {s}.n SET k = k % (k - 1) WHERE k = 1",
+            "Invalid Input Error: Division by zero",
+        ),
     ]:
         with pytest.raises(SqlError) as e:
             client.query(sql)
@@ -949,6 +955,38 @@ def test_integer_overflow_is_an_error_not_a_wrapped_number(client, server, schem
         ["k", "a", "b", "c"],
         [list(r) for r in duck_rows(duck, query.format("n"))],
     )
+
+
+def test_arithmetic_of_literals_is_integer_when_it_fits(client, schema):
+    """`24 * 60` of literals only is an INTEGER, as DuckDB types it (DataFusion: BIGINT),
+    so `CREATE TABLE … AS` makes DuckDB's column; where a step leaves INTEGER's range the
+    arithmetic stays BIGINT and answers the number, where DuckDB fails with an overflow."""
+    s = schema
+    client.query(
+        f"CREATE TABLE {s}.lit AS SELECT 24 * 60 AS m, -(7 % 2) AS r, "
+        "2 - 3 * 4 AS d, 3000000000 + 1 AS b"
+    )
+    duck = duckdb.connect()
+    duck.execute(
+        "CREATE TABLE lit AS SELECT 24 * 60 AS m, -(7 % 2) AS r, "
+        "2 - 3 * 4 AS d, 3000000000 + 1 AS b"
+    )
+    assert client.rows(f"DESCRIBE {s}.lit") == [
+        tuple(r) for r in duck_rows(duck, "DESCRIBE lit")
+    ]
+    assert client.rows(f"SELECT * FROM {s}.lit") == [(1440, -1, -10, 3000000001)]
+    assert [r[1] for r in duck_rows(duck, "DESCRIBE lit")] == [
+        "INTEGER",
+        "INTEGER",
+        "INTEGER",
+        "BIGINT",
+    ]
+    assert client.query("SELECT 65536 * 65536 AS x, typeof(2147483647 + 1) AS t") == (
+        ["x", "t"],
+        [[4294967296, "BIGINT"]],
+    )
+    with pytest.raises(duckdb.OutOfRangeException):
+        duck.execute("SELECT 65536 * 65536")
 
 
 def test_at_time_zone_keeps_the_wall_clock_and_names_bad_zones(client, schema):

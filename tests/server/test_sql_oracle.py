@@ -1675,6 +1675,28 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
             "typeof(CAST(k AS BIGINT) + 1), k + 1, 2 * k - 1 FROM {t}"
         ),
         "SELECT typeof(x), x FROM (SELECT v + 1 AS x FROM {t})",
+        # … and arithmetic of literals only is INTEGER arithmetic (when it fits).
+        (
+            "SELECT typeof(1 + 1), typeof(2 * 3 - 1), typeof(-(7 % 2)), typeof(1 + 1 + k), "
+            "typeof(v + 60 * 60), typeof(3000000000 + 1), typeof(1 + 1.5), 24 * 60 + k FROM {t}"
+        ),
+        # DECIMAL arithmetic answers DuckDB's types: a product p1+p2 digits (at most 18
+        # when both fit 18), a BIGINT a DECIMAL(19,0), ceil/floor a scale of 0.
+        (
+            "SELECT typeof(d * k) AS a, typeof(d * d) AS b, typeof(d * 2) AS c, "
+            "typeof(d * CAST(v AS BIGINT)) AS e, typeof(d * 1.5) AS f, typeof(ceil(d)) AS g, "
+            "typeof(floor(d)) AS h, typeof(d + CAST(v AS BIGINT)) AS i, typeof(d - 1) AS j, "
+            "typeof(d * 2.5 * k) AS l, d * k AS m, d * d AS n, ceil(d) AS o, floor(-d) AS p, "
+            "d - 1 AS q FROM (SELECT k, v, CAST(k + 0.25 AS DECIMAL(10,2)) AS d FROM {t})"
+        ),
+        # `CEIL(x)` is sqlparser's own node: named as DuckDB names the call; `ceiling`.
+        "SELECT ceil(k + 0.25), FLOOR(k + 0.25), ceiling(k + 0.5), CEIL(k) FROM {t}",
+        # A sum of DECIMAL(p,s)s is a DECIMAL(38,s).
+        (
+            "SELECT typeof(sum(d)) AS a, sum(d) AS b, typeof(sum(d * k)) AS c, "
+            "sum(DISTINCT d) AS e "
+            "FROM (SELECT k, CAST(k + 0.25 AS DECIMAL(10,2)) AS d FROM {t})"
+        ),
         # A date part, a length, a position are BIGINTs; DECIMAL without a width (18,3).
         (
             "SELECT typeof(extract(year FROM DATE '2024-03-05')) AS a, "

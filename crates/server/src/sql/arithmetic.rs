@@ -28,6 +28,8 @@
 //! ([`literal_type`]). So do the literals among the arguments of `coalesce`, `nullif`,
 //! `greatest`, `least` and a list, and the results of a `CASE`, an INTEGER among
 //! literals only (`CASE WHEN … THEN 1 ELSE 0 END`, `[1, 2]`) ([`sibling_literals`]).
+//! Arithmetic of literals only (`24 * 60`) is INTEGER arithmetic when each step fits
+//! ([`literal_arithmetic`]; else BIGINT, where DuckDB fails with an overflow).
 //!
 //! **A truth test of a number is of the number cast to BOOLEAN** (DuckDB's `k IS TRUE`,
 //! true for any non-zero `k`); DataFusion refused it ("Cannot infer common argument type
@@ -108,6 +110,7 @@ impl AnalyzerRule for DuckdbArithmetic {
             e.transform_up(|e| date_interval(e, schema))?
                 .transform_parent(|e| e.transform_up(|e| dates_as_timestamps(e, schema)))?
                 .transform_parent(|e| e.transform_up(|e| truth_test(e, schema)))?
+                .transform_parent(|e| e.transform_down(literal_arithmetic))?
                 .transform_parent(|e| e.transform_up(|e| literal_type(e, schema)))?
                 .transform_parent(|e| e.transform_down(|e| divide(e, schema)))?
                 .transform_parent(|e| e.transform_up(|e| round_cast(e, schema)))
@@ -457,6 +460,57 @@ fn truth_test(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
         Expr::IsNotUnknown(x) if numeric(&x)? => Transformed::yes(Expr::IsNotUnknown(boolean(x))),
         e => Transformed::no(e),
     })
+}
+
+/// Arithmetic of integer literals only (`1 + 1`, `24 * 60`, `-(7 % 2)`) as INTEGERs, as
+/// DuckDB types it, when every step's value fits one; else it stays BIGINT arithmetic
+/// (where DuckDB fails with an overflow, `65536 * 65536` is 4294967296 here). Each
+/// literal becomes an INTEGER; the operations then run as INTEGER arithmetic, whose
+/// values are known to fit.
+fn literal_arithmetic(e: Expr) -> Result<Transformed<Expr>> {
+    if !matches!(e, Expr::BinaryExpr(_) | Expr::Negative(_)) || integer_constant(&e).is_none() {
+        return Ok(Transformed::no(e));
+    }
+    let narrowed = e.transform_up(|e| match e {
+        Expr::Literal(ScalarValue::Int64(Some(v)), metadata) => match i32::try_from(v) {
+            Ok(v) => Ok(Transformed::yes(Expr::Literal(
+                ScalarValue::Int32(Some(v)),
+                metadata,
+            ))),
+            Err(_) => Ok(Transformed::no(Expr::Literal(
+                ScalarValue::Int64(Some(v)),
+                metadata,
+            ))),
+        },
+        e => Ok(Transformed::no(e)),
+    })?;
+    // The whole tree is done: its literals are no BIGINTs any more.
+    Ok(Transformed::new(
+        narrowed.data,
+        true,
+        TreeNodeRecursion::Jump,
+    ))
+}
+
+/// The value of `e` when it is `+`, `-`, `*`, `%` and negation of integer literals only,
+/// each literal and each step's value an INTEGER's.
+fn integer_constant(e: &Expr) -> Option<i32> {
+    match e {
+        Expr::Literal(ScalarValue::Int64(Some(v)), _) => i32::try_from(*v).ok(),
+        Expr::Negative(e) => integer_constant(e)?.checked_neg(),
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            let (l, r) = (integer_constant(left)?, integer_constant(right)?);
+            match op {
+                Operator::Plus => l.checked_add(r),
+                Operator::Minus => l.checked_sub(r),
+                Operator::Multiply => l.checked_mul(r),
+                // DuckDB's `%` of integers is a remainder, as Rust's; by 0 it is NULL.
+                Operator::Modulo => l.checked_rem(r),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
 }
 
 /// A BIGINT literal beside an integer of a narrower type, in an arithmetic or comparison

@@ -207,6 +207,10 @@ pub fn sql_error(e: datafusion::error::DataFusionError) -> ApiError {
         E::Execution(m) => format!("Invalid Input Error: {m}"),
         E::ArrowError(err, _) => match err.as_ref() {
             arrow::error::ArrowError::ArithmeticOverflow(m) => format!("Out of Range Error: {m}"),
+            // DuckDB's words (an `Invalid Input Error` there too), not a conversion's.
+            arrow::error::ArrowError::DivideByZero => {
+                "Invalid Input Error: Division by zero".into()
+            }
             err => format!("Conversion Error: {err}"),
         },
         other => other.to_string(),

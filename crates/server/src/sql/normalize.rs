@@ -1072,6 +1072,7 @@ fn duckdb_function(e: &mut Expr) {
         // DataFusion's `ascii` is the first character's code point, as DuckDB's `unicode`.
         "unicode" | "ord" => ("ascii", None),
         "list_min" => ("array_min", None),
+        "ceiling" => ("ceil", None),
         _ => return,
     };
     if renamed == "to_char"

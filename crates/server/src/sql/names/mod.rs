@@ -21,12 +21,13 @@ use std::fmt::Write;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    AccessExpr, BinaryOperator, CastKind, DataType, DateTimeField, Distinct, DuplicateTreatment,
-    ExactNumberInfo, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause,
-    FunctionArguments, GroupByExpr, Ident, LimitClause, NamedWindowExpr, OrderBy, OrderByExpr,
-    OrderByKind, Query, SelectItem, SetExpr, Statement, Subscript, TableFactor, TableWithJoins,
-    TimezoneInfo, TrimWhereField, UnaryOperator, Value, VisitMut, VisitorMut, WindowFrame,
-    WindowFrameBound, WindowFrameUnits, WindowSpec, WindowType, visit_expressions,
+    AccessExpr, BinaryOperator, CastKind, CeilFloorKind, DataType, DateTimeField, Distinct,
+    DuplicateTreatment, ExactNumberInfo, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, LimitClause, NamedWindowExpr,
+    OrderBy, OrderByExpr, OrderByKind, Query, SelectItem, SetExpr, Statement, Subscript,
+    TableFactor, TableWithJoins, TimezoneInfo, TrimWhereField, UnaryOperator, Value, VisitMut,
+    VisitorMut, WindowFrame, WindowFrameBound, WindowFrameUnits, WindowSpec, WindowType,
+    visit_expressions,
 };
 
 /// Name every unaliased item of every select in `statement`.
@@ -326,6 +327,15 @@ impl Printer {
             Expr::Extract { field, expr, .. } => {
                 format!("date_part('{field}', {})", self.expr(expr))
             }
+            // sqlparser's own node for `CEIL(x)`/`FLOOR(x)`, named as any call is.
+            Expr::Ceil {
+                expr,
+                field: CeilFloorKind::DateTimeField(DateTimeField::NoDateTime),
+            } => format!("ceil({})", self.expr(expr)),
+            Expr::Floor {
+                expr,
+                field: CeilFloorKind::DateTimeField(DateTimeField::NoDateTime),
+            } => format!("floor({})", self.expr(expr)),
             Expr::Position { expr, r#in } => {
                 format!("\"position\"({}, {})", self.expr(r#in), self.expr(expr))
             }
