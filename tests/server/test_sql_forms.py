@@ -18,6 +18,17 @@ from server_process import ServerProcess
 _names = itertools.count()
 
 
+def in_both(client, setup, schema):
+    """Run each statement of `setup` (`{s}` for the schema) in our server and in a fresh
+    DuckDB, where the schema is `f`; the DuckDB connection."""
+    duck = duckdb.connect()
+    duck.execute("CREATE SCHEMA f")
+    for sql in setup:
+        client.query(sql.format(s=schema))
+        duck.execute(sql.format(s="f"))
+    return duck
+
+
 @pytest.fixture
 def schema(client) -> str:
     name = f"f{next(_names)}"
@@ -374,11 +385,7 @@ def test_drop_column_rewrites_the_table_without_it(client, server, schema):
         "CREATE TABLE {s}.t (a INTEGER, b VARCHAR, c DOUBLE)",
         "INSERT INTO {s}.t VALUES (1, 'x', 1.5), (2, NULL, 2.5), (3, 'z', NULL)",
     ]
-    duck = duckdb.connect()
-    duck.execute("CREATE SCHEMA f")
-    for sql in setup:
-        client.query(sql.format(s=s))
-        duck.execute(sql.format(s="f"))
+    duck = in_both(client, setup, s)
     before = len(commits(server, s, "t"))
     client.query(f"ALTER TABLE {s}.t DROP COLUMN b")
     duck.execute("ALTER TABLE f.t DROP COLUMN b")
@@ -1131,11 +1138,7 @@ def test_a_models_literals_take_the_type_of_what_they_meet(client, schema):
             "length(CAST(k AS VARCHAR)) AS len, CAST(k AS NUMERIC) AS num FROM {s}.src"
         ),
     ]
-    duck = duckdb.connect()
-    duck.execute("CREATE SCHEMA f")
-    for sql in setup:
-        client.query(sql.format(s=schema))
-        duck.execute(sql.format(s="f"))
+    duck = in_both(client, setup, schema)
     expected = [(r[0], r[1]) for r in duck.sql("DESCRIBE f.model").fetchall()]
     assert expected == [
         ("k0", "INTEGER"),
@@ -1209,11 +1212,7 @@ def test_values_are_assigned_to_their_columns_type_as_duckdb_does(client, schema
             " day = src.ts"
         ),
     ]
-    duck = duckdb.connect()
-    duck.execute("CREATE SCHEMA f")
-    for sql in setup:
-        client.query(sql.format(s=s))
-        duck.execute(sql.format(s="f"))
+    duck = in_both(client, setup, s)
     want = [
         (i, d.isoformat(), n)
         for i, d, n in duck_rows(duck, "SELECT * FROM f.d ORDER BY id")
@@ -1244,11 +1243,7 @@ def test_time_columns_hold_times_of_day_in_one_form(client, schema):
             " ON t.id = src.id WHEN MATCHED THEN UPDATE SET start_at = src.v"
         ),
     ]
-    duck = duckdb.connect()
-    duck.execute("CREATE SCHEMA f")
-    for sql in setup:
-        client.query(sql.format(s=s))
-        duck.execute(sql.format(s="f"))
+    duck = in_both(client, setup, s)
     order = "SELECT id FROM {s}.shifts ORDER BY start_at NULLS LAST, id"
     assert client.rows(order.format(s=s)) == duck_rows(duck, order.format(s="f"))
     want = [
