@@ -964,6 +964,36 @@ def test_integer_overflow_is_an_error_not_a_wrapped_number(client, server, schem
     )
 
 
+def test_json_object_refuses_what_duckdb_refuses(client, schema):
+    """`json_object` needs pairs whose keys are text, and a key that is NULL fails the
+    statement, each with DuckDB's message; `to_json` of a NULL is NULL."""
+    client.query(f"CREATE TABLE {schema}.j (k INTEGER, s VARCHAR)")
+    client.query(f"INSERT INTO {schema}.j VALUES (1, NULL), (2, 'b')")
+    for sql, message in [
+        (
+            "SELECT json_object('a') AS x",
+            "Binder Error: json_object() requires an even number of arguments",
+        ),
+        (
+            "SELECT json_object(1, 2) AS x",
+            (
+                "Binder Error: json_object() keys must be VARCHAR, add an explicit cast "
+                'to argument "Int64(1)"'
+            ),
+        ),
+        (
+            f"SELECT json_object(s, k) AS x FROM {schema}.j",
+            "Invalid Input Error: JSON key cannot be NULL",
+        ),
+    ]:
+        with pytest.raises(SqlError) as e:
+            client.query(sql)
+        assert e.value.message == message, sql
+    assert client.query(
+        f"SELECT to_json(s) AS t, json_object('s', s) AS o FROM {schema}.j ORDER BY k"
+    ) == (["t", "o"], [[None, '{"s":null}'], ['"b"', '{"s":"b"}']])
+
+
 def test_arithmetic_of_literals_is_integer_when_it_fits(client, schema):
     """`24 * 60` of literals only is an INTEGER, as DuckDB types it (DataFusion: BIGINT),
     so `CREATE TABLE … AS` makes DuckDB's column; where a step leaves INTEGER's range the

@@ -1691,6 +1691,25 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
         ),
         # `CEIL(x)` is sqlparser's own node: named as DuckDB names the call; `ceiling`.
         "SELECT ceil(k + 0.25), FLOOR(k + 0.25), ceiling(k + 0.5), CEIL(k) FROM {t}",
+        # DuckDB's JSON writers: to_json (json_quote), json_object, json_array, written
+        # compact; one nested in another (also through an alias) nests as JSON.
+        (
+            "SELECT to_json(k), to_json(s), to_json(v / 4), to_json([k, v]), "
+            "to_json({{'k': k, 's': s}}), to_json(CAST(v AS DECIMAL(6,2)) + 0.5), "
+            "json_quote(s), to_json(NULL) FROM {t}"
+        ),
+        (
+            "SELECT to_json(DATE '2024-01-02') AS a, to_json(TIMESTAMP '2024-01-02 10:00:00.5') AS b, "
+            "to_json(INTERVAL 90 MINUTE) AS c, to_json('1e400'::DOUBLE) AS d, "
+            "to_json(-0.0::DOUBLE) AS e, to_json(MAP {{'k': [1, NULL]}}) AS f, "
+            "to_json(100::DECIMAL(5,0)) AS g, to_json(1e21::DOUBLE) AS h"
+        ),
+        (
+            "SELECT json_object('k', k, 's', s, 'n', NULL) AS a, json_array(k, s, NULL, [v]) AS b, "
+            "json_object() AS c, json_array() AS d, "
+            "json_object('o', json_object('l', json_array(k)), 't', to_json(s)) AS e FROM {t}"
+        ),
+        "SELECT json_object('j', j) AS x, j FROM (SELECT json_array(k, s) AS j FROM {t})",
         # A sum of DECIMAL(p,s)s is a DECIMAL(38,s).
         (
             "SELECT typeof(sum(d)) AS a, sum(d) AS b, typeof(sum(d * k)) AS c, "

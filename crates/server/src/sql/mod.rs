@@ -21,6 +21,7 @@ mod format;
 mod guard;
 mod info_schema;
 mod json;
+mod json_build;
 mod lateral_aliases;
 mod layout;
 pub mod maintenance;
@@ -432,7 +433,7 @@ impl SqlSession {
         udf::capped::register(&ctx);
         strings::register(&ctx);
         regexps::register(&ctx);
-        for f in json::udfs() {
+        for f in json::udfs().into_iter().chain(json_build::udfs()) {
             ctx.register_udf(f);
         }
         let session = Self {
