@@ -1691,6 +1691,23 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
         ),
         # `CEIL(x)` is sqlparser's own node: named as DuckDB names the call; `ceiling`.
         "SELECT ceil(k + 0.25), FLOOR(k + 0.25), ceiling(k + 0.5), CEIL(k) FROM {t}",
+        # A literal argument of abs/round/trunc/typeof is an INTEGER; trunc of an integer
+        # is the integer (of a DECIMAL a scale of 0).
+        (
+            "SELECT typeof(abs(1)) AS a, typeof(round(1)) AS b, typeof(trunc(1)) AS c, "
+            "typeof(1) AS d, typeof(abs(-2147483648)) AS e, typeof(trunc(k)) AS f, "
+            "trunc(k) + 1 AS g, abs(-5) AS h, abs(-2147483648) AS i, "
+            "typeof(trunc(CAST(k AS DECIMAL(6,2)))) AS j, trunc(CAST(v AS DECIMAL(6,2)) / 3) AS l "
+            "FROM {t}"
+        ),
+        # DuckDB's struct_pack and a field of a struct that is no column; a struct's
+        # literal fields are INTEGERs.
+        (
+            "SELECT CAST(struct_pack(a := k, b := s) AS VARCHAR) AS p, to_json(struct_pack(k := k)) AS q, "
+            "({{'a': {{'b': k}}}}).a.b AS r, [{{'n': v}}][1].n AS t, "
+            "typeof(({{'a': 1, 'b': 3000000000}}).a) AS u, "
+            "typeof(struct_pack(a := 1, b := 3000000000).b) AS w FROM {t}"
+        ),
         # DuckDB's JSON writers: to_json (json_quote), json_object, json_array, written
         # compact; one nested in another (also through an alias) nests as JSON.
         (

@@ -462,12 +462,51 @@ fn truth_test(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     })
 }
 
+/// The functions whose result has their first argument's type, so that a literal's type
+/// shows: DuckDB's is an INTEGER.
+const LITERAL_TYPED: [&str; 4] = ["abs", "round", "trunc", "typeof"];
+
 /// Arithmetic of integer literals only (`1 + 1`, `24 * 60`, `-(7 % 2)`) as INTEGERs, as
 /// DuckDB types it, when every step's value fits one; else it stays BIGINT arithmetic
 /// (where DuckDB fails with an overflow, `65536 * 65536` is 4294967296 here). Each
 /// literal becomes an INTEGER; the operations then run as INTEGER arithmetic, whose
 /// values are known to fit.
 fn literal_arithmetic(e: Expr) -> Result<Transformed<Expr>> {
+    if let Expr::ScalarFunction(mut f) = e {
+        // A struct's literal fields (`{'a': 1}`, `struct_pack(a := 1)`): INTEGERs.
+        if f.func.name() == "named_struct" {
+            let mut changed = false;
+            for value in f.args.iter_mut().skip(1).step_by(2) {
+                if let Expr::Literal(ScalarValue::Int64(Some(v)), _) = value
+                    && let Ok(v) = i32::try_from(*v)
+                {
+                    *value = Expr::Literal(ScalarValue::Int32(Some(v)), None);
+                    changed = true;
+                }
+            }
+            return Ok(Transformed::new_transformed(
+                Expr::ScalarFunction(f),
+                changed,
+            ));
+        }
+        // `abs(1)`, `round(1)`, `typeof(1)`: the literal as the INTEGER DuckDB reads it
+        // (not INTEGER's least value, whose `abs` is a BIGINT's).
+        let literal = match f.args.first() {
+            Some(Expr::Literal(ScalarValue::Int64(Some(v)), _))
+                if LITERAL_TYPED.contains(&f.func.name()) && *v > i64::from(i32::MIN) =>
+            {
+                i32::try_from(*v).ok()
+            }
+            _ => None,
+        };
+        return Ok(match literal {
+            Some(v) => {
+                f.args[0] = Expr::Literal(ScalarValue::Int32(Some(v)), None);
+                Transformed::yes(Expr::ScalarFunction(f))
+            }
+            None => Transformed::no(Expr::ScalarFunction(f)),
+        });
+    }
     if !matches!(e, Expr::BinaryExpr(_) | Expr::Negative(_)) || integer_constant(&e).is_none() {
         return Ok(Transformed::no(e));
     }

@@ -78,6 +78,7 @@ pub(super) fn statement(statement: &mut Statement) {
 fn expression(e: &mut Expr) {
     exponent_literal(e);
     open_slice(e);
+    dot_fields(e);
     like_escape(e);
     super::power::rewrite(e);
     integer_divide(e);
@@ -746,6 +747,22 @@ fn like_escape(e: &mut Expr) {
     }
 }
 
+/// A field of a struct that is no column, `{'a': 1}.a` or `l[1].a`, as the field named
+/// by text (`.'a'`), which DataFusion plans as `get_field` ("Dot access not supported for
+/// non-string expr" for the name).
+fn dot_fields(e: &mut Expr) {
+    let Expr::CompoundFieldAccess { access_chain, .. } = e else {
+        return;
+    };
+    for access in access_chain {
+        if let AccessExpr::Dot(Expr::Identifier(field)) = access {
+            *access = AccessExpr::Dot(Expr::Value(
+                Value::SingleQuotedString(std::mem::take(&mut field.value)).into(),
+            ));
+        }
+    }
+}
+
 /// DuckDB's `x[:b]` and `x[a:]` as `x[1:b]` and `x[a:-1]`: DataFusion wants both bounds
 /// ("Slice subscript requires a lower bound"), and 1 and -1 are the first and the last.
 fn open_slice(e: &mut Expr) {
@@ -1034,6 +1051,9 @@ fn duckdb_function(e: &mut Expr) {
     if ident.quote_style.is_some() {
         return;
     }
+    if ident.value.eq_ignore_ascii_case("struct_pack") {
+        return struct_pack(f);
+    }
     let (renamed, field) = match ident.value.to_ascii_lowercase().as_str() {
         "strftime" => ("to_char", None),
         "regexp_matches" => ("regexp_like", None),
@@ -1101,6 +1121,31 @@ fn duckdb_function(e: &mut Expr) {
         );
     }
     f.name = ObjectName::from(vec![Ident::new(renamed)]);
+}
+
+/// DuckDB's `struct_pack(a := 1, b := x)` as DataFusion's `named_struct('a', 1, 'b', x)`;
+/// left as written (DataFusion's error) unless every argument is named.
+fn struct_pack(f: &mut Function) {
+    let FunctionArguments::List(list) = &mut f.args else {
+        return;
+    };
+    let mut args = Vec::with_capacity(list.args.len() * 2);
+    for arg in &list.args {
+        let FunctionArg::Named {
+            name,
+            arg: FunctionArgExpr::Expr(value),
+            ..
+        } = arg
+        else {
+            return;
+        };
+        args.push(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(
+            Value::SingleQuotedString(name.value.clone()).into(),
+        ))));
+        args.push(FunctionArg::Unnamed(FunctionArgExpr::Expr(value.clone())));
+    }
+    list.args = args;
+    f.name = ObjectName::from(vec![Ident::new("named_struct")]);
 }
 
 /// DuckDB functions DataFusion lacks that are other functions' compositions, as

@@ -17,9 +17,10 @@
 //! when both fit 18 (so DECIMAL(10,2) times an INTEGER is a DECIMAL(18,2), as in DuckDB;
 //! a product that does not fit fails as DuckDB's does); a BIGINT meets a DECIMAL as a
 //! DECIMAL(19,0) (DataFusion: 20), so `d + v` of a DECIMAL(10,2) and a BIGINT is a
-//! DECIMAL(22,2); `ceil` and `floor` of a DECIMAL(p,s) are DECIMAL(p,0)s, as DuckDB's
+//! DECIMAL(22,2); `ceil`, `floor` and `trunc` of a DECIMAL(p,s) are DECIMAL(p,0)s, as DuckDB's
 //! (DataFusion kept the scale: `ceil(1.25)` was `2.00`). An integer literal counts as
-//! the INTEGER DuckDB reads it as.
+//! the INTEGER DuckDB reads it as. `trunc` of an integer is that integer (DataFusion: a
+//! DOUBLE).
 
 use arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
@@ -74,8 +75,8 @@ fn widened(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     Ok(Transformed::yes(cast(e, DataType::Int64)))
 }
 
-/// DuckDB's type of a DECIMAL `+`, `-`, `*`, `ceil` or `floor`, when DataFusion's
-/// differs: the call cast to it.
+/// DuckDB's type of a DECIMAL `+`, `-`, `*`, `ceil`, `floor` or `trunc`, when DataFusion's
+/// differs: the call cast to it; `trunc` of an integer: the integer.
 fn decimal_result(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     let duckdb = match &e {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
@@ -104,8 +105,19 @@ fn decimal_result(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                 _ => None,
             }
         }
+        // `trunc` of an integer is the integer, as DuckDB's (DataFusion: a DOUBLE).
         Expr::ScalarFunction(f)
-            if matches!(f.func.name(), "ceil" | "floor") && f.args.len() == 1 =>
+            if f.func.name() == "trunc"
+                && f.args.len() == 1
+                && f.args[0].get_type(schema).is_ok_and(|t| t.is_integer()) =>
+        {
+            let Expr::ScalarFunction(mut f) = e else {
+                return Ok(Transformed::no(e));
+            };
+            return Ok(Transformed::yes(f.args.remove(0)));
+        }
+        Expr::ScalarFunction(f)
+            if matches!(f.func.name(), "ceil" | "floor" | "trunc") && f.args.len() == 1 =>
         {
             match f.args[0].get_type(schema) {
                 Ok(DataType::Decimal128(p, s)) if s > 0 => Some((p, 0)),
