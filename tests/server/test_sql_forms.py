@@ -4,8 +4,10 @@ with the exact answer and the state left behind (the random differential coverag
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import json
+import random
 import re
 from pathlib import Path
 
@@ -962,6 +964,39 @@ def test_integer_overflow_is_an_error_not_a_wrapped_number(client, server, schem
         ["k", "a", "b", "c"],
         [list(r) for r in duck_rows(duck, query.format("n"))],
     )
+
+
+def test_age_counts_as_duckdb_does(client):
+    """`age(a, b)` in years, months, days and a clock, a negative field borrowed from
+    the next (a day from the earlier date's month), negated when `a` is earlier: equal
+    to DuckDB's over 300 seeded pairs around month ends. `age(a)` is from today's
+    midnight."""
+    rng = random.Random(20261207)
+
+    def moment() -> datetime.datetime:
+        t = datetime.datetime(2019, 1, 1) + datetime.timedelta(
+            days=rng.randint(0, 2500),
+            seconds=rng.randint(0, 86399),
+            microseconds=rng.choice([0, 0, 123456]),
+        )
+        return t.replace(day=rng.choice([28, 29, 30])) if t.month != 2 else t
+
+    pairs = [(moment(), moment()) for _ in range(300)]
+    values = ", ".join(f"(TIMESTAMP '{a}', TIMESTAMP '{b}')" for a, b in pairs)
+    query = (
+        "SELECT a, b, CAST(age(a, b) AS VARCHAR) AS g "
+        f"FROM (VALUES {values}) AS v(a, b) ORDER BY a, b"
+    )
+    duck = duckdb.connect()
+    want = [
+        [a.isoformat(), b.isoformat(), g] for a, b, g in duck.execute(query).fetchall()
+    ]
+    assert client.query(query) == (["a", "b", "g"], want)
+    assert client.query(
+        "SELECT age(DATE '2024-03-05', DATE '2023-01-01') = INTERVAL '1 year 2 months 4 days' "
+        "AS x, typeof(age(DATE '2024-03-05', NULL)) AS t, age(NULL, DATE '2024-01-01') AS n, "
+        "age(DATE '2000-02-29') = age(CAST(current_date AS TIMESTAMP), DATE '2000-02-29') AS y"
+    ) == (["x", "t", "n", "y"], [[True, "INTERVAL", None, True]])
 
 
 def test_json_object_refuses_what_duckdb_refuses(client, schema):

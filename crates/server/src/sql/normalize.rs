@@ -1165,6 +1165,8 @@ const COMPOSITES: &[(&str, &str, usize)] = &[
         2,
     ),
     ("pg_typeof", "lower(typeof(__a0))", 1),
+    // DuckDB's age of one time: from it to today's midnight.
+    ("age", "age(CAST(current_date AS TIMESTAMP), __a0)", 1),
     ("sign", "CAST(signum(__a0) AS TINYINT)", 1),
     ("date_add", "(__a0 + __a1)", 2),
     (

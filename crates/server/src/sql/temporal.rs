@@ -18,6 +18,11 @@
 //!   `to_char` and `to_timestamp` read) mean otherwise: `%f` is microseconds (chrono:
 //!   nanoseconds), `%g` milliseconds, `%n` nanoseconds, `%c`/`%x`/`%X` ISO forms
 //!   (chrono: the C locale's), [`chrono_format`].
+//! - `age(a, b)`: the interval from `b` to `a` in years, months, days and a time of
+//!   day, as DuckDB (and PostgreSQL) count it: each field's difference, a negative one
+//!   borrowed from the next larger (a day from the earlier date's month), negated when
+//!   `a` is earlier ([`age`]); `age(a)` is from `a` to today's midnight
+//!   (`sql/normalize.rs`'s composites).
 //! - A clock in an interval literal (`INTERVAL '1 day 04:05:06.789'`, `'-02:00'`), which
 //!   Arrow's parser refuses: spelled out as hours, minutes and seconds
 //!   ([`interval_clock`]).
@@ -29,7 +34,7 @@ use arrow::datatypes::{
     DataType, Int64Type, IntervalMonthDayNano, IntervalMonthDayNanoType, TimeUnit,
     TimestampMicrosecondType,
 };
-use chrono::{DateTime, Datelike};
+use chrono::{DateTime, Datelike, Timelike};
 use datafusion::common::{Result, exec_err, plan_err};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -147,8 +152,11 @@ fn clock(word: &str) -> Option<String> {
 }
 
 /// The functions this module adds to a session.
-pub(super) fn udfs() -> [ScalarUDF; 3] {
+pub(super) fn udfs() -> [ScalarUDF; 4] {
     [
+        ScalarUDF::new_from_impl(Age {
+            signature: Signature::any(2, Volatility::Immutable),
+        }),
         ScalarUDF::new_from_impl(IntervalTimes {
             signature: Signature::any(2, Volatility::Immutable),
         }),
@@ -269,6 +277,108 @@ fn interval_scaled(interval: IntervalMonthDayNano, n: f64) -> Option<IntervalMon
     ))
 }
 
+/// DuckDB's `age(a, b)`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Age {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for Age {
+    fn name(&self) -> &str {
+        "age"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        match args {
+            [a, b] if timelike(a) && timelike(b) => Ok(DataType::Interval(
+                arrow::datatypes::IntervalUnit::MonthDayNano,
+            )),
+            _ => plan_err!("age takes two dates or timestamps, not {args:?}"),
+        }
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        super::udf::elementwise(&args.args, |arrays| {
+            let [a, b] = arrays else {
+                return exec_err!("age takes two arguments");
+            };
+            let micros = |a: &ArrayRef| {
+                arrow::compute::cast(a, &DataType::Timestamp(TimeUnit::Microsecond, None))
+            };
+            let (a, b) = (micros(a)?, micros(b)?);
+            let (a, b) = (
+                a.as_primitive::<TimestampMicrosecondType>(),
+                b.as_primitive::<TimestampMicrosecondType>(),
+            );
+            let out = a
+                .iter()
+                .zip(b.iter())
+                .map(|(a, b)| match (a, b) {
+                    (Some(a), Some(b)) => age(a, b).map(Some),
+                    _ => Ok(None),
+                })
+                .collect::<Result<IntervalMonthDayNanoArray>>()?;
+            Ok(Arc::new(out) as ArrayRef)
+        })
+    }
+}
+
+/// What `date_diff`, `date_sub` and `age` take: a date, a timestamp, or text of one.
+fn timelike(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Date32 | DataType::Date64 | DataType::Timestamp(..)
+    ) || t.is_null()
+        || matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+/// The age from `b` to `a` (microseconds since the epoch), as DuckDB's `age` counts it.
+fn age(a: i64, b: i64) -> Result<IntervalMonthDayNano> {
+    let at = |micros: i64| {
+        DateTime::from_timestamp_micros(micros)
+            .map(|t| t.naive_utc())
+            .ok_or_else(|| out_of_range(micros))
+    };
+    let (t1, t2) = (at(a)?, at(b)?);
+    let flipped = a < b;
+    let sign = if flipped { -1 } else { 1 };
+    let clock = |t: chrono::NaiveDateTime| {
+        i64::from(t.num_seconds_from_midnight()) * 1_000_000 + i64::from(t.nanosecond() / 1_000)
+    };
+    let mut years = sign * (i64::from(t1.year()) - i64::from(t2.year()));
+    let mut months = sign * (i64::from(t1.month()) - i64::from(t2.month()));
+    let mut days = sign * (i64::from(t1.day()) - i64::from(t2.day()));
+    let mut micros = sign * (clock(t1) - clock(t2));
+    if micros < 0 {
+        micros += MICROS_PER_DAY;
+        days -= 1;
+    }
+    // A day borrowed is one of the earlier date's month.
+    let earlier = if flipped { t1 } else { t2 };
+    let month_days = earlier
+        .date()
+        .with_day(1)
+        .and_then(|first| first.checked_add_months(chrono::Months::new(1)))
+        .and_then(|next| next.pred_opt())
+        .map_or(31, |last| i64::from(last.day()));
+    while days < 0 {
+        days += month_days;
+        months -= 1;
+    }
+    while months < 0 {
+        months += 12;
+        years -= 1;
+    }
+    let months = sign * (years * 12 + months);
+    let (days, nanos) = (sign * days, sign * micros * 1_000);
+    Ok(IntervalMonthDayNano::new(
+        i32::try_from(months).map_err(|_| out_of_range(a))?,
+        i32::try_from(days).map_err(|_| out_of_range(a))?,
+        nanos,
+    ))
+}
+
 /// `date_diff` or `date_sub`: what they count of a part between two times.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct DateDiff {
@@ -299,20 +409,13 @@ impl ScalarUDFImpl for DateDiff {
         &self.signature
     }
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {
-        let when = |t: &DataType| {
-            matches!(
-                t,
-                DataType::Date32 | DataType::Date64 | DataType::Timestamp(..)
-            ) || t.is_null()
-                || matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
-        };
         match args {
             [part, a, b]
                 if matches!(
                     part,
                     DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-                ) && when(a)
-                    && when(b) =>
+                ) && timelike(a)
+                    && timelike(b) =>
             {
                 Ok(DataType::Int64)
             }
