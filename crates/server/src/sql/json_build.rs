@@ -23,7 +23,7 @@ use datafusion::logical_expr::{
 use super::text_casts::{Nested, duckdb_text, item_range};
 
 /// Field metadata that marks text as JSON already (DuckDB's JSON type).
-pub(super) const JSON_METADATA: &str = "deltalite.json";
+const JSON_METADATA: &str = "deltalite.json";
 
 /// The three functions, to register in a session.
 pub(super) fn udfs() -> [ScalarUDF; 3] {
