@@ -809,7 +809,7 @@ fn a_truncated_result_is_never_a_clean_success() {
         let r = post(EARLY_ERROR, Some(format));
         assert_eq!(r.status().as_u16(), 400, "{format}");
         assert!(
-            r.text().unwrap_or_default().contains("Divide by zero"),
+            r.text().unwrap_or_default().contains("Division by zero"),
             "{format}"
         );
         // Found after the headers (the deadline passes mid-stream): the body is aborted,
@@ -825,7 +825,7 @@ fn a_truncated_result_is_never_a_clean_success() {
         // Whenever the failing batch comes: a 400, or an aborted body, never a clean 200.
         let r = post(SOME_BATCH_FAILS, Some(format));
         match r.status().as_u16() {
-            400 => assert!(r.text().unwrap_or_default().contains("Divide by zero")),
+            400 => assert!(r.text().unwrap_or_default().contains("Division by zero")),
             200 => assert!(
                 r.bytes().is_err(),
                 "{format}: a clean 200 with a short body"
@@ -836,7 +836,7 @@ fn a_truncated_result_is_never_a_clean_success() {
     // Parquet is spooled whole first: every error is a proper status.
     let r = post(EARLY_ERROR, Some("parquet"));
     assert_eq!(r.status().as_u16(), 400);
-    assert!(r.text().unwrap_or_default().contains("Divide by zero"));
+    assert!(r.text().unwrap_or_default().contains("Division by zero"));
     let r = post(SOME_BATCH_FAILS, Some("parquet"));
     assert_eq!(r.status().as_u16(), 400);
     let r = post(ENDLESS, Some("parquet"));
@@ -853,7 +853,7 @@ fn a_truncated_result_is_never_a_clean_success() {
         lines[1]["error"]
             .as_str()
             .unwrap_or("")
-            .contains("Divide by zero")
+            .contains("Division by zero")
     );
     let lines = s.query(ENDLESS);
     assert!(lines.len() > 3, "rows came before the stop");
@@ -950,7 +950,7 @@ fn a_request_that_creates_a_table_makes_one_commit_holding_the_rows() {
             ALICE,
             "CREATE TABLE bad2 AS SELECT 1 // (x - 3) AS y FROM generate_series(1, 5) AS s(x)"
         ),
-        "Conversion Error: Divide by zero error"
+        "Invalid Input Error: Division by zero"
     );
     assert!(!s.data().join("lakehouse/main/bad2").exists());
 }
