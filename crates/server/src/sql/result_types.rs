@@ -51,6 +51,7 @@ impl AnalyzerRule for DuckdbResultTypes {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
         super::analyzer::rewrite_expressions(plan, |e, schema| {
             e.transform_up(|e| widened(e, schema))?
+                .transform_parent(|e| e.transform_up(|e| integer_trunc(e, schema)))?
                 .transform_parent(|e| e.transform_up(|e| decimal_result(e, schema)))
         })
     }
@@ -75,8 +76,22 @@ fn widened(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     Ok(Transformed::yes(cast(e, DataType::Int64)))
 }
 
+/// `trunc` of an integer: the integer, as DuckDB's (DataFusion: a DOUBLE).
+fn integer_trunc(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    match e {
+        Expr::ScalarFunction(mut f)
+            if f.func.name() == "trunc"
+                && f.args.len() == 1
+                && f.args[0].get_type(schema).is_ok_and(|t| t.is_integer()) =>
+        {
+            Ok(Transformed::yes(f.args.remove(0)))
+        }
+        e => Ok(Transformed::no(e)),
+    }
+}
+
 /// DuckDB's type of a DECIMAL `+`, `-`, `*`, `ceil`, `floor` or `trunc`, when DataFusion's
-/// differs: the call cast to it; `trunc` of an integer: the integer.
+/// differs: the call cast to it.
 fn decimal_result(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     let duckdb = match &e {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
@@ -104,17 +119,6 @@ fn decimal_result(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                 }
                 _ => None,
             }
-        }
-        // `trunc` of an integer is the integer, as DuckDB's (DataFusion: a DOUBLE).
-        Expr::ScalarFunction(f)
-            if f.func.name() == "trunc"
-                && f.args.len() == 1
-                && f.args[0].get_type(schema).is_ok_and(|t| t.is_integer()) =>
-        {
-            let Expr::ScalarFunction(mut f) = e else {
-                return Ok(Transformed::no(e));
-            };
-            return Ok(Transformed::yes(f.args.remove(0)));
         }
         Expr::ScalarFunction(f)
             if matches!(f.func.name(), "ceil" | "floor" | "trunc") && f.args.len() == 1 =>
