@@ -1029,6 +1029,70 @@ def test_json_object_refuses_what_duckdb_refuses(client, schema):
     ) == (["t", "o"], [[None, '{"s":null}'], ['"b"', '{"s":"b"}']])
 
 
+def test_lambdas_take_both_syntaxes_and_refuse_what_duckdb_refuses(client, schema):
+    """DuckDB's lambdas (`sql/lambdas`): `lambda x, i: …` and the older arrow form,
+    which DuckDB 2.0 refuses by default but 1.x took and dbt models written for it use;
+    an arrow elsewhere is still JSON's. A table's lists reduce per row, an empty one
+    without an initial value fails the statement, and a subquery in a lambda, a lambda
+    with too many parameters, or a reduction's with too few are refused, each with
+    DuckDB's message, leaving the table as it was."""
+    client.query(f"CREATE TABLE {schema}.l (k INTEGER, l INTEGER[], j VARCHAR)")
+    client.query(
+        f"INSERT INTO {schema}.l VALUES (1, [1, 2, 3], '{{\"a\": 1}}'), (2, NULL, NULL), "
+        "(3, [5], NULL)"
+    )
+    assert client.query(
+        f"SELECT k, list_transform(l, x -> x * k) AS t, list_filter(l, (x, i) -> i > 1) AS f, "
+        f"list_reduce(l, lambda a, x: a + x) AS r, j -> 'a' AS a FROM {schema}.l ORDER BY k"
+    ) == (
+        ["k", "t", "f", "r", "a"],
+        [
+            [1, [1, 2, 3], [2, 3], 6, "1"],
+            [2, None, None, None, None],
+            [3, [15], [], 5, None],
+        ],
+    )
+    client.query(f"INSERT INTO {schema}.l VALUES (4, [], NULL)")
+    before = client.query(f"SELECT * FROM {schema}.l ORDER BY k")
+    for sql, message in [
+        (
+            f"UPDATE {schema}.l SET k = list_reduce(l, lambda a, x: a + x)",
+            "Invalid Input Error: Cannot perform list_reduce on an empty input list",
+        ),
+        (
+            (
+                "SELECT list_reduce(k, lambda a, x: a + x, 0) AS r FROM (VALUES ([1]), ([])) t(k) "
+                "UNION ALL SELECT list_reduce([], lambda a, x: a + x)"
+            ),
+            "Invalid Input Error: Cannot perform list_reduce on an empty input list",
+        ),
+        (
+            "SELECT list_transform([1], lambda x: (SELECT 1)) AS r",
+            "Binder Error: subqueries in lambda expressions are not supported",
+        ),
+        (
+            f"SELECT list_filter(l, lambda x: x IN (SELECT k FROM {schema}.l)) AS r FROM {schema}.l",
+            "Binder Error: subqueries in lambda expressions are not supported",
+        ),
+        (
+            "SELECT list_transform([1], lambda a, b, c: a) AS r",
+            "Binder Error: This lambda function only supports up to two lambda parameters!",
+        ),
+        (
+            "SELECT list_reduce([1], lambda a: a) AS r",
+            "Binder Error: list_reduce expects a function with 2 or 3 arguments",
+        ),
+        (
+            "SELECT list_transform(1, lambda x: x) AS r",
+            "Binder Error: Invalid LIST argument during lambda function binding!",
+        ),
+    ]:
+        with pytest.raises(SqlError) as e:
+            client.query(sql)
+        assert e.value.message == message, sql
+    assert client.query(f"SELECT * FROM {schema}.l ORDER BY k") == before
+
+
 def test_arithmetic_of_literals_is_integer_when_it_fits(client, schema):
     """`24 * 60` of literals only is an INTEGER, as DuckDB types it (DataFusion: BIGINT),
     so `CREATE TABLE … AS` makes DuckDB's column; where a step leaves INTEGER's range the

@@ -96,8 +96,13 @@ def batches(draw, rows=ROWS) -> list[list[tuple]]:
     return [all_rows[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
+def frozen(value):
+    """`value` hashable: a list (a LIST value) as a tuple, its items too."""
+    return tuple(frozen(v) for v in value) if isinstance(value, list) else value
+
+
 def multiset(rows) -> Counter:
-    return Counter(tuple(r) for r in rows)
+    return Counter(tuple(frozen(v) for v in r) for r in rows)
 
 
 def show(rows) -> list[tuple]:
@@ -1727,6 +1732,35 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
             "json_object('o', json_object('l', json_array(k)), 't', to_json(s)) AS e FROM {t}"
         ),
         "SELECT json_object('j', j) AS x, j FROM (SELECT json_array(k, s) AS j FROM {t})",
+        # DuckDB's lambdas: list_transform/apply, list_filter (the predicate cast to
+        # BOOLEAN), list_reduce (an initial value, the accumulator widened to what the
+        # lambda returns), an index parameter, captured columns, nesting; unaliased, named
+        # as DuckDB prints them.
+        (
+            "SELECT list_transform([k, v], lambda x: x + 1) AS a, "
+            "list_filter([k, v, 3], lambda x: x > 1) AS b, apply([s], lambda x: upper(x)) AS c, "
+            "filter([s, 'x'], lambda x, i: i = 2) AS d, list_transform([k, v], lambda x, i: x * i) AS e "
+            "FROM {t}"
+        ),
+        (
+            "SELECT k, list_transform([1, 2], lambda x: x + k) AS a, "
+            "list_filter([v, k], lambda x: x > k) AS b, list_filter([k], lambda x: NULL) AS c, "
+            "list_filter([1, 2, 3], lambda x: x % 2) AS d FROM {t}"
+        ),
+        (
+            "SELECT list_reduce([k, v, 2], lambda a, x: a + x) AS a, "
+            "list_reduce([k, 1], lambda a, x, i: a * 10 + x * i, v) AS b, "
+            "reduce([s, s], lambda a, x: a || x) AS c, "
+            "typeof(list_reduce([k, v], lambda a, x, i: a + i)) AS d, "
+            "list_reduce([v, 2], lambda a, x: a > x) AS e, array_reduce([k], lambda a, x: a, 7) AS f "
+            "FROM {t}"
+        ),
+        (
+            "SELECT list_transform([[k], [k, v]], lambda l: list_reduce(l, lambda a, x: a + x, 0)) AS a, "
+            "list_transform([[1], [2, 3]], lambda l: list_transform(l, lambda y: y * k)) AS b FROM {t}"
+        ),
+        "SELECT list_transform([k], lambda x: x + 1), list_filter([v], lambda y: y > 0) FROM {t}",
+        "SELECT k, v FROM {t} WHERE len(list_filter([k, v], lambda x: x > 1)) = 2",
         # A sum of DECIMAL(p,s)s is a DECIMAL(38,s).
         (
             "SELECT typeof(sum(d)) AS a, sum(d) AS b, typeof(sum(d * k)) AS c, "

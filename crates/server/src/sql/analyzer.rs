@@ -44,7 +44,14 @@ fn rewrite_nodes(
         let names = NamePreserver::new(&node);
         let rewritten = node.map_expressions(|e| {
             let name = names.save(&e);
-            rewrite(e, &schema).map(|t| t.update_data(|e| name.restore(e)))
+            let t = rewrite(e, &schema)?;
+            // A lambda's parameters are typed by the list they range over, which the
+            // rewrite may have retyped (`sql/lambdas`).
+            let t = match t.transformed {
+                true => t.transform_data(|e| e.resolve_lambda_variables(&schema))?,
+                false => t,
+            };
+            Ok(t.update_data(|e| name.restore(e)))
         })?;
         retype |= rewritten.transformed;
         match retype {

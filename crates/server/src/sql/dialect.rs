@@ -32,6 +32,7 @@
 //! | `UNPIVOT t ON a, b [INTO NAME n VALUE v]` | `SELECT * FROM t UNPIVOT (v FOR n IN (a, b))`   |
 //! | `FROM t [AS a] … USING SAMPLE 10 [ROWS]` / `10%` / `bernoulli(10%)` | `FROM t [AS a] TABLESAMPLE (10 ROWS) …` / `(10 PERCENT)` / `BERNOULLI (10 PERCENT)` (`sql/sample.rs`) |
 //! | `TABLESAMPLE 10%`                        | `TABLESAMPLE 10 PERCENT`                            |
+//! | `lambda x, i: body` / `x -> body`, `(x, i) -> body` as an argument of `list_transform` & co | `"__deltalite_lambda"(x, i, body)`, a lambda again once parsed (`sql/lambdas.rs`) |
 //! | `FROM t VERSION AS OF 3` / `TIMESTAMP AS OF '…'`, `t AT (VERSION => 3)` / `AT (TIMESTAMP => '…')` | `FROM "t\u{1}v3" AS t` (`sql/time_travel.rs`) |
 //!
 //! The splice works on sqlparser's own tokens, so text inside strings, quoted names and
@@ -57,6 +58,9 @@ pub(crate) const RAISE: &str = "__deltalite_error";
 /// Placeholder alias of a `PIVOT`: its columns are the statement form's `GROUP BY` list,
 /// the only columns the pivot keeps beside its values (`sql/pivot.rs`).
 pub(crate) const PIVOT_GROUP_BY: &str = "__deltalite_pivot_group_by";
+/// Placeholder function: its arguments are a lambda's parameters and then its body
+/// (`sql/lambdas.rs` makes it a lambda again).
+pub(crate) const LAMBDA: &str = "__deltalite_lambda";
 /// Table property carrying `SET PARTITIONED BY`'s key list as written.
 pub(crate) const PARTITIONED_BY: &str = "deltalite.partitioned_by";
 /// Table property carrying `SET SORTED BY`'s key list as written.
@@ -167,6 +171,7 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
         return;
     };
     edit_anywhere(tokens, edits);
+    edit_lambdas(sql, tokens, edits);
     edit_summarize(tokens, edits);
     edit_from_first(tokens, edits);
     edit_pivot_statements(sql, tokens, edits);
@@ -307,6 +312,144 @@ fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
             _ => {}
         }
     }
+}
+
+/// DuckDB's functions that take a lambda; an arrow (`x -> body`) is a lambda only as
+/// one of their arguments, and JSON's `->` everywhere else.
+const LAMBDA_FUNCTIONS: [&str; 11] = [
+    "list_transform",
+    "array_transform",
+    "apply",
+    "list_apply",
+    "array_apply",
+    "list_filter",
+    "array_filter",
+    "filter",
+    "list_reduce",
+    "array_reduce",
+    "reduce",
+];
+
+/// DuckDB's lambdas, which the generic parser has no syntax for: `lambda x, i: body`
+/// anywhere, and the older arrow form (`x -> body`, `(x, i) -> body`) as an argument of
+/// one of [`LAMBDA_FUNCTIONS`]. Each becomes `"__deltalite_lambda"(x, i, body)`; the body
+/// runs to the argument's end (a `,` or closing bracket at its own depth).
+fn edit_lambdas(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
+    let word = |i: usize| match tokens.get(i).map(|t| &t.token) {
+        Some(Token::Word(w)) => Some(w),
+        _ => None,
+    };
+    for (i, t) in tokens.iter().enumerate() {
+        // (first parameter's token, the token ending the head)
+        let head = match &t.token {
+            Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("lambda") => {
+                let mut j = i + 1;
+                while word(j).is_some()
+                    && tokens.get(j + 1).is_some_and(|n| n.token == Token::Comma)
+                {
+                    j += 2;
+                }
+                if word(j).is_none() || tokens.get(j + 1).is_none_or(|n| n.token != Token::Colon) {
+                    continue;
+                }
+                (i + 1, j + 1)
+            }
+            Token::Arrow => {
+                let Some(before) = i.checked_sub(1) else {
+                    continue;
+                };
+                let first = if word(before).is_some() {
+                    before
+                } else if tokens[before].token == Token::RParen {
+                    // `(x, i) ->`: words and commas back to the opening parenthesis.
+                    let mut j = before;
+                    let open = loop {
+                        if j < 2 || word(j - 1).is_none() {
+                            break None;
+                        }
+                        match tokens[j - 2].token {
+                            Token::Comma => j -= 2,
+                            Token::LParen => break Some(j - 2),
+                            _ => break None,
+                        }
+                    };
+                    let Some(open) = open else { continue };
+                    open
+                } else {
+                    continue;
+                };
+                if !argument_of_lambda_function(tokens, first) {
+                    continue;
+                }
+                (first, i)
+            }
+            _ => continue,
+        };
+        let (first, colon) = head;
+        let params: Vec<&str> = (first..colon)
+            .filter(|&j| word(j).is_some())
+            .filter_map(|j| sql.get(tokens[j].start..tokens[j].end))
+            .collect();
+        let Some(end) = argument_end(tokens, colon + 1) else {
+            continue;
+        };
+        let start = if matches!(t.token, Token::Arrow) {
+            tokens[first].start
+        } else {
+            t.start
+        };
+        edits.push((
+            start,
+            tokens[colon].end,
+            format!("\"{LAMBDA}\"({}, ", params.join(", ")),
+        ));
+        edits.push((tokens[end].end, tokens[end].end, ")".to_string()));
+    }
+}
+
+/// Whether the token at `i` starts an argument of a call to one of [`LAMBDA_FUNCTIONS`].
+fn argument_of_lambda_function(tokens: &[Tok], i: usize) -> bool {
+    let Some(previous) = i.checked_sub(1).and_then(|p| tokens.get(p)) else {
+        return false;
+    };
+    if !matches!(previous.token, Token::Comma | Token::LParen) {
+        return false;
+    }
+    let mut depth = 0usize;
+    for j in (0..i).rev() {
+        match tokens[j].token {
+            Token::RParen | Token::RBracket | Token::RBrace => depth += 1,
+            Token::LParen if depth == 0 => {
+                return j.checked_sub(1).is_some_and(|f| {
+                    matches!(&tokens[f].token, Token::Word(w) if w.quote_style.is_none()
+                        && LAMBDA_FUNCTIONS.contains(&w.value.to_lowercase().as_str()))
+                });
+            }
+            Token::LParen | Token::LBracket | Token::LBrace => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return false,
+            },
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The last token of the argument starting at `start`: the one before the first `,` or
+/// closing bracket at the argument's own depth (the text's last token when none).
+fn argument_end(tokens: &[Tok], start: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (j, t) in tokens.iter().enumerate().skip(start) {
+        match t.token {
+            Token::LParen | Token::LBracket | Token::LBrace => depth += 1,
+            Token::RParen | Token::RBracket | Token::RBrace | Token::Comma if depth == 0 => {
+                return j.checked_sub(1).filter(|&e| e >= start);
+            }
+            Token::RParen | Token::RBracket | Token::RBrace => depth -= 1,
+            _ => {}
+        }
+    }
+    tokens.len().checked_sub(1).filter(|&e| e >= start)
 }
 
 /// DuckDB's `FROM t [WHERE …] [ORDER BY …] …` without a select list, at a statement's
@@ -1180,14 +1323,46 @@ mod tests {
     }
 
     #[test]
+    fn lambdas_are_calls() {
+        assert_eq!(
+            generic("SELECT list_transform(l, lambda x, i: x + i) FROM t"),
+            "SELECT list_transform(l, \"__deltalite_lambda\"(x, i,  x + i)) FROM t"
+        );
+        // The body runs to its argument's end; nested lambdas each close their own.
+        assert_eq!(
+            generic("SELECT list_reduce(l, lambda a, x: f(a, [x, 1]), 0)"),
+            "SELECT list_reduce(l, \"__deltalite_lambda\"(a, x,  f(a, [x, 1])), 0)"
+        );
+        assert_eq!(
+            generic("SELECT apply(l, lambda y: list_filter(y, lambda z: z > 0))"),
+            "SELECT apply(l, \"__deltalite_lambda\"(y,  list_filter(y, \"__deltalite_lambda\"(z,  z > 0))))"
+        );
+        // The arrow form, only as an argument of a function that takes a lambda.
+        assert_eq!(
+            generic("SELECT array_filter(l, (x, i) -> i > 1)"),
+            "SELECT array_filter(l, \"__deltalite_lambda\"(x, i,  i > 1))"
+        );
+        for unchanged in [
+            "SELECT j -> 'a', f(j -> 'a') FROM t",
+            "SELECT lambda FROM t",
+            "SELECT lambda, x FROM t",
+        ] {
+            assert_eq!(generic(unchanged), unchanged);
+        }
+    }
+
+    #[test]
     fn filters_without_where_and_double_stars() {
         assert_eq!(
             generic("SELECT count(*) FILTER (k > 1), sum(v) FILTER (WHERE v > 0) FROM t"),
             "SELECT count(*) FILTER (WHERE k > 1), sum(v) FILTER (WHERE v > 0) FROM t"
         );
-        // `filter` as a function, or a column, is left alone.
-        let function = "SELECT filter(l, x -> x > 1), filter FROM t";
-        assert_eq!(generic(function), function);
+        // `filter` as a function (its lambda spliced, `lambdas_are_calls`), or a column,
+        // keeps its name.
+        assert_eq!(
+            generic("SELECT filter(l, x -> x > 1), filter FROM t"),
+            "SELECT filter(l, \"__deltalite_lambda\"(x,  x > 1)), filter FROM t"
+        );
         assert_eq!(
             generic("SELECT 2**3, 2 * 3, count(*)*2"),
             "SELECT 2^3, 2 * 3, count(*)*2"

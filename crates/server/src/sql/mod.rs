@@ -22,6 +22,7 @@ mod guard;
 mod info_schema;
 mod json;
 mod json_build;
+mod lambdas;
 mod lateral_aliases;
 mod layout;
 pub mod maintenance;
@@ -399,6 +400,9 @@ impl SqlSession {
         let ctx = SessionContext::new_with_state(state);
         ctx.register_udf(udf::from_base64_udf());
         ctx.register_udf(udf::typeof_udf());
+        for f in lambdas::functions() {
+            ctx.register_higher_order_function(f);
+        }
         for f in udf::digest_udfs() {
             ctx.register_udf(f);
         }
@@ -553,6 +557,7 @@ impl SqlSession {
             // Depth first: the other passes recurse.
             guard::check_depth(s)?;
             if let Some(inner) = sql_statement(s) {
+                lambdas::restore(inner)?;
                 // Names first: DuckDB names an item as written, before any rewrite
                 // (with `^`, `->` and `->>` grouped as DuckDB groups them).
                 power::precedence(inner);
@@ -943,9 +948,11 @@ fn analyzer_rules() -> Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + 
     rules.insert(0, Arc::new(result_types::DuckdbResultTypes));
     rules.insert(1, Arc::new(arithmetic::DuckdbArithmetic));
     rules.insert(2, Arc::new(set_operations::MultisetOperations));
+    rules.insert(3, Arc::new(lambdas::ResolveLambdas));
     rules.push(Arc::new(arithmetic::CheckedIntegers));
     rules.push(Arc::new(text_casts::DuckdbText));
     rules.push(Arc::new(timestamp_text::TimestampText));
+    rules.push(Arc::new(lambdas::ResolveLambdas));
     rules
 }
 

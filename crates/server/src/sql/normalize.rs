@@ -49,9 +49,10 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     AccessExpr, BinaryOperator, CastKind, DataType, Distinct, DuplicateTreatment, ExactNumberInfo,
     Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident,
-    JoinConstraint, JoinOperator, ObjectName, OrderBy, OrderByExpr, OrderByKind, Query, Select,
-    SelectItem, SetExpr, Statement, Subscript, TableAlias, TableAliasColumnDef, TableFactor,
-    UnaryOperator, Value, VisitMut, VisitorMut, visit_expressions_mut,
+    JoinConstraint, JoinOperator, LambdaFunction, ObjectName, OneOrManyWithParens, OrderBy,
+    OrderByExpr, OrderByKind, Query, Select, SelectItem, SetExpr, Statement, Subscript, TableAlias,
+    TableAliasColumnDef, TableFactor, UnaryOperator, Value, VisitMut, VisitorMut,
+    visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -97,6 +98,7 @@ fn expression(e: &mut Expr) {
     in_values(e);
     set_comparison(e);
     duckdb_function(e);
+    super::lambdas::rewrite(e);
     duckdb_composite(e);
     count_distinct_row(e);
 }
@@ -1645,7 +1647,8 @@ fn parse_expr(sql: &str) -> Option<Expr> {
 }
 
 /// Each unqualified name in `e` outside its subqueries (whose names may be their own
-/// columns) replaced by what `replace` answers for it (`None`: kept); `Break` stops.
+/// columns) and that no lambda around it takes as a parameter, replaced by what
+/// `replace` answers for it (`None`: kept); `Break` stops.
 pub(super) fn replace_names(
     e: &mut Expr,
     replace: impl FnMut(&Ident) -> ControlFlow<(), Option<Expr>>,
@@ -1653,6 +1656,17 @@ pub(super) fn replace_names(
     struct Names<F> {
         replace: F,
         depth: usize,
+        /// The parameters of the lambdas around the expression visited: a name among
+        /// them is the parameter, not a column.
+        parameters: Vec<String>,
+    }
+    fn parameters(lambda: &LambdaFunction) -> Vec<String> {
+        match &lambda.params {
+            OneOrManyWithParens::One(p) => vec![p.name.value.to_lowercase()],
+            OneOrManyWithParens::Many(ps) => {
+                ps.iter().map(|p| p.name.value.to_lowercase()).collect()
+            }
+        }
     }
     impl<F: FnMut(&Ident) -> ControlFlow<(), Option<Expr>>> VisitorMut for Names<F> {
         type Break = ();
@@ -1664,17 +1678,37 @@ pub(super) fn replace_names(
             self.depth -= 1;
             ControlFlow::Continue(())
         }
+        fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+            if let Expr::Lambda(lambda) = e {
+                self.parameters.extend(parameters(lambda));
+            }
+            ControlFlow::Continue(())
+        }
         fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
-            if self.depth == 0
-                && let Expr::Identifier(ident) = e
-                && let Some(replacement) = (self.replace)(ident)?
-            {
-                *e = replacement;
+            match e {
+                Expr::Lambda(lambda) => {
+                    let count = parameters(lambda).len();
+                    self.parameters
+                        .truncate(self.parameters.len().saturating_sub(count));
+                }
+                Expr::Identifier(ident)
+                    if self.depth == 0
+                        && !self.parameters.contains(&ident.value.to_lowercase()) =>
+                {
+                    if let Some(replacement) = (self.replace)(ident)? {
+                        *e = replacement;
+                    }
+                }
+                _ => {}
             }
             ControlFlow::Continue(())
         }
     }
-    e.visit(&mut Names { replace, depth: 0 })
+    e.visit(&mut Names {
+        replace,
+        depth: 0,
+        parameters: Vec::new(),
+    })
 }
 
 #[cfg(test)]

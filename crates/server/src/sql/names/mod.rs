@@ -24,9 +24,9 @@ use datafusion::sql::sqlparser::ast::{
     AccessExpr, BinaryOperator, CastKind, CeilFloorKind, DataType, DateTimeField, Distinct,
     DuplicateTreatment, ExactNumberInfo, Expr, Function, FunctionArg, FunctionArgExpr,
     FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, LimitClause, NamedWindowExpr,
-    OrderBy, OrderByExpr, OrderByKind, Query, SelectItem, SetExpr, Statement, Subscript,
-    TableFactor, TableWithJoins, TimezoneInfo, TrimWhereField, UnaryOperator, Value, VisitMut,
-    VisitorMut, WindowFrame, WindowFrameBound, WindowFrameUnits, WindowSpec, WindowType,
+    OneOrManyWithParens, OrderBy, OrderByExpr, OrderByKind, Query, SelectItem, SetExpr, Statement,
+    Subscript, TableFactor, TableWithJoins, TimezoneInfo, TrimWhereField, UnaryOperator, Value,
+    VisitMut, VisitorMut, WindowFrame, WindowFrameBound, WindowFrameUnits, WindowSpec, WindowType,
     visit_expressions,
 };
 
@@ -199,6 +199,18 @@ impl Printer {
             }
             Expr::Value(v) => value(&v.value).unwrap_or_else(|| e.to_string()),
             Expr::Nested(inner) => self.expr(inner),
+            Expr::Lambda(lambda) => {
+                let params = match &lambda.params {
+                    OneOrManyWithParens::One(p) => vec![p],
+                    OneOrManyWithParens::Many(ps) => ps.iter().collect(),
+                };
+                let params: Vec<String> = params.iter().map(|p| identifier(&p.name)).collect();
+                format!(
+                    "(lambda {}: {})",
+                    params.join(", "),
+                    self.expr(&lambda.body)
+                )
+            }
             Expr::BinaryOp { left, op, right } => self.binary(e, left, op, right),
             Expr::UnaryOp { op, expr } => match (op, unnested(expr)) {
                 (UnaryOperator::Minus, Expr::Value(v)) if matches!(v.value, Value::Number(..)) => {
