@@ -1760,6 +1760,19 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
             "list_transform([[1], [2, 3]], lambda l: list_transform(l, lambda y: y * k)) AS b FROM {t}"
         ),
         "SELECT list_transform([k], lambda x: x + 1), list_filter([v], lambda y: y > 0) FROM {t}",
+        (
+            "SELECT typeof(list_reduce([CAST(k AS DECIMAL(10,2)), 1.5], lambda a, x: a + x)) AS a, "
+            "list_reduce([CAST(k AS DECIMAL(10,2)), 1.5], lambda a, x: a + x) AS b, "
+            "list_transform(list_filter([k, v, 2], lambda x: x > 1), lambda x: x * 10) AS c FROM {t}"
+        ),
+        # DuckDB's list comprehensions, with an index and a condition read at each
+        # element's own position.
+        (
+            "SELECT [x + 1 FOR x IN [k, v] IF x > 1] AS a, [x * i FOR x, i IN [k, v, 3]] AS b, "
+            "[x || s FOR x IN ['p', 'q'] IF s IS NOT NULL] AS c, "
+            "[[y * i FOR y IN l] FOR l, i IN [[k], [v, 1]]] AS d, "
+            "[x * i FOR x, i IN [k, v, 3] IF i > 1] AS e FROM {t}"
+        ),
         "SELECT k, v FROM {t} WHERE len(list_filter([k, v], lambda x: x > 1)) = 2",
         # A sum of DECIMAL(p,s)s is a DECIMAL(38,s).
         (

@@ -48,7 +48,7 @@ fn rewrite_nodes(
             // A lambda's parameters are typed by the list they range over, which the
             // rewrite may have retyped (`sql/lambdas`).
             let t = match t.transformed {
-                true => t.transform_data(|e| e.resolve_lambda_variables(&schema))?,
+                true => t.transform_data(|e| super::lambdas::resolve(e, &schema))?,
                 false => t,
             };
             Ok(t.update_data(|e| name.restore(e)))

@@ -33,6 +33,7 @@
 //! | `FROM t [AS a] … USING SAMPLE 10 [ROWS]` / `10%` / `bernoulli(10%)` | `FROM t [AS a] TABLESAMPLE (10 ROWS) …` / `(10 PERCENT)` / `BERNOULLI (10 PERCENT)` (`sql/sample.rs`) |
 //! | `TABLESAMPLE 10%`                        | `TABLESAMPLE 10 PERCENT`                            |
 //! | `lambda x, i: body` / `x -> body`, `(x, i) -> body` as an argument of `list_transform` & co | `"__deltalite_lambda"(x, i, body)`, a lambda again once parsed (`sql/lambdas.rs`) |
+//! | `[e FOR x IN l IF c]` (`FOR x, i IN`: with the index) | `list_transform(list_filter(l, lambda x: c), lambda x: e)` as placeholders; with an index and a condition, each element's `{'filter': c, 'result': e}` filtered and unpacked |
 //! | `FROM t VERSION AS OF 3` / `TIMESTAMP AS OF '…'`, `t AT (VERSION => 3)` / `AT (TIMESTAMP => '…')` | `FROM "t\u{1}v3" AS t` (`sql/time_travel.rs`) |
 //!
 //! The splice works on sqlparser's own tokens, so text inside strings, quoted names and
@@ -172,6 +173,7 @@ fn edit_statement(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, Stri
     };
     edit_anywhere(tokens, edits);
     edit_lambdas(sql, tokens, edits);
+    edit_comprehensions(sql, tokens, edits);
     edit_summarize(tokens, edits);
     edit_from_first(tokens, edits);
     edit_pivot_statements(sql, tokens, edits);
@@ -404,6 +406,88 @@ fn edit_lambdas(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, String
             format!("\"{LAMBDA}\"({}, ", params.join(", ")),
         ));
         edits.push((tokens[end].end, tokens[end].end, ")".to_string()));
+    }
+}
+
+/// DuckDB's list comprehensions, `[e FOR x IN l]` and `[e FOR x IN l IF c]` (also
+/// `FOR x, i IN`, `i` the element's 1-based index), as the lambdas DuckDB reads them as.
+/// With an index and a condition, both are computed at each element's own position
+/// before the filter, as in DuckDB. The parts go through [`to_generic`] themselves (a
+/// comprehension's edit replaces its whole span).
+fn edit_comprehensions(sql: &str, tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
+    let text = |from: usize, to: usize| {
+        to_generic(
+            sql.get(tokens[from].start..tokens[to].end)
+                .unwrap_or_default(),
+        )
+        .into_owned()
+    };
+    for (open, t) in tokens.iter().enumerate() {
+        if t.token != Token::LBracket {
+            continue;
+        }
+        // The comprehension's `FOR`, `IN` and `IF` at its own depth, and its `]`.
+        let (mut depth, mut at_for, mut at_in, mut at_if, mut close) =
+            (0usize, None, None, None, None);
+        for (j, u) in tokens.iter().enumerate().skip(open + 1) {
+            match &u.token {
+                Token::LParen | Token::LBracket | Token::LBrace => depth += 1,
+                Token::RBracket if depth == 0 => {
+                    close = Some(j);
+                    break;
+                }
+                Token::RParen | Token::RBracket | Token::RBrace => match depth.checked_sub(1) {
+                    Some(d) => depth = d,
+                    None => break,
+                },
+                _ if depth > 0 => {}
+                _ if u.is(Keyword::FOR) && at_for.is_none() => at_for = Some(j),
+                _ if u.is(Keyword::IN) && at_for.is_some() && at_in.is_none() => at_in = Some(j),
+                _ if u.is(Keyword::IF) && at_in.is_some() && at_if.is_none() => at_if = Some(j),
+                _ => {}
+            }
+        }
+        let (Some(at_for), Some(at_in), Some(close)) = (at_for, at_in, close) else {
+            continue;
+        };
+        let params: Vec<&str> = (at_for + 1..at_in)
+            .filter_map(|j| match &tokens[j].token {
+                Token::Word(_) => sql.get(tokens[j].start..tokens[j].end),
+                _ => None,
+            })
+            .collect();
+        let list_end = at_if.unwrap_or(close) - 1;
+        if params.is_empty() || params.len() > 2 || at_for == open + 1 || list_end <= at_in {
+            continue;
+        }
+        let params = params.join(", ");
+        let result = text(open + 1, at_for - 1);
+        let list = text(at_in + 1, list_end);
+        let lambda = |body: &str| format!("\"{LAMBDA}\"({params}, {body})");
+        let replacement = match at_if {
+            None => format!("list_transform({list}, {})", lambda(&result)),
+            Some(at_if) if at_if + 1 < close => {
+                let condition = text(at_if + 1, close - 1);
+                if params.contains(',') {
+                    let element =
+                        format!("\"{LAMBDA}\"(\"__deltalite_element\", \"__deltalite_element\"");
+                    format!(
+                        "list_transform(list_filter(list_transform({list}, {}), {element}['filter'])), {element}['result']))",
+                        lambda(&format!(
+                            "{{'filter': ({condition}), 'result': ({result})}}"
+                        ))
+                    )
+                } else {
+                    format!(
+                        "list_transform(list_filter({list}, {}), {})",
+                        lambda(&condition),
+                        lambda(&result)
+                    )
+                }
+            }
+            Some(_) => continue,
+        };
+        edits.push((t.start, tokens[close].end, replacement));
     }
 }
 
@@ -1336,6 +1420,12 @@ mod tests {
         assert_eq!(
             generic("SELECT apply(l, lambda y: list_filter(y, lambda z: z > 0))"),
             "SELECT apply(l, \"__deltalite_lambda\"(y,  list_filter(y, \"__deltalite_lambda\"(z,  z > 0))))"
+        );
+        // A list comprehension, its parts spliced too.
+        assert_eq!(
+            generic("SELECT [x + 1 FOR x IN l IF x > 1], [y FOR y IN [1, 2]]"),
+            "SELECT list_transform(list_filter(l, \"__deltalite_lambda\"(x, x > 1)), \"__deltalite_lambda\"(x, x + 1)), \
+             list_transform([1, 2], \"__deltalite_lambda\"(y, y))"
         );
         // The arrow form, only as an argument of a function that takes a lambda.
         assert_eq!(

@@ -948,11 +948,11 @@ fn analyzer_rules() -> Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + 
     rules.insert(0, Arc::new(result_types::DuckdbResultTypes));
     rules.insert(1, Arc::new(arithmetic::DuckdbArithmetic));
     rules.insert(2, Arc::new(set_operations::MultisetOperations));
-    rules.insert(3, Arc::new(lambdas::ResolveLambdas));
+    rules.insert(3, Arc::new(lambdas::ResolveLambdas { widen: true }));
     rules.push(Arc::new(arithmetic::CheckedIntegers));
     rules.push(Arc::new(text_casts::DuckdbText));
     rules.push(Arc::new(timestamp_text::TimestampText));
-    rules.push(Arc::new(lambdas::ResolveLambdas));
+    rules.push(Arc::new(lambdas::ResolveLambdas { widen: false }));
     rules
 }
 

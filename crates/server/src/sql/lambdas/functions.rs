@@ -72,17 +72,11 @@ fn element(list: &DataType) -> Result<&FieldRef> {
 }
 
 /// The type a reduction accumulates in: the element's, widened to hold the initial value
-/// and what the lambda returns, as DuckDB widens it. A DECIMAL of no larger scale stays
-/// the element's type (DuckDB's `a + x` over DECIMAL(12,1)s is a DECIMAL(12,1)).
+/// and what the lambda returns, as DuckDB widens it (a BOOLEAN or NULL fits any).
 pub(super) fn accumulator(element: &DataType, others: &[&DataType]) -> Result<DataType> {
     let mut to = element.clone();
     for other in others {
         if *other == &to || matches!(other, DataType::Null | DataType::Boolean) {
-            continue;
-        }
-        if let (DataType::Decimal128(_, s), DataType::Decimal128(_, t)) = (&to, other)
-            && t <= s
-        {
             continue;
         }
         let text =

@@ -9,7 +9,6 @@ mod functions;
 
 use std::ops::ControlFlow;
 
-use std::cell::Cell;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
@@ -174,38 +173,63 @@ fn placeholder(e: &mut Expr) -> Option<LambdaFunction> {
 }
 
 /// Every lambda's parameters typed by the arguments their function has now, which our
-/// rewrites may have retyped (a list literal's items made INTEGERs); and each reduction's
-/// list widened to what its lambda returns, as DuckDB widens the accumulator
-/// (`list_reduce([1, 2], lambda a, x: a + x + 0.5)` adds DECIMALs). It runs before
-/// DataFusion's type coercion, so that a lambda's body is coerced with its parameters'
-/// final types, and again last.
+/// rewrites may have retyped (a list literal's items made INTEGERs). Ahead of
+/// DataFusion's type coercion (so that a lambda's body is coerced with its parameters'
+/// final types) it also widens each reduction's list to what its lambda returns, as
+/// DuckDB widens the accumulator (`list_reduce([1, 2], lambda a, x: a + x + 0.5)` adds
+/// DECIMALs, the accumulator DuckDB's supertype of the element and what the lambda
+/// returns of two elements); last, it only types the parameters again.
 #[derive(Debug)]
-pub(super) struct ResolveLambdas;
+pub(super) struct ResolveLambdas {
+    pub(super) widen: bool,
+}
 
 impl AnalyzerRule for ResolveLambdas {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        let mut plan = plan.resolve_lambda_variables()?.data;
-        // A reduction widened retypes its lambda's parameters, and so what it returns,
-        // which may widen a reduction around it: again, until none widens.
-        for _ in 0..8 {
-            let widened = Cell::new(false);
-            plan = super::analyzer::rewrite_expressions(plan, |e, schema| {
-                e.transform_up(|e| {
-                    let t = widen_reduction(e, schema)?;
-                    widened.set(widened.get() | t.transformed);
-                    Ok(t)
-                })
-            })?;
-            if !widened.get() {
-                break;
-            }
-            plan = plan.resolve_lambda_variables()?.data;
+        let plan = super::analyzer::rewrite_expressions(plan, resolve)?;
+        if !self.widen {
+            return Ok(plan);
         }
-        Ok(plan)
+        // Once, as DuckDB binds a reduction once more with the accumulator widened
+        // (widening again would grow a DECIMAL's width at each round). A reduction
+        // inside another's lambda comes first, and what it returns is its list's element.
+        super::analyzer::rewrite_expressions(plan, |e, schema| {
+            e.transform_up(|e| widen_reduction(e, schema))
+        })
     }
 
     fn name(&self) -> &str {
         "deltalite_resolve_lambdas"
+    }
+}
+
+/// `e` with its lambdas' parameters typed by their functions' arguments as they are now.
+/// DataFusion's `resolve_lambda_variables` types the lambdas of a function, but the
+/// value arguments of one outside any lambda only when it is inside one, so
+/// `list_transform(list_filter(l, …), …)` kept the inner lambda's old types: each
+/// function's value arguments first, then the function.
+pub(super) fn resolve(e: DFExpr, schema: &DFSchema) -> Result<Transformed<DFExpr>> {
+    match e {
+        DFExpr::HigherOrderFunction(HigherOrderFunction { func, args }) => {
+            let mut changed = false;
+            let args = args
+                .into_iter()
+                .map(|a| match a {
+                    DFExpr::Lambda(_) => Ok(a),
+                    _ => resolve(a, schema).map(|t| {
+                        changed |= t.transformed;
+                        t.data
+                    }),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let t = DFExpr::HigherOrderFunction(HigherOrderFunction::new(func, args))
+                .resolve_lambda_variables(schema)?;
+            Ok(Transformed::new_transformed(
+                t.data,
+                changed || t.transformed,
+            ))
+        }
+        e => e.map_children(|child| resolve(child, schema)),
     }
 }
 
