@@ -1765,6 +1765,13 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
             "list_reduce([CAST(k AS DECIMAL(10,2)), 1.5], lambda a, x: a + x) AS b, "
             "list_transform(list_filter([k, v, 2], lambda x: x > 1), lambda x: x * 10) AS c FROM {t}"
         ),
+        # `length` of a list is its items; DuckDB's padded base64, `list_unique`, `even`.
+        (
+            "SELECT to_base64(CAST(s AS BLOB)) AS a, base64(CAST(s AS BLOB)) AS b, "
+            "length([k, v]) AS c, length(s) AS d, typeof(length(s)) AS e, "
+            "list_unique([k, k, v, NULL]) AS f, typeof(list_unique([k])) AS g, even(v / 3) AS h "
+            "FROM {t}"
+        ),
         # DuckDB's list comprehensions, with an index and a condition read at each
         # element's own position.
         (

@@ -1095,6 +1095,8 @@ fn duckdb_function(e: &mut Expr) {
         "unicode" | "ord" => ("ascii", None),
         "list_min" => ("array_min", None),
         "ceiling" => ("ceil", None),
+        // DuckDB's `length` of a list is its items (`len`, `sql/type_dispatch.rs`).
+        "length" => ("len", None),
         _ => return,
     };
     if renamed == "to_char"
@@ -1170,6 +1172,26 @@ const COMPOSITES: &[(&str, &str, usize)] = &[
     // DuckDB's age of one time: from it to today's midnight.
     ("age", "age(CAST(current_date AS TIMESTAMP), __a0)", 1),
     ("sign", "CAST(signum(__a0) AS TINYINT)", 1),
+    // DuckDB's base64 is padded.
+    ("to_base64", "encode(CAST(__a0 AS BLOB), 'base64pad')", 1),
+    ("base64", "encode(CAST(__a0 AS BLOB), 'base64pad')", 1),
+    // Distinct values of a list, NULL not counted.
+    (
+        "list_unique",
+        "CAST(len(list_compact(array_distinct(__a0))) AS BIGINT UNSIGNED)",
+        1,
+    ),
+    (
+        "array_unique",
+        "CAST(len(list_compact(array_distinct(__a0))) AS BIGINT UNSIGNED)",
+        1,
+    ),
+    // Rounded away from zero to the next even integer, as a DOUBLE.
+    (
+        "even",
+        "(CASE WHEN CAST(__a0 AS DOUBLE) < 0 THEN floor(CAST(__a0 AS DOUBLE) / 2) ELSE ceil(CAST(__a0 AS DOUBLE) / 2) END * 2)",
+        1,
+    ),
     ("date_add", "(__a0 + __a1)", 2),
     (
         "isinf",
