@@ -1772,6 +1772,11 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
             "list_unique([k, k, v, NULL]) AS f, typeof(list_unique([k])) AS g, even(v / 3) AS h "
             "FROM {t}"
         ),
+        # DuckDB's GLOB of a pattern written as text.
+        (
+            "SELECT s, s GLOB 'a*' AS a, s GLOB '?' AS b, s NOT GLOB '[!a-c]*' AS c, "
+            "s GLOB '*[bc]' AS d, s GLOB 'c\\*' AS e FROM {t} WHERE s GLOB '*' OR s IS NULL"
+        ),
         # DuckDB's list comprehensions, with an index and a condition read at each
         # element's own position.
         (

@@ -34,6 +34,7 @@
 //! | `TABLESAMPLE 10%`                        | `TABLESAMPLE 10 PERCENT`                            |
 //! | `lambda x, i: body` / `x -> body`, `(x, i) -> body` as an argument of `list_transform` & co | `"__deltalite_lambda"(x, i, body)`, a lambda again once parsed (`sql/lambdas.rs`) |
 //! | `[e FOR x IN l IF c]` (`FOR x, i IN`: with the index) | `list_transform(list_filter(l, lambda x: c), lambda x: e)` as placeholders; with an index and a condition, each element's `{'filter': c, 'result': e}` filtered and unpacked |
+//! | `s [NOT] GLOB 'a*[!b]?'`                 | `s ~ '(?s)^a.*[^b].$'` (`!~`), a pattern written as text only |
 //! | `FROM t VERSION AS OF 3` / `TIMESTAMP AS OF '…'`, `t AT (VERSION => 3)` / `AT (TIMESTAMP => '…')` | `FROM "t\u{1}v3" AS t` (`sql/time_travel.rs`) |
 //!
 //! The splice works on sqlparser's own tokens, so text inside strings, quoted names and
@@ -304,6 +305,22 @@ fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
             {
                 edits.push((t.start, tokens[i + 1].end, "^".to_string()));
             }
+            // DuckDB's (SQLite's) `GLOB` of a pattern written as text, as the regular
+            // expression it stands for.
+            Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("glob") => {
+                let Some(Token::SingleQuotedString(pattern)) = tokens.get(i + 1).map(|n| &n.token)
+                else {
+                    continue;
+                };
+                let negated = i
+                    .checked_sub(1)
+                    .map(|p| &tokens[p])
+                    .filter(|p| p.is(Keyword::NOT));
+                let start = negated.map_or(t.start, |p| p.start);
+                let op = if negated.is_some() { "!~" } else { "~" };
+                let regex = glob_regex(pattern).replace('\'', "''");
+                edits.push((start, tokens[i + 1].end, format!("{op} '{regex}'")));
+            }
             Token::Word(w)
                 if w.quote_style.is_none()
                     && w.keyword == Keyword::CURRENT_CATALOG
@@ -314,6 +331,55 @@ fn edit_anywhere(tokens: &[Tok], edits: &mut Vec<(usize, usize, String)>) {
             _ => {}
         }
     }
+}
+
+/// A glob pattern as an anchored regular expression: `*` any text (newlines too), `?` one
+/// character, `[…]` a class (`[!…]` its complement; one left open matches nothing),
+/// `\x` the character `x`.
+fn glob_regex(pattern: &str) -> String {
+    let mut out = String::from("(?s)^");
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' => out.push_str(".*"),
+            '?' => out.push('.'),
+            '\\' => match chars.next() {
+                Some(next) => literal(&mut out, next),
+                None => literal(&mut out, '\\'),
+            },
+            '[' => {
+                let rest: String = chars.clone().collect();
+                match rest.find(']').filter(|&end| end > 0) {
+                    Some(end) => {
+                        let class = &rest[..end];
+                        out.push('[');
+                        let class = match class.strip_prefix('!') {
+                            Some(complement) => {
+                                out.push('^');
+                                complement
+                            }
+                            None => class,
+                        };
+                        out.push_str(&class.replace('\\', "\\\\").replace('[', "\\["));
+                        out.push(']');
+                        for _ in 0..=rest[..end].chars().count() {
+                            chars.next();
+                        }
+                    }
+                    // Unterminated: nothing matches, as in DuckDB.
+                    None => out.push_str(r"[^\s\S]"),
+                }
+            }
+            c => literal(&mut out, c),
+        }
+    }
+    out.push('$');
+    out
+}
+
+/// `c` matched as itself in a regular expression.
+fn literal(out: &mut String, c: char) {
+    out.push_str(&regex::escape(c.encode_utf8(&mut [0; 4])));
 }
 
 /// DuckDB's functions that take a lambda; an arrow (`x -> body`) is a lambda only as
@@ -1426,6 +1492,15 @@ mod tests {
             generic("SELECT [x + 1 FOR x IN l IF x > 1], [y FOR y IN [1, 2]]"),
             "SELECT list_transform(list_filter(l, \"__deltalite_lambda\"(x, x > 1)), \"__deltalite_lambda\"(x, x + 1)), \
              list_transform([1, 2], \"__deltalite_lambda\"(y, y))"
+        );
+        // GLOB of a text pattern: a regular expression; of anything else, as written.
+        assert_eq!(
+            generic("SELECT s GLOB 'a*[!b]?.', s NOT GLOB '\\*[x' FROM t"),
+            "SELECT s ~ '(?s)^a.*[^b].\\.$', s !~ '(?s)^\\*[^\\s\\S]x$' FROM t"
+        );
+        assert_eq!(
+            to_generic("SELECT s GLOB p FROM t"),
+            "SELECT s GLOB p FROM t"
         );
         // The arrow form, only as an argument of a function that takes a lambda.
         assert_eq!(
