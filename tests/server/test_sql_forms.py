@@ -1093,6 +1093,27 @@ def test_lambdas_take_both_syntaxes_and_refuse_what_duckdb_refuses(client, schem
     assert client.query(f"SELECT * FROM {schema}.l ORDER BY k") == before
 
 
+def test_collate_nocase_orders_without_regard_to_case(client):
+    """`ORDER BY s COLLATE NOCASE` orders as DuckDB does, by the lowercased text, each row
+    keeping its own; a collation other than NOCASE, C, BINARY or POSIX is refused with
+    a message that names it (it was DataFusion's 'Unsupported ast node')."""
+    rows = "(VALUES ('b'), ('A'), ('a'), ('B')) t(s)"
+    assert client.query(f"SELECT s FROM {rows} ORDER BY s COLLATE NOCASE, s") == (
+        ["s"],
+        [["A"], ["a"], ["B"], ["b"]],
+    )
+    assert client.query(f"SELECT s FROM {rows} ORDER BY s COLLATE C") == (
+        ["s"],
+        [["A"], ["B"], ["a"], ["b"]],
+    )
+    with pytest.raises(SqlError) as e:
+        client.query(f"SELECT s FROM {rows} ORDER BY s COLLATE NOACCENT")
+    assert e.value.message == (
+        "Not implemented Error: collation NOACCENT is not supported here "
+        "(NOCASE, C, BINARY and POSIX are)"
+    )
+
+
 def test_arithmetic_of_literals_is_integer_when_it_fits(client, schema):
     """`24 * 60` of literals only is an INTEGER, as DuckDB types it (DataFusion: BIGINT),
     so `CREATE TABLE … AS` makes DuckDB's column; where a step leaves INTEGER's range the

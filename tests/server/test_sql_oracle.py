@@ -1777,6 +1777,12 @@ def test_duckdb_aggregates_datafusion_lacks(lake, statement):
             "SELECT s, s GLOB 'a*' AS a, s GLOB '?' AS b, s NOT GLOB '[!a-c]*' AS c, "
             "s GLOB '*[bc]' AS d, s GLOB 'c\\*' AS e FROM {t} WHERE s GLOB '*' OR s IS NULL"
         ),
+        # COLLATE NOCASE compares lowercased; elsewhere the value is the value.
+        (
+            "SELECT s, max(s COLLATE NOCASE) OVER () AS m FROM {t} WHERE s COLLATE NOCASE = 'A' "
+            "OR s = 'B' COLLATE NOCASE OR s COLLATE nocase IN ('CB') OR s COLLATE NOCASE LIKE 'E%' "
+            "OR (s COLLATE NOCASE) BETWEEN 'F' AND 'F'"
+        ),
         # DuckDB's list comprehensions, with an index and a condition read at each
         # element's own position.
         (

@@ -10,6 +10,7 @@ mod analyzer;
 mod arithmetic;
 mod cast_names;
 mod catalog_view;
+mod collations;
 mod column_case;
 mod date_bounds;
 mod ddl;
@@ -565,6 +566,7 @@ impl SqlSession {
                 names::name_items(inner);
                 pivot::rewrite(inner).map_err(sql_err)?;
                 sample::rewrite(inner).map_err(sql_err)?;
+                collations::rewrite(inner)?;
                 normalize::statement(inner);
             }
             guard::check_allowed(s)?;
