@@ -31,6 +31,14 @@ def in_both(client, setup, schema):
     return duck
 
 
+def assert_refused(client, cases):
+    """Each statement of `cases`, `(sql, message)` pairs, fails with exactly its message."""
+    for sql, message in cases:
+        with pytest.raises(SqlError) as e:
+            client.query(sql)
+        assert e.value.message == message, sql
+
+
 @pytest.fixture
 def schema(client) -> str:
     name = f"f{next(_names)}"
@@ -925,36 +933,36 @@ def test_integer_overflow_is_an_error_not_a_wrapped_number(client, server, schem
     client.query(f"CREATE TABLE {s}.n (k INTEGER, big BIGINT)")
     client.query(f"INSERT INTO {s}.n VALUES (1, 9000000000000000000), (2, -5)")
     before = len(commits(server, s, "n"))
-    for sql, message in [
-        (
-            f"SELECT big * 2 FROM {s}.n",
-            "Out of Range Error: Overflow happened on: 9000000000000000000 * 2",
-        ),
-        (
-            f"SELECT big + big FROM {s}.n WHERE k = 1",
+    assert_refused(
+        client,
+        [
             (
-                "Out of Range Error: Overflow happened on: "
-                "9000000000000000000 + 9000000000000000000"
+                f"SELECT big * 2 FROM {s}.n",
+                "Out of Range Error: Overflow happened on: 9000000000000000000 * 2",
             ),
-        ),
-        (
-            "SELECT -9223372036854775807 - 2",
-            "Out of Range Error: Overflow happened on: -9223372036854775807 - 2",
-        ),
-        (
-            f"UPDATE {s}.n SET big = big * 3 WHERE k = 1",
-            "Out of Range Error: Overflow happened on: 9000000000000000000 * 3",
-        ),
-        # A remainder by zero fails as DuckDB's does (its class, not a conversion's).
-        (f"SELECT k % 0 FROM {s}.n", "Invalid Input Error: Division by zero"),
-        (
-            f"UPDATE {s}.n SET k = k % (k - 1) WHERE k = 1",
-            "Invalid Input Error: Division by zero",
-        ),
-    ]:
-        with pytest.raises(SqlError) as e:
-            client.query(sql)
-        assert e.value.message == message, sql
+            (
+                f"SELECT big + big FROM {s}.n WHERE k = 1",
+                (
+                    "Out of Range Error: Overflow happened on: "
+                    "9000000000000000000 + 9000000000000000000"
+                ),
+            ),
+            (
+                "SELECT -9223372036854775807 - 2",
+                "Out of Range Error: Overflow happened on: -9223372036854775807 - 2",
+            ),
+            (
+                f"UPDATE {s}.n SET big = big * 3 WHERE k = 1",
+                "Out of Range Error: Overflow happened on: 9000000000000000000 * 3",
+            ),
+            # A remainder by zero fails as DuckDB's does (its class, not a conversion's).
+            (f"SELECT k % 0 FROM {s}.n", "Invalid Input Error: Division by zero"),
+            (
+                f"UPDATE {s}.n SET k = k % (k - 1) WHERE k = 1",
+                "Invalid Input Error: Division by zero",
+            ),
+        ],
+    )
     assert len(commits(server, s, "n")) == before
     duck = duckdb.connect()
     duck.execute("CREATE TABLE n (k INTEGER, big BIGINT)")
@@ -1004,26 +1012,26 @@ def test_json_object_refuses_what_duckdb_refuses(client, schema):
     statement, each with DuckDB's message; `to_json` of a NULL is NULL."""
     client.query(f"CREATE TABLE {schema}.j (k INTEGER, s VARCHAR)")
     client.query(f"INSERT INTO {schema}.j VALUES (1, NULL), (2, 'b')")
-    for sql, message in [
-        (
-            "SELECT json_object('a') AS x",
-            "Binder Error: json_object() requires an even number of arguments",
-        ),
-        (
-            "SELECT json_object(1, 2) AS x",
+    assert_refused(
+        client,
+        [
             (
-                "Binder Error: json_object() keys must be VARCHAR, add an explicit cast "
-                'to argument "Int64(1)"'
+                "SELECT json_object('a') AS x",
+                "Binder Error: json_object() requires an even number of arguments",
             ),
-        ),
-        (
-            f"SELECT json_object(s, k) AS x FROM {schema}.j",
-            "Invalid Input Error: JSON key cannot be NULL",
-        ),
-    ]:
-        with pytest.raises(SqlError) as e:
-            client.query(sql)
-        assert e.value.message == message, sql
+            (
+                "SELECT json_object(1, 2) AS x",
+                (
+                    "Binder Error: json_object() keys must be VARCHAR, add an explicit cast "
+                    'to argument "Int64(1)"'
+                ),
+            ),
+            (
+                f"SELECT json_object(s, k) AS x FROM {schema}.j",
+                "Invalid Input Error: JSON key cannot be NULL",
+            ),
+        ],
+    )
     assert client.query(
         f"SELECT to_json(s) AS t, json_object('s', s) AS o FROM {schema}.j ORDER BY k"
     ) == (["t", "o"], [[None, '{"s":null}'], ['"b"', '{"s":"b"}']])
@@ -1054,42 +1062,42 @@ def test_lambdas_take_both_syntaxes_and_refuse_what_duckdb_refuses(client, schem
     )
     client.query(f"INSERT INTO {schema}.l VALUES (4, [], NULL)")
     before = client.query(f"SELECT * FROM {schema}.l ORDER BY k")
-    for sql, message in [
-        (
-            f"UPDATE {schema}.l SET k = list_reduce(l, lambda a, x: a + x)",
-            "Invalid Input Error: Cannot perform list_reduce on an empty input list",
-        ),
-        (
+    assert_refused(
+        client,
+        [
             (
-                "SELECT list_reduce(k, lambda a, x: a + x, 0) AS r FROM (VALUES ([1]), ([])) t(k) "
-                "UNION ALL SELECT list_reduce([], lambda a, x: a + x)"
+                f"UPDATE {schema}.l SET k = list_reduce(l, lambda a, x: a + x)",
+                "Invalid Input Error: Cannot perform list_reduce on an empty input list",
             ),
-            "Invalid Input Error: Cannot perform list_reduce on an empty input list",
-        ),
-        (
-            "SELECT list_transform([1], lambda x: (SELECT 1)) AS r",
-            "Binder Error: subqueries in lambda expressions are not supported",
-        ),
-        (
-            f"SELECT list_filter(l, lambda x: x IN (SELECT k FROM {schema}.l)) AS r FROM {schema}.l",
-            "Binder Error: subqueries in lambda expressions are not supported",
-        ),
-        (
-            "SELECT list_transform([1], lambda a, b, c: a) AS r",
-            "Binder Error: This lambda function only supports up to two lambda parameters!",
-        ),
-        (
-            "SELECT list_reduce([1], lambda a: a) AS r",
-            "Binder Error: list_reduce expects a function with 2 or 3 arguments",
-        ),
-        (
-            "SELECT list_transform(1, lambda x: x) AS r",
-            "Binder Error: Invalid LIST argument during lambda function binding!",
-        ),
-    ]:
-        with pytest.raises(SqlError) as e:
-            client.query(sql)
-        assert e.value.message == message, sql
+            (
+                (
+                    "SELECT list_reduce(k, lambda a, x: a + x, 0) AS r FROM (VALUES ([1]), ([])) t(k) "
+                    "UNION ALL SELECT list_reduce([], lambda a, x: a + x)"
+                ),
+                "Invalid Input Error: Cannot perform list_reduce on an empty input list",
+            ),
+            (
+                "SELECT list_transform([1], lambda x: (SELECT 1)) AS r",
+                "Binder Error: subqueries in lambda expressions are not supported",
+            ),
+            (
+                f"SELECT list_filter(l, lambda x: x IN (SELECT k FROM {schema}.l)) AS r FROM {schema}.l",
+                "Binder Error: subqueries in lambda expressions are not supported",
+            ),
+            (
+                "SELECT list_transform([1], lambda a, b, c: a) AS r",
+                "Binder Error: This lambda function only supports up to two lambda parameters!",
+            ),
+            (
+                "SELECT list_reduce([1], lambda a: a) AS r",
+                "Binder Error: list_reduce expects a function with 2 or 3 arguments",
+            ),
+            (
+                "SELECT list_transform(1, lambda x: x) AS r",
+                "Binder Error: Invalid LIST argument during lambda function binding!",
+            ),
+        ],
+    )
     assert client.query(f"SELECT * FROM {schema}.l ORDER BY k") == before
 
 
@@ -1157,23 +1165,23 @@ def test_at_time_zone_keeps_the_wall_clock_and_names_bad_zones(client, schema):
         f"SELECT at AT TIME ZONE 'America/New_York' AS ny, "
         f"timezone('Asia/Tokyo', at) AS tokyo FROM {schema}.tz"
     ) == (["ny", "tokyo"], [["2024-01-15T05:30:00", "2024-01-15T19:30:00"]])
-    for sql, message in [
-        (
-            f"SELECT at AT TIME ZONE 'Nowhere/X' FROM {schema}.tz",
-            "Not implemented Error: Unknown TimeZone 'Nowhere/X'",
-        ),
-        (
-            "SELECT make_timestamptz(2024, 1, 1, 0, 0, 0.0, 'Nowhere/X')",
-            "Not implemented Error: Unknown TimeZone 'Nowhere/X'",
-        ),
-        (
-            "SELECT 3 AT TIME ZONE 'UTC'",
-            "Binder Error: timezone takes a TIMESTAMP, TIMESTAMPTZ or DATE, not Int64",
-        ),
-    ]:
-        with pytest.raises(SqlError) as e:
-            client.query(sql)
-        assert e.value.message == message, sql
+    assert_refused(
+        client,
+        [
+            (
+                f"SELECT at AT TIME ZONE 'Nowhere/X' FROM {schema}.tz",
+                "Not implemented Error: Unknown TimeZone 'Nowhere/X'",
+            ),
+            (
+                "SELECT make_timestamptz(2024, 1, 1, 0, 0, 0.0, 'Nowhere/X')",
+                "Not implemented Error: Unknown TimeZone 'Nowhere/X'",
+            ),
+            (
+                "SELECT 3 AT TIME ZONE 'UTC'",
+                "Binder Error: timezone takes a TIMESTAMP, TIMESTAMPTZ or DATE, not Int64",
+            ),
+        ],
+    )
 
 
 def test_a_column_named_twice_gets_duckdbs_name_for_the_copy(client, schema):
@@ -1323,29 +1331,29 @@ def test_parser_errors_read_as_duckdbs(client):
     """`syntax error at or near "…"`, which dbt's conformance suite looks for (`dbt show`
     of a query with two `LIMIT`s, a seed read with the wrong delimiter), then sqlparser's
     own account; at the end of the text, DuckDB's `syntax error at end of input`."""
-    for sql, message in [
-        (
-            "SELECT 1 LIMIT 1 LIMIT 2",
+    assert_refused(
+        client,
+        [
             (
-                'Parser Error: syntax error at or near "LIMIT" (Expected: end of '
-                "statement, found: LIMIT at Line: 1, Column: 18)"
+                "SELECT 1 LIMIT 1 LIMIT 2",
+                (
+                    'Parser Error: syntax error at or near "LIMIT" (Expected: end of '
+                    "statement, found: LIMIT at Line: 1, Column: 18)"
+                ),
             ),
-        ),
-        (
-            "SELEC 1",
             (
-                'Parser Error: syntax error at or near "SELEC" (Expected: an SQL '
-                "statement, found: SELEC at Line: 1, Column: 1)"
+                "SELEC 1",
+                (
+                    'Parser Error: syntax error at or near "SELEC" (Expected: an SQL '
+                    "statement, found: SELEC at Line: 1, Column: 1)"
+                ),
             ),
-        ),
-        (
-            "SELECT (1",
-            "Parser Error: syntax error at end of input (Expected: ), found: EOF)",
-        ),
-    ]:
-        with pytest.raises(SqlError) as e:
-            client.query(sql)
-        assert e.value.message == message, sql
+            (
+                "SELECT (1",
+                "Parser Error: syntax error at end of input (Expected: ), found: EOF)",
+            ),
+        ],
+    )
 
 
 def test_values_are_assigned_to_their_columns_type_as_duckdb_does(client, schema):
@@ -1644,24 +1652,24 @@ def test_star_columns_refusals_and_repeated_names(client, schema):
     of a column the table lacks beside `RENAME`, are refused with DuckDB's message; two items that both name a column (DuckDB repeats the name) get
     `_1`; over a join it selects among the join's columns."""
     client.query(f"CREATE TABLE {schema}.w AS SELECT 1 AS k, 2.5 AS v")
-    for sql, message in [
-        (
-            f"SELECT COLUMNS('zz') FROM {schema}.w",
-            'Binder Error: No matching columns found that match regex "zz"',
-        ),
-        (
-            f"SELECT COLUMNS('[') FROM {schema}.w",
-            'Binder Error: Failed to compile regex "[": unclosed character class',
-        ),
-        # `* RENAME` is written out the same way; DuckDB's first line.
-        (
-            f"SELECT * EXCLUDE (nope) RENAME (k AS j) FROM {schema}.w",
-            'Binder Error: Column "nope" in EXCLUDE list not found in FROM clause',
-        ),
-    ]:
-        with pytest.raises(SqlError) as e:
-            client.query(sql)
-        assert e.value.message == message
+    assert_refused(
+        client,
+        [
+            (
+                f"SELECT COLUMNS('zz') FROM {schema}.w",
+                'Binder Error: No matching columns found that match regex "zz"',
+            ),
+            (
+                f"SELECT COLUMNS('[') FROM {schema}.w",
+                'Binder Error: Failed to compile regex "[": unclosed character class',
+            ),
+            # `* RENAME` is written out the same way; DuckDB's first line.
+            (
+                f"SELECT * EXCLUDE (nope) RENAME (k AS j) FROM {schema}.w",
+                'Binder Error: Column "nope" in EXCLUDE list not found in FROM clause',
+            ),
+        ],
+    )
     assert client.query(
         f"SELECT min(COLUMNS(*)), max(COLUMNS('k')) FROM {schema}.w"
     ) == (["k", "v", "k_1"], [[1, 2.5, 1]])
@@ -1713,26 +1721,26 @@ def test_pivot_values_read_from_the_table(client, schema):
         ["d", "1", "2"],
         [["2024-01-01", None, 20], ["2024-01-02", 10, None], [None, 5, None]],
     )
-    for sql, message in [
-        (
-            "PIVOT range(10001) ON range",
+    assert_refused(
+        client,
+        [
             (
-                "Binder Error: Pivot column limit of 10000 exceeded: list the values, "
-                "as in FOR k IN (1, 2)"
+                "PIVOT range(10001) ON range",
+                (
+                    "Binder Error: Pivot column limit of 10000 exceeded: list the values, "
+                    "as in FOR k IN (1, 2)"
+                ),
             ),
-        ),
-        (
-            f"SELECT * FROM {s}.p PIVOT (sum(v) FOR (k, d) IN (1, 2))",
-            "Binder Error: PIVOT value 1 must be a tuple of 2 values, one per pivoted column",
-        ),
-        (
-            f"SELECT * FROM {s}.p UNPIVOT ((a, b) FOR n IN (k, v))",
-            "Binder Error: UNPIVOT column k must be a tuple of 2 columns, one per value column",
-        ),
-    ]:
-        with pytest.raises(SqlError) as e:
-            client.query(sql)
-        assert e.value.message == message
+            (
+                f"SELECT * FROM {s}.p PIVOT (sum(v) FOR (k, d) IN (1, 2))",
+                "Binder Error: PIVOT value 1 must be a tuple of 2 values, one per pivoted column",
+            ),
+            (
+                f"SELECT * FROM {s}.p UNPIVOT ((a, b) FOR n IN (k, v))",
+                "Binder Error: UNPIVOT column k must be a tuple of 2 columns, one per value column",
+            ),
+        ],
+    )
     # The state after the refusals: the next statement answers.
     assert client.query(f"PIVOT {s}.p ON k IN (2) USING sum(v) ORDER BY d") == (
         ["d", "2"],
@@ -1763,26 +1771,26 @@ def test_samples_take_the_rows_they_name(client, schema):
         (f"SELECT count(*) BETWEEN 4500 AND 5500 FROM {s}.n TABLESAMPLE 50%", [[True]]),
     ]:
         assert client.query(sql)[1] == expected, sql
-    for sql, message in [
-        (
-            f"SELECT * FROM {s}.n USING SAMPLE 10% (bernoulli, 42)",
+    assert_refused(
+        client,
+        [
             (
-                "Not implemented Error: a sample with a seed (TABLESAMPLE BERNOULLI "
-                "(10 PERCENT) REPEATABLE (42)): samples here are not repeatable; leave "
-                "the seed out"
+                f"SELECT * FROM {s}.n USING SAMPLE 10% (bernoulli, 42)",
+                (
+                    "Not implemented Error: a sample with a seed (TABLESAMPLE BERNOULLI "
+                    "(10 PERCENT) REPEATABLE (42)): samples here are not repeatable; leave "
+                    "the seed out"
+                ),
             ),
-        ),
-        (
-            f"SELECT count(*) FROM {s}.n a JOIN {s}.n b USING (k) USING SAMPLE 7",
             (
-                'Parser Error: syntax error at or near "USING" (Expected: end of '
-                f"statement, found: USING at Line: 1, Column: {47 + 2 * len(s)})"
+                f"SELECT count(*) FROM {s}.n a JOIN {s}.n b USING (k) USING SAMPLE 7",
+                (
+                    'Parser Error: syntax error at or near "USING" (Expected: end of '
+                    f"statement, found: USING at Line: 1, Column: {47 + 2 * len(s)})"
+                ),
             ),
-        ),
-    ]:
-        with pytest.raises(SqlError) as e:
-            client.query(sql)
-        assert e.value.message == message
+        ],
+    )
 
 
 def test_columns_are_named_without_regard_to_case(client, schema):

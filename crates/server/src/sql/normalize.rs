@@ -1097,6 +1097,9 @@ fn duckdb_function(e: &mut Expr) {
         "ceiling" => ("ceil", None),
         // DuckDB's `length` of a list is its items (`len`, `sql/type_dispatch.rs`).
         "length" => ("len", None),
+        // Other names of `COMPOSITES`.
+        "base64" => ("to_base64", None),
+        "array_unique" => ("list_unique", None),
         _ => return,
     };
     if renamed == "to_char"
@@ -1174,15 +1177,9 @@ const COMPOSITES: &[(&str, &str, usize)] = &[
     ("sign", "CAST(signum(__a0) AS TINYINT)", 1),
     // DuckDB's base64 is padded.
     ("to_base64", "encode(CAST(__a0 AS BLOB), 'base64pad')", 1),
-    ("base64", "encode(CAST(__a0 AS BLOB), 'base64pad')", 1),
     // Distinct values of a list, NULL not counted.
     (
         "list_unique",
-        "CAST(len(list_compact(array_distinct(__a0))) AS BIGINT UNSIGNED)",
-        1,
-    ),
-    (
-        "array_unique",
         "CAST(len(list_compact(array_distinct(__a0))) AS BIGINT UNSIGNED)",
         1,
     ),
