@@ -1,14 +1,14 @@
 //! DuckDB's lambdas (`list_transform(l, lambda x: x + 1)`). The generic parser has no
-//! syntax for them, so `sql/dialect.rs` splices each into a call of the placeholder
-//! function [`LAMBDA`] (`"__deltalite_lambda"(x, x + 1)`: the parameters, then the body);
-//! [`restore`] makes every such call the lambda it stands for, right after parsing, and
-//! DataFusion plans lambdas as arguments of its higher-order functions
-//! (`array_transform`, `array_filter`), under DuckDB's names ([`rewrite`]).
+//! syntax for them, so `sql/dialect.rs` splices each (and each list comprehension) into
+//! a call of the placeholder function [`LAMBDA`] (`"__deltalite_lambda"(x, x + 1)`: the
+//! parameters, then the body); [`restore`] makes every such call the lambda it stands
+//! for, right after parsing. DuckDB's names of the functions that take one become ours
+//! ([`rewrite`]), which DataFusion plans as higher-order functions
+//! (`sql/lambdas/functions.rs`); [`ResolveLambdas`] types their parameters.
 
 mod functions;
 
 use std::ops::ControlFlow;
-
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
@@ -18,7 +18,6 @@ use datafusion::common::{DFSchema, Result};
 use datafusion::logical_expr::expr::HigherOrderFunction;
 use datafusion::logical_expr::{Expr as DFExpr, ExprSchemable, LogicalPlan, cast};
 use datafusion::optimizer::AnalyzerRule;
-
 use datafusion::sql::sqlparser::ast::{
     self as sql_ast, CastKind, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident,
     LambdaFunction, LambdaFunctionParameter, LambdaSyntax, ObjectName, OneOrManyWithParens,
