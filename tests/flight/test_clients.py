@@ -90,6 +90,25 @@ def test_adbc_ddl_dml_and_parameters(adbc_conn, client):
     ]
 
 
+def test_adbc_runs_duckdb_lambdas_comprehensions_glob_and_collations(adbc_conn):
+    """DuckDB's lambdas (a bound parameter in a lambda's body too), list comprehensions,
+    GLOB and COLLATE NOCASE through the Go Flight SQL driver, prepared and plain."""
+    cur = adbc_conn.cursor()
+    cur.execute(
+        "SELECT list_transform([1, 2], lambda x: x * ?) AS a, "
+        "[y FOR y IN [1, 2, 3] IF y > ?] AS b, "
+        "list_reduce([1, 2, 3], lambda s, x: s + x) AS c",
+        (10, 1),
+    )
+    assert cur.fetchall() == [([10, 20], [2, 3], 6)]
+    cur.execute(
+        "SELECT 'abc' GLOB 'a*' AS g, 'abc' NOT GLOB '?' AS h, "
+        "'A' = 'a' COLLATE NOCASE AS n, list_filter(['a', 'B'], x -> x > 'A') AS f"
+    )
+    assert cur.fetchall() == [(True, True, True, ["a", "B"])]
+    cur.close()
+
+
 def test_adbc_show_tables_lists_what_duckdb_lists(adbc_conn, client):
     """`SHOW TABLES` and `SHOW ALL TABLES` over Flight: their result is known only by
     running them, so GetFlightInfo runs them; ALL's column lists arrive as lists."""

@@ -418,6 +418,15 @@ def test_table_properties_for_maintenance_are_checked(server, alice):
         "SELECT * FROM other.main.mine WHERE a > ALL (SELECT a FROM lakehouse.main.secret)",
         "SELECT a = ANY (SELECT a FROM lakehouse.main.secret) FROM other.main.mine",
         "SELECT * FROM other.main.mine WHERE a IN (VALUES (1)) OR a IN (SELECT a FROM lakehouse.main.secret)",
+        # A lambda's list, a comprehension's, a reduction's initial value may be a
+        # subquery (its body may not); GLOB and COLLATE are spliced and rewritten.
+        "SELECT list_transform((SELECT list(a) FROM lakehouse.main.secret), lambda x: x + 1)",
+        "SELECT [x FOR x IN (SELECT list(a) FROM lakehouse.main.secret) IF x > 0]",
+        "EXPLAIN SELECT list_reduce([a], lambda s, x: s + x, (SELECT max(a) FROM lakehouse.main.secret)) FROM other.main.mine",
+        "WITH s AS (SELECT list_filter([a], x -> x > 0) AS l FROM lakehouse.main.secret) SELECT * FROM s",
+        "SELECT 1; SELECT [x * i FOR x, i IN [a] IF i > 0] FROM lakehouse.main.secret",
+        "SELECT * FROM other.main.mine WHERE 'a' GLOB 'a*' AND a IN (SELECT a FROM lakehouse.main.secret)",
+        "SELECT a FROM lakehouse.main.secret ORDER BY CAST(a AS VARCHAR) COLLATE NOCASE",
         # A view's comment is stored with the view.
         "COMMENT ON VIEW lakehouse.main.secret IS 'mine now'",
         "ALTER TABLE lakehouse.main.secret RENAME COLUMN a TO b",
