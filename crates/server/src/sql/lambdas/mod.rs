@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, Result};
 use datafusion::logical_expr::expr::HigherOrderFunction;
 use datafusion::logical_expr::{Expr as DFExpr, ExprSchemable, LogicalPlan, cast};
@@ -185,6 +185,11 @@ pub(super) struct ResolveLambdas {
 
 impl AnalyzerRule for ResolveLambdas {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        // Most statements have no lambda: one look, rather than two rewrites that take
+        // every node's input columns.
+        if !has_lambdas(&plan)? {
+            return Ok(plan);
+        }
         let plan = super::analyzer::rewrite_expressions(plan, resolve)?;
         if !self.widen {
             return Ok(plan);
@@ -200,6 +205,21 @@ impl AnalyzerRule for ResolveLambdas {
     fn name(&self) -> &str {
         "deltalite_resolve_lambdas"
     }
+}
+
+/// Whether a node of `plan` (or of its subqueries) calls a higher-order function.
+fn has_lambdas(plan: &LogicalPlan) -> Result<bool> {
+    let mut found = false;
+    plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|e| {
+            found |= e.exists(|e| Ok(matches!(e, DFExpr::HigherOrderFunction(_))))?;
+            Ok(match found {
+                true => TreeNodeRecursion::Stop,
+                false => TreeNodeRecursion::Continue,
+            })
+        })
+    })?;
+    Ok(found)
 }
 
 /// `e` with its lambdas' parameters typed by their functions' arguments as they are now.
